@@ -1,0 +1,9 @@
+//! The one integration test binary. `support` holds the fixtures, the Docker
+//! test harness and the fault-injection proxy; each other module is one area.
+
+mod support;
+
+mod cli_docker;
+mod docker_engine;
+mod planner;
+mod state_files;

@@ -1,0 +1,384 @@
+//! Runs the built `sandboxctl` binary the way a user would, for CLI tests.
+//!
+//! Owns the process boundary: arguments, environment, working directory,
+//! state files, exit code and output. Every run happens in a fresh temporary
+//! directory (so `state/sandboxes.toml` is not picked up unless a test writes
+//! it there) with the `SANDBOXCTL_*` variables removed, and is killed if it
+//! outlives its deadline. Knows nothing about Docker except `DOCKER_HOST`.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_sandboxctl");
+/// How long a run may take before it is killed and the test fails.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
+
+/// A `sandboxctl` invocation being put together. Builder methods take and
+/// return `self`; `run` borrows, so the same `Cli` (and its temp dir) can run
+/// several times, e.g. `plan --out plan.json` then `apply plan.json`.
+///
+/// ```ignore
+/// let cli = Cli::new().scope(&sbx.scope_arg()).json().state_toml("[[box]]\nid = \"a\"\n");
+/// let out = cli.run_with(["destroy", "--prune"]).success();
+/// assert_eq!(out.json()["converged"], true);
+/// ```
+#[derive(Debug)]
+pub struct Cli {
+    dir: tempfile::TempDir,
+    current_dir: Option<PathBuf>,
+    args: Vec<OsString>,
+    env: Vec<(OsString, Option<OsString>)>,
+    deadline: Duration,
+}
+
+impl Default for Cli {
+    fn default() -> Self {
+        Cli::new()
+    }
+}
+
+impl Cli {
+    /// No arguments; runs in a new empty temp dir; `SANDBOXCTL_STATE` and
+    /// `SANDBOXCTL_TIMEOUT` removed, `NO_COLOR=1`; `DOCKER_HOST` inherited.
+    pub fn new() -> Cli {
+        Cli {
+            dir: tempfile::tempdir().expect("create temp dir"),
+            current_dir: None,
+            args: Vec::new(),
+            env: vec![
+                ("SANDBOXCTL_STATE".into(), None),
+                ("SANDBOXCTL_TIMEOUT".into(), None),
+                ("NO_COLOR".into(), Some("1".into())),
+            ],
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Cli {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Appends `--scope <key=value>` (use `Sandbox::scope_arg()` against the real daemon).
+    pub fn scope(self, scope: &str) -> Cli {
+        self.args(["--scope", scope])
+    }
+
+    /// Appends `--format json`.
+    pub fn json(self) -> Cli {
+        self.args(["--format", "json"])
+    }
+
+    /// Sets an environment variable for the run.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Cli {
+        self.env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Removes an environment variable for the run.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Cli {
+        self.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Sets `DOCKER_HOST`.
+    pub fn docker_host(self, host: &str) -> Cli {
+        self.env("DOCKER_HOST", host)
+    }
+
+    /// Points `DOCKER_HOST` at a socket that does not exist (inside the temp dir).
+    pub fn unreachable_docker(self) -> Cli {
+        let host = format!("unix://{}", self.dir.path().join("no-docker.sock").display());
+        self.docker_host(&host)
+    }
+
+    /// Writes `toml` to `<temp>/state.toml` and appends `--state <that path>`.
+    pub fn state_toml(self, toml: &str) -> Cli {
+        let path = self.write("state.toml", toml);
+        self.arg("--state").arg(path)
+    }
+
+    /// Writes `toml` to `<temp>/state/sandboxes.toml`, the file used when no
+    /// `--state` is given.
+    pub fn default_state_toml(self, toml: &str) -> Cli {
+        self.write("state/sandboxes.toml", toml);
+        self
+    }
+
+    /// Writes a file under the temp dir (creating parent dirs); returns its path.
+    pub fn write(&self, relative: &str, contents: &str) -> PathBuf {
+        let path = self.dir.path().join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create dirs in temp dir");
+        }
+        std::fs::write(&path, contents).expect("write file in temp dir");
+        path
+    }
+
+    /// Reads a file under the temp dir (e.g. what `plan --out` wrote).
+    pub fn read(&self, relative: &str) -> String {
+        let path = self.dir.path().join(relative);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    }
+
+    /// The temp dir (the working directory unless `current_dir` was set).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs in `dir` instead of the temp dir.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Cli {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Kills the run and fails the test after `deadline` (default 120 s).
+    pub fn deadline(mut self, deadline: Duration) -> Cli {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Runs with the builder's arguments and waits for it.
+    pub fn run(&self) -> Output {
+        self.spawn_with(std::iter::empty::<&str>()).wait()
+    }
+
+    /// Runs with the builder's arguments followed by `extra`, and waits.
+    pub fn run_with<I, S>(&self, extra: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.spawn_with(extra).wait()
+    }
+
+    /// Starts a run with the builder's arguments followed by `extra` without
+    /// waiting, e.g. to interrupt it.
+    pub fn spawn_with<I, S>(&self, extra: I) -> Running
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut args = self.args.clone();
+        args.extend(extra.into_iter().map(|a| a.as_ref().to_owned()));
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args)
+            .current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, value) in &self.env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        let command = format!(
+            "sandboxctl {}",
+            args.iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let stdout = capture(child.stdout.take().unwrap());
+        let stderr = capture(child.stderr.take().unwrap());
+        Running {
+            command,
+            child,
+            started: Instant::now(),
+            deadline: self.deadline,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+type Captured = (Arc<Mutex<Vec<u8>>>, JoinHandle<()>);
+
+/// Reads a pipe to its end on a thread of its own, keeping what arrived so far visible.
+fn capture(mut pipe: impl Read + Send + 'static) -> Captured {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&buf);
+    let handle = std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match pipe.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => sink.lock().unwrap().extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    (buf, handle)
+}
+
+/// A run in progress.
+#[derive(Debug)]
+pub struct Running {
+    command: String,
+    child: Child,
+    started: Instant,
+    deadline: Duration,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+impl Running {
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGINT, as Ctrl-C would.
+    pub fn interrupt(&self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -INT {} failed", self.child.id());
+    }
+
+    /// What the run printed on stderr so far.
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.0.lock().unwrap()).into_owned()
+    }
+
+    /// What the run printed on stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.0.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until stderr contains `needle` (true), or `timeout` passes or the
+    /// process ends without it (false).
+    pub fn wait_for_stderr(&mut self, needle: &str, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.stderr_so_far().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= until || matches!(self.child.try_wait(), Ok(Some(_))) {
+                return self.stderr_so_far().contains(needle);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to end (killing it and failing the test past its deadline).
+    pub fn wait(mut self) -> Output {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for sandboxctl") {
+                break status;
+            }
+            if self.started.elapsed() > self.deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "`{}` did not finish within {:?}\n--- stdout\n{}\n--- stderr\n{}",
+                    self.command,
+                    self.deadline,
+                    self.stdout_so_far(),
+                    self.stderr_so_far()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let elapsed = self.started.elapsed();
+        let (stdout, out_reader) = self.stdout;
+        let (stderr, err_reader) = self.stderr;
+        let _ = out_reader.join();
+        let _ = err_reader.join();
+        let text = |b: Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+        Output {
+            command: self.command,
+            code: status.code(),
+            stdout: text(stdout),
+            stderr: text(stderr),
+            elapsed,
+        }
+    }
+}
+
+/// What a finished run did.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The command line, for messages.
+    pub command: String,
+    /// The exit code; `None` if a signal ended the process.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Wall time from spawn to exit.
+    pub elapsed: Duration,
+}
+
+impl Output {
+    /// The exit code, failing the test if a signal ended the process.
+    pub fn code(&self) -> i32 {
+        self.code
+            .unwrap_or_else(|| panic!("{} was killed by a signal\n{}", self.command, self.dump()))
+    }
+
+    /// Fails the test (showing both streams) unless the exit code is `expected`.
+    #[track_caller]
+    pub fn expect_code(&self, expected: i32) -> &Output {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "`{}` exited with {:?}, expected {expected}\n{}",
+            self.command,
+            self.code,
+            self.dump()
+        );
+        self
+    }
+
+    /// Same as `expect_code(0)`.
+    #[track_caller]
+    pub fn success(&self) -> &Output {
+        self.expect_code(0)
+    }
+
+    /// Stdout parsed as one JSON document, failing the test (showing both
+    /// streams) if it is not.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout of `{}` is not JSON: {e}\n{}",
+                self.command,
+                self.dump()
+            )
+        })
+    }
+
+    /// Both streams, labeled, for assertion messages.
+    pub fn dump(&self) -> String {
+        format!(
+            "--- exit {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.elapsed, self.stdout, self.stderr
+        )
+    }
+}

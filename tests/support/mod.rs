@@ -1,0 +1,5 @@
+//! Shared test support: fixtures, the real-engine harness, the CLI runner.
+#![allow(dead_code)]
+
+pub mod cli;
+pub mod docker;
