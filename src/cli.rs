@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::apply::DEFAULT_PARALLELISM;
-use crate::desired::check_label;
+use crate::desired::{check_box_id, parse_label_arg};
 use crate::model::Labels;
 use crate::render::Format;
 
@@ -25,7 +25,7 @@ pub struct Cli {
     pub state: Option<PathBuf>,
 
     /// Manage only objects that also carry this label (repeatable; added to the file's [scope]).
-    #[arg(long = "scope", global = true, value_name = "KEY=VALUE", value_parser = parse_label)]
+    #[arg(long = "scope", global = true, value_name = "KEY=VALUE", value_parser = parse_label_arg)]
     pub scope: Vec<(String, String)>,
 
     /// Output format.
@@ -95,14 +95,6 @@ pub struct Config {
     pub command: Command,
 }
 
-fn parse_label(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
-    check_label(k, v)?;
-    Ok((k.to_string(), v.to_string()))
-}
-
 fn parse_parallelism(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=256).contains(&n) => Ok(n),
@@ -123,8 +115,8 @@ impl Cli {
         }
         match &self.command {
             Command::Destroy { ids, .. } => {
-                if let Some(bad) = ids.iter().find(|id| id.trim().is_empty()) {
-                    return Err(format!("box ID {bad:?} is empty"));
+                for id in ids {
+                    check_box_id(id).map_err(|e| format!("box ID {id:?}: {e}"))?;
                 }
             }
             Command::Apply { plan: Some(_), .. } if !scope.is_empty() => {

@@ -177,11 +177,12 @@ pub enum DesiredError {
 
     /// Not TOML at all (the TOML parser's message). `at` is `None` only if the
     /// parser gave no position.
-    #[error("{}: invalid TOML: {message}; fix the syntax there", located(path, *at))]
+    #[error("{}: invalid TOML: {message}; {hint}", located(path, *at))]
     Syntax {
         path: PathBuf,
         at: Option<(usize, usize)>,
         message: String,
+        hint: String,
     },
 
     /// TOML, but not the state format: an unknown key, a value of the wrong type
@@ -424,6 +425,12 @@ impl DesiredState {
         let de = toml::de::Deserializer::parse(text).map_err(|e| DesiredError::Syntax {
             path: path.to_path_buf(),
             at: e.span().map(|s| line_col(text, s.start)),
+            hint: if e.message() == "duplicate key" {
+                "this key or table is already defined above: remove or merge one of them"
+            } else {
+                "fix the syntax there"
+            }
+            .to_string(),
             message: clean_message(e.message()),
         })?;
         let raw = RawFile::deserialize(de).map_err(|e| schema_error(&e, text, path))?;
@@ -677,7 +684,11 @@ fn name_problem(name: &str, max: usize) -> Option<String> {
         return Some(format!("it is {len} characters long (the limit is {max})"));
     }
     if let Some(c) = name.chars().find(|&c| is_hidden(c)) {
-        return Some(format!("it contains the control character {}", CharText(c)));
+        return Some(format!(
+            "it contains the {} {}",
+            hidden_kind(c),
+            CharText(c)
+        ));
     }
     if name.chars().any(char::is_whitespace) {
         return Some("it contains whitespace".into());
@@ -688,14 +699,14 @@ fn name_problem(name: &str, max: usize) -> Option<String> {
     if name == "." || name == ".." {
         return Some("it is a path component".into());
     }
-    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-        return Some("it must start with a letter or digit".into());
-    }
     if let Some(c) = name
         .chars()
         .find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
         return Some(format!("it contains {}, which is not allowed", CharText(c)));
+    }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Some("it must start with a letter or digit".into());
     }
     None
 }
@@ -718,7 +729,8 @@ fn label_key_problem(key: &str) -> Option<String> {
     }
     if let Some(c) = key.chars().find(|&c| is_hidden(c)) {
         return Some(format!(
-            "label key contains the control character {}; remove it",
+            "label key contains the {} {}; remove it",
+            hidden_kind(c),
             CharText(c)
         ));
     }
@@ -762,7 +774,8 @@ fn label_value_problem(value: &str) -> Option<String> {
     }
     if let Some(c) = value.chars().find(|&c| is_hidden(c)) {
         return Some(format!(
-            "label value contains the control character {}; remove it",
+            "label value contains the {} {}; remove it",
+            hidden_kind(c),
             CharText(c)
         ));
     }
@@ -780,6 +793,14 @@ fn is_hidden(c: char) -> bool {
         || matches!(c,
             '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
             | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+fn hidden_kind(c: char) -> &'static str {
+    if c.is_control() {
+        "control character"
+    } else {
+        "invisible character"
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1178,7 +1199,7 @@ mod tests {
         for (bad, why) in [
             ("", "empty"),
             ("a\u{7}", "control character '\\u{7}'"),
-            ("a\u{202e}b", "control character '\\u{202e}'"),
+            ("a\u{202e}b", "invisible character '\\u{202e}'"),
             ("a b", "whitespace"),
             ("a\tb", "control character '\\t'"),
             ("a/b", "path separator '/'"),
@@ -1188,7 +1209,7 @@ mod tests {
             ("-rf", "start with a letter or digit"),
             ("_a", "start with a letter or digit"),
             ("a:b", "':', which is not allowed"),
-            ("é", "start with a letter or digit"),
+            ("é", "'é', which is not allowed"),
         ] {
             let e = check_box_id(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
@@ -1232,7 +1253,7 @@ mod tests {
             ("a-", "x", "start and end with a letter or digit"),
             ("a", "", "label value is empty"),
             ("a", "x\ny", "control character '\\n'"),
-            ("a", "x\u{200b}", "control character '\\u{200b}'"),
+            ("a", "x\u{200b}", "invisible character '\\u{200b}'"),
             ("a", " x", "leading or trailing whitespace"),
         ] {
             let e = check_label(k, v).unwrap_err();

@@ -5,5 +5,8 @@ mod support;
 
 mod cli_docker;
 mod docker_engine;
+mod faults;
 mod planner;
+mod properties;
+mod races;
 mod state_files;

@@ -249,3 +249,92 @@ fn cancelled_apply_starts_nothing_and_reports_everything_left() {
         plan.steps.len()
     );
 }
+
+/// Records the order in which steps finish and the most removals in flight.
+#[derive(Default)]
+struct Recorder {
+    finished: Vec<String>,
+    in_flight: usize,
+    max_in_flight: usize,
+}
+
+impl sandboxctl::apply::Observer for Recorder {
+    fn started(&mut self, _step: &sandboxctl::plan::Step) {
+        self.in_flight += 1;
+        self.max_in_flight = self.max_in_flight.max(self.in_flight);
+    }
+    fn finished(&mut self, step: &sandboxctl::plan::Step, outcome: &Outcome) {
+        if !matches!(outcome, Outcome::Skipped(_) | Outcome::Interrupted) {
+            self.in_flight -= 1;
+        }
+        self.finished.push(step.object.name().to_string());
+    }
+}
+
+/// `n` boxes, each a running container mounting its own named volume.
+fn boxes(n: usize) -> World {
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "[[container]]\nid = \"{i:064x}\"\nname = \"c{i}\"\nstate = \"running\"\n\
+             labels = {{ \"ca.sandbox\" = \"1\", \"ca.sandbox.id\" = \"b{i}\" }}\nmounts = [\"v{i}\"]\n\
+             [[volume]]\nname = \"v{i}\"\nlabels = {{ \"ca.sandbox\" = \"1\", \"ca.sandbox.id\" = \"b{i}\" }}\n"
+        ));
+    }
+    World::from_toml(&text).unwrap()
+}
+
+#[test]
+fn a_volume_goes_as_soon_as_its_own_containers_are_gone() {
+    let rt = runtime();
+    let engine = MemoryEngine::new(boxes(2));
+    // Container c0 is slow to remove; c1 is not.
+    engine.inject(
+        Op::RemoveContainer,
+        Some(&format!("{:064x}", 0)),
+        FaultAction::Delay(std::time::Duration::from_millis(300)),
+        1,
+    );
+    let plan = rt.block_on(plan_with(&engine, &DesiredState::empty()));
+    let mut rec = Recorder::default();
+    let applied = rt.block_on(apply(
+        &engine,
+        &plan,
+        &ApplyOptions::default(),
+        &AtomicBool::new(false),
+        &mut rec,
+    ));
+    assert!(applied.outcomes.iter().all(Outcome::is_success));
+    // v1 did not wait for the unrelated slow container c0.
+    assert_eq!(rec.finished, vec!["c1", "v1", "c0", "v0"]);
+}
+
+#[test]
+fn removals_in_flight_never_exceed_parallelism() {
+    let rt = runtime();
+    for parallelism in [1, 3, 8] {
+        let engine = MemoryEngine::new(boxes(40));
+        engine.inject(
+            Op::RemoveContainer,
+            None,
+            FaultAction::Delay(std::time::Duration::from_millis(2)),
+            usize::MAX,
+        );
+        let plan = rt.block_on(plan_with(&engine, &DesiredState::empty()));
+        let mut rec = Recorder::default();
+        let options = ApplyOptions {
+            parallelism,
+            ..ApplyOptions::default()
+        };
+        let applied = rt.block_on(apply(
+            &engine,
+            &plan,
+            &options,
+            &AtomicBool::new(false),
+            &mut rec,
+        ));
+        assert!(applied.outcomes.iter().all(Outcome::is_success));
+        assert_eq!(rec.max_in_flight, parallelism);
+        assert!(engine.world().containers.is_empty() && engine.world().volumes.is_empty());
+    }
+}

@@ -9,7 +9,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerInspectResponse, ContainerSummary, ImageSummary, MountPoint, Volume};
+use bollard::models::{
+    ContainerInspectResponse, ContainerSummary, ImageSummary, MountPoint, Volume,
+};
 use bollard::query_parameters::{
     InspectContainerOptions, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
     ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
@@ -74,7 +76,7 @@ impl DockerEngine {
                     "unsupported address scheme (use unix:///path/to/docker.sock or tcp://host:port)"
                         .to_string(),
                 ),
-                other => unreachable(error_chain(&other)),
+                other => unreachable(describe(&other)),
             })?
             .with_timeout(Duration::from_secs(whole_seconds(timeout)));
         let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
@@ -87,7 +89,7 @@ impl DockerEngine {
             Ok(Err(e)) => {
                 return Err(unreachable(format!(
                     "API version negotiation failed: {}",
-                    error_chain(&e)
+                    describe(&e)
                 )))
             }
             Ok(Ok(docker)) => docker,
@@ -266,11 +268,11 @@ fn map_error(call: &str, endpoint: &str, timeout: Duration, err: BollardError) -
         },
         other if is_connect_failure(&other) => EngineError::Unreachable {
             endpoint: endpoint.to_string(),
-            detail: format!("{call}: {}", error_chain(&other)),
+            detail: format!("{call}: {}", describe(&other)),
         },
         other => EngineError::Transport {
             call,
-            detail: error_chain(&other),
+            detail: describe(&other),
         },
     }
 }
@@ -289,6 +291,24 @@ fn is_connect_failure(err: &BollardError) -> bool {
         BollardError::HyperLegacyError { err } => err.is_connect(),
         BollardError::IOError { err } => connect_kind(err),
         _ => false,
+    }
+}
+
+/// A bollard error for humans: `cannot connect: <OS error>` when no connection
+/// could be opened; else the error and its causes, without bollard's wrapper
+/// text for the hyper/IO errors it only passes on.
+fn describe(err: &BollardError) -> String {
+    if is_connect_failure(err) {
+        let mut root: &(dyn std::error::Error + 'static) = err;
+        while let Some(source) = root.source() {
+            root = source;
+        }
+        return format!("cannot connect: {root}");
+    }
+    match err {
+        BollardError::HyperLegacyError { err } => error_chain(err),
+        BollardError::HyperResponseError { err } => error_chain(err),
+        other => error_chain(other),
     }
 }
 
@@ -367,11 +387,7 @@ fn volume_from(v: Volume) -> VolumeInfo {
 }
 
 fn image_from(i: ImageSummary) -> ImageInfo {
-    let mut tags: Vec<String> = i
-        .repo_tags
-        .into_iter()
-        .filter(|t| t != NONE_TAG)
-        .collect();
+    let mut tags: Vec<String> = i.repo_tags.into_iter().filter(|t| t != NONE_TAG).collect();
     tags.sort();
     tags.dedup();
     ImageInfo { id: i.id, tags }
@@ -380,7 +396,9 @@ fn image_from(i: ImageSummary) -> ImageInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bollard::models::{ContainerConfig, ContainerState, ContainerStateStatusEnum, ContainerSummaryStateEnum};
+    use bollard::models::{
+        ContainerConfig, ContainerState, ContainerStateStatusEnum, ContainerSummaryStateEnum,
+    };
 
     const T: Duration = Duration::from_secs(30);
 
@@ -393,7 +411,12 @@ mod tests {
 
     #[test]
     fn maps_status_codes() {
-        let e = map_error("remove container abc", "unix:///s", T, server(404, "No such container: abc"));
+        let e = map_error(
+            "remove container abc",
+            "unix:///s",
+            T,
+            server(404, "No such container: abc"),
+        );
         assert_eq!(
             e,
             EngineError::NotFound {
@@ -445,7 +468,11 @@ mod tests {
             BollardError::SocketNotFoundError("/gone.sock".into()),
         );
         assert!(matches!(e, EngineError::Unreachable { .. }), "{e:?}");
-        for kind in [ErrorKind::UnexpectedEof, ErrorKind::ConnectionReset, ErrorKind::BrokenPipe] {
+        for kind in [
+            ErrorKind::UnexpectedEof,
+            ErrorKind::ConnectionReset,
+            ErrorKind::BrokenPipe,
+        ] {
             let e = map_error(
                 "remove volume v",
                 "unix:///s",
@@ -550,7 +577,10 @@ mod tests {
                 ..Default::default()
             }),
             config: Some(ContainerConfig {
-                labels: Some(HashMap::from([("ca.sandbox.id".to_string(), "b".to_string())])),
+                labels: Some(HashMap::from([(
+                    "ca.sandbox.id".to_string(),
+                    "b".to_string(),
+                )])),
                 ..Default::default()
             }),
             mounts: Some(vec![mount("volume", Some("v1")), mount("bind", None)]),

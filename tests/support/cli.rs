@@ -109,7 +109,10 @@ impl Cli {
 
     /// Points `DOCKER_HOST` at a socket that does not exist (inside the temp dir).
     pub fn unreachable_docker(self) -> Cli {
-        let host = format!("unix://{}", self.dir.path().join("no-docker.sock").display());
+        let host = format!(
+            "unix://{}",
+            self.dir.path().join("no-docker.sock").display()
+        );
         self.docker_host(&host)
     }
 
@@ -201,15 +204,14 @@ impl Cli {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let started = Instant::now();
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
         let stdout = capture(child.stdout.take().unwrap());
         let stderr = capture(child.stderr.take().unwrap());
         Running {
             command,
             child,
-            started: Instant::now(),
+            started,
             deadline: self.deadline,
             stdout,
             stderr,
@@ -310,7 +312,8 @@ impl Running {
         let (stderr, err_reader) = self.stderr;
         let _ = out_reader.join();
         let _ = err_reader.join();
-        let text = |b: Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+        let text =
+            |b: Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
         Output {
             command: self.command,
             code: status.code(),

@@ -348,6 +348,11 @@ impl Sandbox {
         format!("{}-{suffix}", self.scope_value)
     }
 
+    /// A CLI runner already limited to this test: `--scope ca.sandbox.test=<value>`.
+    pub fn cli(&self) -> super::cli::Cli {
+        super::cli::Cli::new().scope(&self.scope_arg())
+    }
+
     /// A sandboxctl engine on the same daemon, with a 30 s deadline.
     pub async fn engine(&self) -> DockerEngine {
         DockerEngine::connect(Duration::from_secs(30))
@@ -397,11 +402,8 @@ impl Sandbox {
             .map(|(i, v)| format!("{v}:/v/{i}"))
             .collect();
         binds.extend(spec.binds);
-        let tmpfs: HashMap<String, String> = spec
-            .tmpfs
-            .into_iter()
-            .map(|t| (t, String::new()))
-            .collect();
+        let tmpfs: HashMap<String, String> =
+            spec.tmpfs.into_iter().map(|t| (t, String::new())).collect();
         let arg = if spec.run == Run::Exited {
             "0"
         } else {
@@ -543,16 +545,23 @@ impl Sandbox {
         for (k, v) in looks {
             d.volumes
                 .push(self.volume(VolumeSpec::new().label(k, v)).await);
-            d.containers
-                .push(self.container(ContainerSpec::new().label(k, v).run(run)).await);
+            d.containers.push(
+                self.container(ContainerSpec::new().label(k, v).run(run))
+                    .await,
+            );
         }
         d.volumes.push(
             self.volume(VolumeSpec::new().unscoped().name(self.next('u')))
                 .await,
         );
         d.containers.push(
-            self.container(ContainerSpec::new().unscoped().name(self.next('u')).run(run))
-                .await,
+            self.container(
+                ContainerSpec::new()
+                    .unscoped()
+                    .name(self.next('u'))
+                    .run(run),
+            )
+            .await,
         );
         let sbx_name = format!("ca-sbx-{}", self.next('d'));
         d.volumes.push(
@@ -605,7 +614,12 @@ impl Sandbox {
             )
             .await;
             match c {
-                Ok(c) => containers.push(c.name.unwrap_or_default().trim_start_matches('/').to_string()),
+                Ok(c) => containers.push(
+                    c.name
+                        .unwrap_or_default()
+                        .trim_start_matches('/')
+                        .to_string(),
+                ),
                 Err(e) if is_404(&e) => {}
                 Err(e) => panic!("inspect container {id}: {e}"),
             }
@@ -812,16 +826,15 @@ async fn owned(
         .chain(created_containers)
         .collect();
     let volumes: BTreeSet<String> = volumes.into_iter().chain(created_volumes).collect();
-    Ok((containers.into_iter().collect(), volumes.into_iter().collect()))
+    Ok((
+        containers.into_iter().collect(),
+        volumes.into_iter().collect(),
+    ))
 }
 
 /// Removes the scoped and recorded containers (force, with anonymous volumes),
 /// then the scoped and recorded volumes. Returns what failed.
-async fn cleanup(
-    docker: &Docker,
-    scope: &str,
-    created: (Vec<String>, Vec<String>),
-) -> Vec<String> {
+async fn cleanup(docker: &Docker, scope: &str, created: (Vec<String>, Vec<String>)) -> Vec<String> {
     let (containers, volumes) = match owned(docker, scope, created.clone()).await {
         Ok(found) => found,
         // Listing failed: still remove what we know we made.
@@ -855,7 +868,11 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<(), String> {
         .build();
     let deadline = Instant::now() + CALL_TIMEOUT;
     loop {
-        match within("remove container", docker.remove_container(id, Some(options.clone()))).await
+        match within(
+            "remove container",
+            docker.remove_container(id, Some(options.clone())),
+        )
+        .await
         {
             Ok(()) => return Ok(()),
             Err(e) if is_404(&e) => return Ok(()),
@@ -872,7 +889,12 @@ async fn remove_volume(docker: &Docker, name: &str) -> Result<(), String> {
     let options = RemoveVolumeOptionsBuilder::new().force(false).build();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match within("remove volume", docker.remove_volume(name, Some(options.clone()))).await {
+        match within(
+            "remove volume",
+            docker.remove_volume(name, Some(options.clone())),
+        )
+        .await
+        {
             Ok(()) => return Ok(()),
             Err(e) if is_404(&e) => return Ok(()),
             Err(e) if is_409(&e) && Instant::now() < deadline => {
@@ -918,7 +940,8 @@ async fn import_test_image(docker: &Docker) {
         .tag(tag)
         .changes(vec![format!("CMD [\"{SLEEP}\", \"infinity\"]")])
         .build();
-    let mut progress = docker.create_image(Some(options), Some(bollard::body_full(rootfs.into())), None);
+    let mut progress =
+        docker.create_image(Some(options), Some(bollard::body_full(rootfs.into())), None);
     let deadline = tokio::time::Instant::now() + CALL_TIMEOUT;
     while let Some(item) = tokio::time::timeout_at(deadline, progress.next())
         .await

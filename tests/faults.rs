@@ -1,0 +1,888 @@
+//! Faults injected between `sandboxctl` and the real engine, through the
+//! fault-injection proxy (`support::proxy`).
+//!
+//! Each scenario runs the built binary (`apply --format json`) against its own
+//! scope, then checks three things: the exit code, the JSON report, and what
+//! the engine really holds afterwards, listed directly (not through the proxy).
+//! [`assert_honest`] runs after every run: exit 0 only if nothing in the scope
+//! is left to remove, and every object left to remove is named in the report.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use sandboxctl::engine::Engine;
+use sandboxctl::inventory::Inventory;
+use sandboxctl::model::{short_id, Scope};
+use sandboxctl::plan::{Goal, Object, Plan};
+
+use crate::support::cli::{Cli, Output};
+use crate::support::docker::{Run, Sandbox, SandboxBox, VolumeSpec};
+use crate::support::proxy::Proxy;
+
+// ----- helpers shared with races.rs -------------------------------------------
+
+/// A run of the binary through `proxy`, scoped to `sbx` by a state file that
+/// declares nothing (so every managed object of the scope should go), JSON output.
+pub fn cli(sbx: &Sandbox, proxy: &Proxy) -> Cli {
+    Cli::new()
+        .docker_host(&proxy.docker_host())
+        .state_toml(&sbx.scope_toml())
+        .json()
+        .deadline(Duration::from_secs(60))
+}
+
+/// The goal of a state file that declares `boxes` and nothing else.
+pub fn goal(boxes: &[&str]) -> Goal {
+    Goal::Reconcile {
+        boxes: boxes.iter().map(|b| b.to_string()).collect(),
+        keep_volumes: BTreeSet::new(),
+    }
+}
+
+/// The `name`s of the objects in report list `key` (e.g. `remainingVolumes`).
+pub fn names(report: &Value, key: &str) -> BTreeSet<String> {
+    list(report, key)
+        .iter()
+        .map(|o| o["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The array at `key` (a dotted path such as `removed.containers`).
+pub fn list<'a>(report: &'a Value, key: &str) -> &'a Vec<Value> {
+    let mut v = report;
+    for part in key.split('.') {
+        v = &v[part];
+    }
+    v.as_array()
+        .unwrap_or_else(|| panic!("report has no array {key}: {report:#}"))
+}
+
+/// The reason given for leftover `name` in `remainingContainers`/`remainingVolumes`.
+pub fn reason<'a>(report: &'a Value, key: &str, name: &str) -> &'a str {
+    list(report, key)
+        .iter()
+        .find(|o| o["name"] == name)
+        .and_then(|o| o["reason"].as_str())
+        .unwrap_or_else(|| panic!("{name} is not in {key}: {report:#}"))
+}
+
+/// The failures as `(kind, name, error)`.
+pub fn failures(report: &Value) -> Vec<(String, String, String)> {
+    list(report, "failures")
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (s("kind"), s("name"), s("error"))
+        })
+        .collect()
+}
+
+/// What is left to remove in `sbx`'s scope under `goal`, from a fresh listing
+/// taken directly from the engine (not through any proxy).
+pub async fn left_to_remove(sbx: &Sandbox, goal: &Goal) -> Plan {
+    let engine = sbx.engine().await;
+    let scope = Scope::new(sbx.scope_labels());
+    let inventory = Inventory::list(&engine, &scope)
+        .await
+        .unwrap_or_else(|e| panic!("list {} directly: {e}", engine.endpoint()));
+    Plan::build(goal, &inventory)
+}
+
+/// Zero false successes, every leftover named. Compares a finished run with
+/// what the engine really holds now:
+/// - exit 0 if and only if the report says converged, and then nothing is left
+///   to remove or blocked in the scope and the report names no leftover and no failure;
+/// - every object that is still to be removed (or blocked) is named in the
+///   report's `remainingContainers` / `remainingVolumes`.
+pub async fn assert_honest(sbx: &Sandbox, goal: &Goal, out: &Output, report: &Value) {
+    let left = left_to_remove(sbx, goal).await;
+    let converged = report["converged"].as_bool().expect("converged is a bool");
+    assert_eq!(
+        out.code() == 0,
+        converged,
+        "exit code and `converged` disagree\n{}",
+        out.dump()
+    );
+    if out.code() == 0 {
+        assert!(
+            left.is_empty(),
+            "FALSE SUCCESS: exit 0 but the engine still holds {:?} {:?}\n{}",
+            left.steps
+                .iter()
+                .map(|s| s.object.label())
+                .collect::<Vec<_>>(),
+            left.blocked
+                .iter()
+                .map(|b| b.object.label())
+                .collect::<Vec<_>>(),
+            out.dump()
+        );
+        assert!(list(report, "failures").is_empty(), "{}", out.dump());
+        assert!(
+            list(report, "remainingContainers").is_empty(),
+            "{}",
+            out.dump()
+        );
+        assert!(
+            list(report, "remainingVolumes").is_empty(),
+            "{}",
+            out.dump()
+        );
+    }
+    // A run that failed before apply (listing, connection, stale plan) knows
+    // nothing of the inventory, so it cannot name leftovers: it must say that
+    // it removed nothing (and the caller checks the engine agrees).
+    let before_apply = failures(report)
+        .iter()
+        .any(|(kind, _, error)| kind == "engine" && !error.starts_with("verification failed"));
+    if before_apply {
+        assert_ne!(out.code(), 0, "{}", out.dump());
+        assert!(
+            list(report, "removed.containers").is_empty(),
+            "{}",
+            out.dump()
+        );
+        assert!(list(report, "removed.volumes").is_empty(), "{}", out.dump());
+        return;
+    }
+    let named_containers: BTreeSet<String> = list(report, "remainingContainers")
+        .iter()
+        .filter_map(|c| c["id"].as_str().map(str::to_string))
+        .collect();
+    let named_volumes = names(report, "remainingVolumes");
+    let objects = left
+        .steps
+        .iter()
+        .map(|s| &s.object)
+        .chain(left.blocked.iter().map(|b| &b.object));
+    for object in objects {
+        let named = match object {
+            Object::Container { id, .. } => named_containers.contains(id),
+            Object::Volume { name, .. } => named_volumes.contains(name),
+        };
+        assert!(
+            named,
+            "{} is still in the engine but the report does not name it\n{}",
+            object.label(),
+            out.dump()
+        );
+    }
+}
+
+/// Runs `apply` and parses its report.
+pub fn apply(cli: &Cli) -> (Output, Value) {
+    let out = cli.run_with(["apply"]);
+    let report = out.json();
+    (out, report)
+}
+
+/// Two leaked boxes, one running and one exited, each a container mounting its volume.
+async fn two_boxes(sbx: &Sandbox) -> (SandboxBox, SandboxBox) {
+    let (a, b) = tokio::join!(
+        sbx.add_box("alpha", Run::Running),
+        sbx.add_box("beta", Run::Exited)
+    );
+    (a, b)
+}
+
+fn contains_all(names: &BTreeSet<String>, expected: &[&str]) -> bool {
+    expected.iter().all(|e| names.contains(*e))
+}
+
+// ----- listing failures ---------------------------------------------------------
+
+/// A listing fails: nothing is removed (no DELETE reaches the engine), exit 1,
+/// and the JSON report has every key, `converged: false`, one engine failure.
+async fn listing_failure_removes_nothing(test: &str, method: &str, path: &str, what: &str) {
+    let sbx = Sandbox::new(test).await;
+    let (a, b) = two_boxes(&sbx).await;
+    let leak = sbx.leaked_volume().await;
+    let before = sbx.remaining().await;
+    let proxy = Proxy::start();
+    proxy
+        .on(method, path)
+        .always()
+        .respond(500, &format!("{what} listing exploded"));
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    assert_eq!(report["converged"], false);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(f[0].0, "engine");
+    assert!(
+        f[0].2.contains("HTTP 500") && f[0].2.contains(&format!("{what} listing exploded")),
+        "{}",
+        out.dump()
+    );
+    for key in ["removed.containers", "removed.volumes"] {
+        assert!(list(&report, key).is_empty(), "{key}: {}", out.dump());
+    }
+    for key in [
+        "kept.containers",
+        "kept.volumes",
+        "retained.images",
+        "remainingContainers",
+        "remainingVolumes",
+    ] {
+        list(&report, key);
+    }
+    assert!(out.stderr.contains("could not list"), "{}", out.dump());
+    // The engine's message is given once, not repeated by the error chain.
+    let message = format!("{what} listing exploded");
+    assert_eq!(f[0].2.matches(&message).count(), 1, "repeated: {}", f[0].2);
+    assert_eq!(
+        out.stderr.matches(&message).count(),
+        1,
+        "repeated: {}",
+        out.stderr
+    );
+    assert!(proxy.count(method, path) >= 1, "{}", proxy.dump());
+    assert_eq!(proxy.count("DELETE", ""), 0, "{}", proxy.dump());
+    assert_eq!(sbx.remaining().await, before, "nothing may be removed");
+    for name in [&a.volume, &b.volume, &leak] {
+        assert!(sbx.volume_exists(name).await);
+    }
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+#[tokio::test]
+async fn listing_containers_fails_removes_nothing() {
+    listing_failure_removes_nothing(
+        "fault-list-containers",
+        "GET",
+        "/containers/json",
+        "containers",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn listing_volumes_fails_removes_nothing() {
+    listing_failure_removes_nothing("fault-list-volumes", "GET", "/volumes?", "volumes").await;
+}
+
+#[tokio::test]
+async fn listing_images_fails_removes_nothing() {
+    listing_failure_removes_nothing("fault-list-images", "GET", "/images/json", "images").await;
+}
+
+// ----- removal failures ---------------------------------------------------------
+
+#[tokio::test]
+async fn container_removal_500_skips_its_volume_and_names_both() {
+    let sbx = Sandbox::new("fault-container-500").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let leak = sbx.leaked_volume().await;
+    let proxy = Proxy::start();
+    let target = format!("/containers/{}", a.container.id);
+    proxy
+        .on("DELETE", &target)
+        .respond(500, "driver failed to remove root filesystem");
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    assert_eq!(report["converged"], false);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("container", a.container.name.as_str())
+    );
+    assert_eq!(list(&report, "failures")[0]["id"], a.container.id.as_str());
+    assert!(f[0].2.contains("HTTP 500: driver failed"), "{}", out.dump());
+    // Both the container and its volume are named, each with its own reason.
+    assert_eq!(
+        names(&report, "remainingContainers"),
+        BTreeSet::from([a.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([a.volume.clone()])
+    );
+    assert!(reason(&report, "remainingContainers", &a.container.name).contains("HTTP 500"));
+    assert!(
+        reason(&report, "remainingVolumes", &a.volume)
+            .starts_with("not attempted: it waits for step"),
+        "{}",
+        out.dump()
+    );
+    // The volume was never attempted; everything else went.
+    assert_eq!(
+        proxy.count("DELETE", &format!("/volumes/{}", a.volume)),
+        0,
+        "{}",
+        proxy.dump()
+    );
+    assert_eq!(
+        names(&report, "removed.containers"),
+        BTreeSet::from([b.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "removed.volumes"),
+        BTreeSet::from([b.volume.clone(), leak.clone()])
+    );
+    assert!(sbx.container_exists(&a.container.id).await);
+    assert!(sbx.volume_exists(&a.volume).await);
+    assert!(!sbx.container_exists(&b.container.id).await);
+    assert!(!sbx.volume_exists(&b.volume).await);
+    assert!(!sbx.volume_exists(&leak).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+#[tokio::test]
+async fn volume_removal_500_is_named_and_the_rest_goes() {
+    let sbx = Sandbox::new("fault-volume-500").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", &format!("/volumes/{}", b.volume))
+        .respond(500, "volume driver unavailable");
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("volume", b.volume.as_str())
+    );
+    assert!(
+        f[0].2.contains("HTTP 500: volume driver unavailable"),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        list(&report, "remainingContainers").is_empty(),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([b.volume.clone()])
+    );
+    assert!(reason(&report, "remainingVolumes", &b.volume).contains("volume driver unavailable"));
+    assert_eq!(
+        names(&report, "removed.containers"),
+        BTreeSet::from([a.container.name.clone(), b.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "removed.volumes"),
+        BTreeSet::from([a.volume.clone()])
+    );
+    assert!(sbx.volume_exists(&b.volume).await);
+    assert!(!sbx.volume_exists(&a.volume).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+// ----- connections cut ------------------------------------------------------------
+
+#[tokio::test]
+async fn connection_dropped_on_a_removal_names_that_object() {
+    let sbx = Sandbox::new("fault-dropped").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", &format!("/containers/{}", a.container.id))
+        .close();
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("container", a.container.name.as_str())
+    );
+    assert!(
+        f[0].2
+            .contains(&format!("remove container {}", short_id(&a.container.id))),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        names(&report, "remainingContainers"),
+        BTreeSet::from([a.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([a.volume.clone()])
+    );
+    assert_eq!(proxy.count("DELETE", &format!("/volumes/{}", a.volume)), 0);
+    // The engine never got the request: the container is still there.
+    assert!(sbx.container_exists(&a.container.id).await);
+    assert!(!sbx.container_exists(&b.container.id).await);
+    assert!(!sbx.volume_exists(&b.volume).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+/// The engine removed the volume but the answer was lost: sandboxctl cannot
+/// know, so the removal is a failure (exit 1); verification finds it gone, so
+/// it is not reported as left behind.
+#[tokio::test]
+async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
+    let sbx = Sandbox::new("fault-answer-lost").await;
+    let (a, _b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", &format!("/volumes/{}", a.volume))
+        .forward_then_close();
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("volume", a.volume.as_str())
+    );
+    let seen = proxy.requests("DELETE", &format!("/volumes/{}", a.volume));
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].status,
+        Some(204),
+        "the engine did remove it: {}",
+        proxy.dump()
+    );
+    assert!(!sbx.volume_exists(&a.volume).await);
+    assert!(
+        list(&report, "remainingVolumes").is_empty(),
+        "{}",
+        out.dump()
+    );
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+// ----- slow engine ------------------------------------------------------------------
+
+#[tokio::test]
+async fn engine_slower_than_the_timeout_fails_fast() {
+    let sbx = Sandbox::new("fault-slow-listing").await;
+    let (a, _b) = two_boxes(&sbx).await;
+    let before = sbx.remaining().await;
+    let proxy = Proxy::start();
+    proxy
+        .on("GET", "/containers/json")
+        .always()
+        .delay(Duration::from_secs(30));
+    let cli = cli(&sbx, &proxy)
+        .args(["--timeout", "1"])
+        .deadline(Duration::from_secs(20));
+
+    let (out, report) = apply(&cli);
+
+    out.expect_code(1);
+    assert!(
+        out.elapsed < Duration::from_secs(8),
+        "took {:?}",
+        out.elapsed
+    );
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(f[0].0, "engine");
+    assert!(f[0].2.contains("no answer within 1s"), "{}", out.dump());
+    assert!(out.stderr.contains("no answer within 1s"), "{}", out.dump());
+    assert_eq!(proxy.count("DELETE", ""), 0);
+    assert_eq!(sbx.remaining().await, before);
+    assert!(sbx.container_exists(&a.container.id).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+
+    // A daemon that does not even answer the version check is unreachable, also fast.
+    let proxy = Proxy::start();
+    proxy
+        .on("GET", "/version")
+        .always()
+        .delay(Duration::from_secs(30));
+    let cli = crate::faults::cli(&sbx, &proxy)
+        .args(["--timeout", "1"])
+        .deadline(Duration::from_secs(20));
+    let (out, report) = apply(&cli);
+    out.expect_code(1);
+    assert!(
+        out.elapsed < Duration::from_secs(8),
+        "took {:?}",
+        out.elapsed
+    );
+    let error = failures(&report)[0].2.to_lowercase();
+    assert!(
+        error.contains("no answer") || error.contains("timeout"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(sbx.remaining().await, before);
+}
+
+#[tokio::test]
+async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
+    let sbx = Sandbox::new("fault-slow-removal").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    let target = format!("/containers/{}", a.container.id);
+    proxy.on("DELETE", &target).delay(Duration::from_secs(30));
+    let cli = cli(&sbx, &proxy)
+        .args(["--timeout", "1"])
+        .deadline(Duration::from_secs(20));
+
+    let (out, report) = apply(&cli);
+
+    out.expect_code(1);
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "took {:?}",
+        out.elapsed
+    );
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("container", a.container.name.as_str())
+    );
+    assert!(f[0].2.contains("no answer within 1s"), "{}", out.dump());
+    assert!(
+        reason(&report, "remainingContainers", &a.container.name).contains("no answer within 1s")
+    );
+    assert!(reason(&report, "remainingVolumes", &a.volume).starts_with("not attempted"));
+    // sandboxctl gave up on the request; the proxy dropped it unanswered.
+    let seen = proxy.requests("DELETE", &target);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].action, "delay-abandoned", "{}", proxy.dump());
+    assert!(sbx.container_exists(&a.container.id).await);
+    assert!(sbx.volume_exists(&a.volume).await);
+    assert!(!sbx.container_exists(&b.container.id).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+// ----- verification -------------------------------------------------------------------
+
+#[tokio::test]
+async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeeded() {
+    let sbx = Sandbox::new("fault-verify").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    // The first listing round (managed + all containers) passes; verification's fails.
+    proxy.on("GET", "/containers/json").times(2).forward();
+    proxy
+        .on("GET", "/containers/json")
+        .always()
+        .respond(500, "listing broke after apply");
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    assert_eq!(report["converged"], false);
+    assert_eq!(
+        names(&report, "removed.containers"),
+        BTreeSet::from([a.container.name.clone(), b.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "removed.volumes"),
+        BTreeSet::from([a.volume.clone(), b.volume.clone()])
+    );
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(f[0].0, "engine");
+    assert!(
+        f[0].2.contains("verification failed") && f[0].2.contains("listing broke after apply"),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        proxy.count("GET", "/containers/json") >= 3,
+        "{}",
+        proxy.dump()
+    );
+    assert!(!sbx.container_exists(&a.container.id).await);
+    assert!(!sbx.volume_exists(&b.volume).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+// ----- other actors -----------------------------------------------------------------------
+
+/// Another actor removes a container and a volume just before sandboxctl
+/// does: the engine answers 404, which is "already gone", not a failure.
+#[tokio::test]
+async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
+    let sbx = Sandbox::new("fault-404").await;
+    let (a, b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    let container = format!("/containers/{}", a.container.id);
+    let volume = format!("/volumes/{}", b.volume);
+    proxy.on("DELETE", &container).actor_first();
+    proxy.on("DELETE", &volume).actor_first();
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(0);
+    assert_eq!(report["converged"], true);
+    assert!(failures(&report).is_empty());
+    // The scenario really happened: sandboxctl's own requests got real 404s.
+    for path in [&container, &volume] {
+        let seen = proxy.requests("DELETE", path);
+        assert_eq!(seen.len(), 1, "{}", proxy.dump());
+        assert_eq!(seen[0].status, Some(404), "{}", proxy.dump());
+    }
+    assert!(contains_all(
+        &names(&report, "removed.containers"),
+        &[&a.container.name, &b.container.name]
+    ));
+    assert!(contains_all(
+        &names(&report, "removed.volumes"),
+        &[&a.volume, &b.volume]
+    ));
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+    assert!(sbx.remaining().await.containers.is_empty());
+}
+
+/// Docker's 409 "removal of container ... is already in progress" (another
+/// actor's removal of a running container is under way) is waited out; the
+/// container's volume is removed only once the container is really gone.
+#[tokio::test]
+async fn removal_already_in_progress_is_waited_out() {
+    let sbx = Sandbox::new("fault-409").await;
+    let (a, _b) = two_boxes(&sbx).await;
+    let proxy = Proxy::start();
+    let container = format!("/containers/{}", a.container.id);
+    proxy.on("DELETE", &container).actor_concurrently(
+        409,
+        &format!(
+            "removal of container {} is already in progress",
+            a.container.id
+        ),
+    );
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(0);
+    assert_eq!(report["converged"], true);
+    assert!(failures(&report).is_empty(), "{}", out.dump());
+    assert!(names(&report, "removed.containers").contains(&a.container.name));
+    assert!(names(&report, "removed.volumes").contains(&a.volume));
+    let seen = proxy.seen();
+    let at = |pred: &dyn Fn(&crate::support::proxy::Seen) -> bool| seen.iter().position(pred);
+    let conflict = at(&|s| s.by_client() && s.method == "DELETE" && s.path.starts_with(&container))
+        .expect("sandboxctl sent the removal");
+    assert_eq!(seen[conflict].status, Some(409), "{}", proxy.dump());
+    let gone = at(&|s| {
+        s.seq > conflict
+            && s.method == "GET"
+            && s.path.starts_with(&format!("{container}/json"))
+            && s.status == Some(404)
+    })
+    .unwrap_or_else(|| panic!("sandboxctl never saw the container gone\n{}", proxy.dump()));
+    let volume_delete = at(&|s| {
+        s.by_client()
+            && s.method == "DELETE"
+            && s.path.starts_with(&format!("/volumes/{}", a.volume))
+    })
+    .unwrap_or_else(|| panic!("the volume was never removed\n{}", proxy.dump()));
+    assert!(
+        gone < volume_delete,
+        "the volume was removed before its container was gone\n{}",
+        proxy.dump()
+    );
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+// ----- volumes held by others ---------------------------------------------------------------
+
+#[tokio::test]
+async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
+    let sbx = Sandbox::new("fault-unmanaged-user").await;
+    let (a, _b) = two_boxes(&sbx).await;
+    let leak = sbx.leaked_volume().await;
+    let user = sbx.unmanaged_user(&leak, Run::Running).await;
+    let proxy = Proxy::start();
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    assert_eq!(report["converged"], false);
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([leak.clone()])
+    );
+    let why = reason(&report, "remainingVolumes", &leak);
+    assert!(
+        why.contains(&user.name),
+        "the leftover names its user: {why}"
+    );
+    assert!(list(&report, "remainingContainers").is_empty());
+    assert_eq!(
+        proxy.count("DELETE", &format!("/volumes/{leak}")),
+        0,
+        "{}",
+        proxy.dump()
+    );
+    assert_eq!(
+        proxy.count("DELETE", &format!("/containers/{}", user.id)),
+        0
+    );
+    assert!(sbx.volume_exists(&leak).await);
+    assert!(sbx.container_exists(&user.id).await);
+    assert!(!sbx.container_exists(&a.container.id).await);
+    assert!(!sbx.volume_exists(&a.volume).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+/// An unmanaged container starts using a volume after the listing, while
+/// sandboxctl is about to remove it: the engine's 409 "volume is in use" is a
+/// failure naming that container, never forced.
+#[tokio::test]
+async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
+    let sbx = Sandbox::new("fault-taken-mid-apply").await;
+    let leak = sbx.leaked_volume().await;
+    let proxy = Proxy::start();
+    let inspect = format!("/volumes/{leak}");
+    proxy.on("GET", &inspect).delay(Duration::from_secs(2));
+
+    let cli = cli(&sbx, &proxy);
+    let running = cli.spawn_with(["apply"]);
+    assert!(
+        proxy.wait_for("GET", &inspect, Duration::from_secs(20)),
+        "sandboxctl never re-checked the volume\n{}\n--- stderr so far\n{}\n--- stdout so far\n{}",
+        proxy.dump(),
+        running.stderr_so_far(),
+        running.stdout_so_far()
+    );
+    let user = sbx.unmanaged_user(&leak, Run::Created).await;
+    let out = running.wait();
+    let report = out.json();
+
+    out.expect_code(1);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert_eq!(
+        (f[0].0.as_str(), f[0].1.as_str()),
+        ("volume", leak.as_str())
+    );
+    assert!(f[0].2.contains("volume is in use"), "{}", out.dump());
+    assert!(
+        f[0].2.contains(short_id(&user.id)),
+        "names the user: {}",
+        out.dump()
+    );
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([leak.clone()])
+    );
+    let seen = proxy.requests("DELETE", &inspect);
+    assert_eq!(seen.len(), 1, "{}", proxy.dump());
+    assert_eq!(seen[0].status, Some(409));
+    assert!(sbx.volume_exists(&leak).await);
+    assert!(sbx.container_exists(&user.id).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+/// Volumes have no ID: right before removing one, sandboxctl looks at it
+/// again. A volume recreated under the same name after the listing (another
+/// creation time), or recreated without the sandbox labels, is left alone.
+#[tokio::test]
+async fn volume_recreated_after_the_listing_is_left_alone() {
+    let sbx = Sandbox::new("fault-volume-recreated").await;
+    let (same_labels, unlabeled) = tokio::join!(sbx.leaked_volume(), sbx.leaked_volume());
+    let created = std::time::Instant::now();
+    let proxy = Proxy::start();
+    for v in [&same_labels, &unlabeled] {
+        proxy
+            .on("GET", &format!("/volumes/{v}"))
+            .delay(Duration::from_secs(4));
+    }
+    let cli = cli(&sbx, &proxy);
+    let running = cli.spawn_with(["apply"]);
+    for v in [&same_labels, &unlabeled] {
+        assert!(
+            proxy.wait_for("GET", &format!("/volumes/{v}"), Duration::from_secs(20)),
+            "{}",
+            proxy.dump()
+        );
+    }
+    // Docker's volume creation time has whole seconds: make sure it differs.
+    let wait = Duration::from_millis(1100).saturating_sub(created.elapsed());
+    tokio::time::sleep(wait).await;
+    for v in [&same_labels, &unlabeled] {
+        sbx.docker()
+            .remove_volume(v, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
+            .unwrap_or_else(|e| panic!("remove {v}: {e}"));
+    }
+    sbx.volume(VolumeSpec::new().managed().name(same_labels.clone()))
+        .await;
+    sbx.volume(VolumeSpec::new().name(unlabeled.clone())).await;
+    let out = running.wait();
+    let report = out.json();
+
+    out.expect_code(1);
+    let f = failures(&report);
+    assert_eq!(f.len(), 2, "{}", out.dump());
+    let error_for = |name: &str| {
+        f.iter()
+            .find(|(kind, n, _)| kind == "volume" && n == name)
+            .map(|(_, _, e)| e.clone())
+            .unwrap_or_else(|| panic!("no failure for {name}: {}", out.dump()))
+    };
+    assert!(error_for(&same_labels).contains("was recreated since it was listed"));
+    assert!(error_for(&unlabeled).contains("no longer carries the scope labels"));
+    // The recreated managed volume is still to be removed, and named; the
+    // unlabeled one is no longer sandboxctl's business.
+    assert_eq!(
+        names(&report, "remainingVolumes"),
+        BTreeSet::from([same_labels.clone()])
+    );
+    assert!(reason(&report, "remainingVolumes", &same_labels).contains("recreated"));
+    for v in [&same_labels, &unlabeled] {
+        assert_eq!(
+            proxy.count("DELETE", &format!("/volumes/{v}")),
+            0,
+            "{}",
+            proxy.dump()
+        );
+        assert!(sbx.volume_exists(v).await, "{v} survives");
+    }
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+/// The proxy itself: keep-alive connections carry several exchanges, and
+/// content-length, chunked and empty bodies are framed right.
+#[tokio::test]
+async fn proxy_forwards_keep_alive_exchanges() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let proxy = Proxy::start();
+    let mut s = tokio::net::UnixStream::connect(proxy.socket())
+        .await
+        .unwrap();
+    let requests = "GET /_ping HTTP/1.1\r\nHost: docker\r\n\r\n\
+                    GET /v1.41/version HTTP/1.1\r\nHost: docker\r\n\r\n\
+                    POST /v1.41/containers/create?name=x HTTP/1.1\r\nHost: docker\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n\
+                    GET /volumes/does-not-exist-sbx HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n";
+    proxy
+        .on("GET", "/volumes/does-not-exist")
+        .respond(418, "teapot");
+    s.write_all(requests.as_bytes()).await.unwrap();
+    let mut all = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut all))
+        .await
+        .expect("the proxy closes after Connection: close")
+        .unwrap();
+    let text = String::from_utf8_lossy(&all);
+    let statuses: Vec<&str> = text
+        .match_indices("HTTP/1.1 ")
+        .map(|(i, _)| &text[i + 9..i + 12])
+        .collect();
+    // ping, version, create without an image (400), and the rule's answer.
+    assert_eq!(statuses, vec!["200", "200", "400", "418"], "{text}");
+    assert!(text.contains("\"teapot\""));
+    let seen: BTreeMap<usize, Option<u16>> =
+        proxy.seen().iter().map(|s| (s.seq, s.status)).collect();
+    assert_eq!(seen.len(), 4, "{}", proxy.dump());
+    assert_eq!(
+        proxy.requests("GET", "/version")[0].target,
+        "/v1.41/version"
+    );
+}

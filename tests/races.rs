@@ -1,0 +1,371 @@
+//! Races against the real engine: two `apply` runs on one scope at once, and
+//! saved plans that the world moved under (stale) or did not (fresh).
+//!
+//! Every run goes through a fault-injection proxy that forwards everything, so
+//! that the test can see exactly which removals each process sent.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use futures_util::future::join_all;
+use serde_json::Value;
+
+use crate::faults::{assert_honest, failures, goal, left_to_remove, list, names};
+use crate::support::cli::Cli;
+use crate::support::docker::{ContainerSpec, Run, Sandbox, SandboxBox};
+use crate::support::proxy::Proxy;
+
+/// A state file for `sbx`'s scope declaring `boxes`.
+fn state(sbx: &Sandbox, boxes: &[&str]) -> String {
+    let mut text = sbx.scope_toml();
+    for b in boxes {
+        text.push_str(&format!("\n[[box]]\nid = \"{b}\"\n"));
+    }
+    text
+}
+
+fn cli(sbx: &Sandbox, proxy: &Proxy, boxes: &[&str]) -> Cli {
+    Cli::new()
+        .docker_host(&proxy.docker_host())
+        .state_toml(&state(sbx, boxes))
+        .json()
+        .deadline(Duration::from_secs(90))
+}
+
+/// The paths sandboxctl removes `b` by: its container and its volume.
+fn removal_paths(b: &SandboxBox) -> [String; 2] {
+    [
+        format!("/containers/{}", b.container.id),
+        format!("/volumes/{}", b.volume),
+    ]
+}
+
+/// The path of a DELETE without its query string.
+fn delete_path(path: &str) -> String {
+    path.split('?').next().unwrap_or(path).to_string()
+}
+
+#[tokio::test]
+async fn two_concurrent_applies_both_converge_without_false_failures() {
+    let sbx = Sandbox::new("race-two-applies").await;
+    let other = Sandbox::new("race-other-scope").await;
+    let ids: Vec<String> = (0..10).map(|i| format!("b{i}")).collect();
+    let boxes: Vec<SandboxBox> = join_all(ids.iter().map(|id| sbx.add_box(id, Run::Running))).await;
+    let (keeper, decoys, foreign) = tokio::join!(
+        sbx.add_box("keeper", Run::Running),
+        sbx.decoys(Run::Created),
+        other.add_box("b0", Run::Running),
+    );
+    let images = sbx.ca_sbx_images().await;
+    let planned: BTreeSet<String> = boxes.iter().flat_map(removal_paths).collect();
+
+    let (p1, p2) = (Proxy::start(), Proxy::start());
+    let (c1, c2) = (cli(&sbx, &p1, &["keeper"]), cli(&sbx, &p2, &["keeper"]));
+    let r1 = c1.spawn_with(["apply"]);
+    let r2 = c2.spawn_with(["apply"]);
+    let (o1, o2) = (r1.wait(), r2.wait());
+
+    for (out, proxy) in [(&o1, &p1), (&o2, &p2)] {
+        out.expect_code(0);
+        let report = out.json();
+        assert_eq!(report["converged"], true, "{}", out.dump());
+        assert!(failures(&report).is_empty(), "{}", out.dump());
+        assert_honest(&sbx, &goal(&["keeper"]), out, &report).await;
+        // Each process removed only planned objects, each at most once.
+        let deletes: Vec<String> = proxy
+            .requests("DELETE", "")
+            .iter()
+            .map(|s| delete_path(&s.path))
+            .collect();
+        let unique: BTreeSet<String> = deletes.iter().cloned().collect();
+        assert_eq!(
+            unique.len(),
+            deletes.len(),
+            "a removal was sent twice\n{}",
+            proxy.dump()
+        );
+        assert!(
+            unique.is_subset(&planned),
+            "removed something outside the plan: {:?}",
+            unique.difference(&planned).collect::<Vec<_>>()
+        );
+        // Reported removals are planned objects too.
+        let removed: BTreeSet<String> = names(&report, "removed.containers")
+            .into_iter()
+            .chain(names(&report, "removed.volumes"))
+            .collect();
+        let expected: BTreeSet<String> = boxes
+            .iter()
+            .flat_map(|b| [b.container.name.clone(), b.volume.clone()])
+            .collect();
+        assert!(removed.is_subset(&expected), "{}", out.dump());
+    }
+    // How the race went, for the log: who answered 404/409 to whom.
+    for (n, proxy) in [(1, &p1), (2, &p2)] {
+        let statuses: Vec<Option<u16>> = proxy
+            .requests("DELETE", "")
+            .iter()
+            .map(|s| s.status)
+            .collect();
+        eprintln!("apply #{n}: DELETE answers {statuses:?}");
+    }
+    let both: BTreeSet<String> = p1
+        .requests("DELETE", "")
+        .iter()
+        .chain(p2.requests("DELETE", "").iter())
+        .map(|s| delete_path(&s.path))
+        .collect();
+    assert_eq!(both, planned, "together they removed exactly the plan");
+
+    // The scope holds exactly the declared box and the decoys; nothing else moved.
+    for b in &boxes {
+        assert!(!sbx.container_exists(&b.container.id).await);
+        assert!(!sbx.volume_exists(&b.volume).await);
+    }
+    assert!(sbx.container_exists(&keeper.container.id).await);
+    assert!(sbx.volume_exists(&keeper.volume).await);
+    for c in &decoys.containers {
+        assert!(
+            sbx.container_exists(&c.id).await,
+            "decoy {} survives",
+            c.name
+        );
+    }
+    for v in &decoys.volumes {
+        assert!(sbx.volume_exists(v).await, "decoy volume {v} survives");
+    }
+    assert!(other.container_exists(&foreign.container.id).await);
+    assert!(other.volume_exists(&foreign.volume).await);
+    assert_eq!(
+        sbx.ca_sbx_images().await,
+        images,
+        "images are never removed"
+    );
+}
+
+/// Runs `plan --out plan.json`; returns the saved plan.
+fn save_plan(cli: &Cli) -> (std::path::PathBuf, Value) {
+    let path = cli.dir().join("plan.json");
+    let out = cli.run_with(["plan".as_ref(), "--out".as_ref(), path.as_os_str()]);
+    out.expect_code(0);
+    let saved: Value = serde_json::from_str(&cli.read("plan.json")).expect("saved plan is JSON");
+    assert_eq!(saved["version"], 1);
+    assert!(saved["fingerprint"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    (path, saved)
+}
+
+/// The stale-plan refusal: exit 1, no DELETE sent, the explanation names `changes`.
+async fn assert_refused_as_stale(
+    sbx: &Sandbox,
+    cli: &Cli,
+    proxy: &Proxy,
+    path: &std::path::Path,
+    changes: &[String],
+) {
+    let before = sbx.remaining().await;
+    let deletes_before = proxy.count("DELETE", "");
+    let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+    out.expect_code(1);
+    let report = out.json();
+    assert_eq!(report["converged"], false);
+    let f = failures(&report);
+    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert!(f[0].2.contains("is stale"), "{}", out.dump());
+    assert!(out.stderr.contains("is stale"), "{}", out.dump());
+    for change in changes {
+        assert!(
+            f[0].2.contains(change.as_str()),
+            "explains {change:?}: {}",
+            out.dump()
+        );
+    }
+    assert!(list(&report, "removed.containers").is_empty());
+    assert!(list(&report, "removed.volumes").is_empty());
+    assert_eq!(
+        proxy.count("DELETE", ""),
+        deletes_before,
+        "touched something\n{}",
+        proxy.dump()
+    );
+    assert_eq!(sbx.remaining().await, before, "nothing may be removed");
+    assert_honest(sbx, &goal(&["alpha"]), &out, &report).await;
+}
+
+#[tokio::test]
+async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
+    let sbx = Sandbox::new("race-stale-leak").await;
+    let (_alpha, beta) = tokio::join!(
+        sbx.add_box("alpha", Run::Running),
+        sbx.add_box("beta", Run::Exited)
+    );
+    let proxy = Proxy::start();
+    let cli = cli(&sbx, &proxy, &["alpha"]);
+    let (path, saved) = save_plan(&cli);
+    let steps: Vec<&str> = saved["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        vec![beta.container.name.as_str(), beta.volume.as_str()]
+    );
+
+    let leak = sbx.leaked_container(Run::Created).await;
+    assert_refused_as_stale(
+        &sbx,
+        &cli,
+        &proxy,
+        &path,
+        &[format!("container/{} is new", leak.id)],
+    )
+    .await;
+    assert!(sbx.container_exists(&beta.container.id).await);
+    assert!(sbx.container_exists(&leak.id).await);
+}
+
+#[tokio::test]
+async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
+    let sbx = Sandbox::new("race-stale-recreated").await;
+    let (_alpha, beta) = tokio::join!(
+        sbx.add_box("alpha", Run::Running),
+        sbx.add_box("beta", Run::Running)
+    );
+    let proxy = Proxy::start();
+    let cli = cli(&sbx, &proxy, &["alpha"]);
+    let (path, saved) = save_plan(&cli);
+    assert_eq!(saved["steps"][0]["id"], beta.container.id.as_str());
+
+    // Someone removes box beta's container and recreates it: same name, new ID.
+    let options = RemoveContainerOptionsBuilder::new().force(true).build();
+    sbx.docker()
+        .remove_container(&beta.container.id, Some(options))
+        .await
+        .expect("remove beta's container");
+    let again = sbx
+        .container(
+            ContainerSpec::new()
+                .in_box("beta")
+                .name(beta.container.name.clone())
+                .volume(&beta.volume),
+        )
+        .await;
+    assert_eq!(again.name, beta.container.name);
+    assert_ne!(again.id, beta.container.id);
+
+    assert_refused_as_stale(
+        &sbx,
+        &cli,
+        &proxy,
+        &path,
+        &[
+            format!("container/{} is gone", beta.container.id),
+            format!("container/{} is new", again.id),
+        ],
+    )
+    .await;
+    assert!(
+        sbx.container_exists(&again.id).await,
+        "the recreated box survives"
+    );
+    assert!(sbx.volume_exists(&beta.volume).await);
+}
+
+#[tokio::test]
+async fn fresh_saved_plan_is_applied_exactly() {
+    let sbx = Sandbox::new("race-fresh-plan").await;
+    let (alpha, beta, gamma, leak) = tokio::join!(
+        sbx.add_box("alpha", Run::Running),
+        sbx.add_box("beta", Run::Running),
+        sbx.add_box("gamma", Run::Exited),
+        sbx.leaked_volume(),
+    );
+    let proxy = Proxy::start();
+    let cli = cli(&sbx, &proxy, &["alpha"]);
+    let (path, saved) = save_plan(&cli);
+    let planned: BTreeSet<String> = saved["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| match s["kind"].as_str().unwrap() {
+            "container" => format!("/containers/{}", s["id"].as_str().unwrap()),
+            _ => format!("/volumes/{}", s["name"].as_str().unwrap()),
+        })
+        .collect();
+    let expected: BTreeSet<String> = removal_paths(&beta)
+        .into_iter()
+        .chain(removal_paths(&gamma))
+        .chain([format!("/volumes/{leak}")])
+        .collect();
+    assert_eq!(planned, expected);
+
+    let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+    out.expect_code(0);
+    let report = out.json();
+    assert_eq!(report["converged"], true);
+    assert!(failures(&report).is_empty());
+    assert_eq!(
+        names(&report, "removed.containers"),
+        BTreeSet::from([beta.container.name.clone(), gamma.container.name.clone()])
+    );
+    assert_eq!(
+        names(&report, "removed.volumes"),
+        BTreeSet::from([beta.volume.clone(), gamma.volume.clone(), leak.clone()])
+    );
+    // Exactly the plan's removals were sent, each once.
+    let sent: Vec<String> = proxy
+        .requests("DELETE", "")
+        .iter()
+        .map(|s| delete_path(&s.path))
+        .collect();
+    assert_eq!(sent.len(), planned.len(), "{}", proxy.dump());
+    assert_eq!(sent.into_iter().collect::<BTreeSet<_>>(), planned);
+    assert!(sbx.container_exists(&alpha.container.id).await);
+    assert!(sbx.volume_exists(&alpha.volume).await);
+    assert!(left_to_remove(&sbx, &goal(&["alpha"])).await.is_empty());
+    assert_honest(&sbx, &goal(&["alpha"]), &out, &report).await;
+}
+
+/// A saved plan is a file anyone can edit. Edited so that a step names an
+/// object that is not managed (here: a scoped container without
+/// `ca.sandbox=1`), `apply FILE` must refuse and touch nothing, even though
+/// the inventory (and so the basis) has not changed.
+#[tokio::test]
+async fn edited_saved_plan_never_removes_an_unmanaged_container() {
+    let sbx = Sandbox::new("race-edited-plan").await;
+    let (_alpha, beta, bystander) = tokio::join!(
+        sbx.add_box("alpha", Run::Running),
+        sbx.add_box("beta", Run::Exited),
+        sbx.container(ContainerSpec::new().run(Run::Created)),
+    );
+    let proxy = Proxy::start();
+    let cli = cli(&sbx, &proxy, &["alpha"]);
+    let (path, mut saved) = save_plan(&cli);
+    assert_eq!(saved["steps"][0]["id"], beta.container.id.as_str());
+    saved["steps"][0]["id"] = Value::from(bystander.id.as_str());
+    saved["steps"][0]["name"] = Value::from(bystander.name.as_str());
+    std::fs::write(&path, serde_json::to_string_pretty(&saved).unwrap()).unwrap();
+
+    let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+
+    assert!(
+        sbx.container_exists(&bystander.id).await,
+        "UNSAFE: an edited plan removed unmanaged container {}\n{}\n{}",
+        bystander.name,
+        out.dump(),
+        proxy.dump()
+    );
+    assert_eq!(
+        proxy.count("DELETE", &format!("/containers/{}", bystander.id)),
+        0,
+        "{}",
+        proxy.dump()
+    );
+    out.expect_code(1);
+    assert!(sbx.container_exists(&beta.container.id).await);
+}

@@ -1,0 +1,963 @@
+//! A fault-injection proxy between `sandboxctl` and the real Docker engine.
+//!
+//! `Proxy::start()` listens on a Unix socket in a temp dir and forwards every
+//! HTTP request to the real engine's socket, unless a rule says otherwise. Point
+//! sandboxctl at it with `DOCKER_HOST=<proxy.docker_host()>`.
+//!
+//! A rule matches a request by method and a substring of its path (with any
+//! `/v1.41`-style version prefix removed first, query string included), applies
+//! to a number of matching requests, and does one [`Action`]: answer with a
+//! status and Docker's `{"message": ...}` body, close the connection without
+//! answering, delay (then forward), or let "another actor" do the same call
+//! first or concurrently. Rules are tried in the order they were added; the
+//! first one that matches and has uses left wins; no rule means forward.
+//!
+//! Every request is recorded ([`Proxy::seen`]) with the status it got, so tests
+//! can say "no DELETE was sent for X" or "the volume went after a 404 for its
+//! container".
+//!
+//! HTTP handling: bollard opens one connection per request (no pooling), but
+//! the proxy does not rely on it. Each client connection is a loop of request /
+//! response pairs (keep-alive), forwarded over one upstream connection of its
+//! own; request bodies are read by `Content-Length` or chunked framing, response
+//! bodies are streamed by `Content-Length`, chunked framing or until the
+//! engine closes (then the client connection is closed too). A `101 Switching
+//! Protocols` answer turns the connection into a plain byte tunnel.
+//!
+//! The proxy runs on a thread of its own with its own tokio runtime, so it
+//! serves while a `#[test]` blocks on a child process, and it stops (dropping
+//! every connection and every delayed request) when the `Proxy` is dropped.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+/// The real engine's socket, used when `DOCKER_HOST` is not a `unix://` address.
+pub const DEFAULT_UPSTREAM: &str = "/var/run/docker.sock";
+/// The longest request or response head accepted.
+const MAX_HEAD: usize = 64 * 1024;
+/// How long a concurrent actor gets a head start before the client is answered.
+const ACTOR_HEAD_START: Duration = Duration::from_millis(50);
+
+/// What to do with a matching request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Forward it to the engine (useful to let the first N matching requests through).
+    Forward,
+    /// Answer with this status and body `{"message": <message>}`; the engine never sees it.
+    Respond { status: u16, message: String },
+    /// Close the connection without answering; the engine never sees it.
+    Close,
+    /// Forward it, wait for the engine's answer, then close the connection
+    /// without passing the answer on: the engine did the work, the client cannot know.
+    ForwardThenClose,
+    /// Wait this long, then forward. If the client gives up (closes) meanwhile,
+    /// the request is dropped and never reaches the engine: a hung engine.
+    Delay(Duration),
+    /// Another actor sends the same request first (on its own connection) and
+    /// it completes; then the client's request is forwarded and gets the
+    /// engine's real answer (e.g. a genuine 404 for a removal).
+    ActorFirst,
+    /// Another actor sends the same request on its own connection and is not
+    /// waited for; after a short head start the client gets this answer (e.g.
+    /// Docker's 409 "removal of container ... is already in progress").
+    ActorConcurrently { status: u16, message: String },
+}
+
+/// One request the proxy saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Position in arrival order (0-based, shared with actor requests).
+    pub seq: usize,
+    pub method: String,
+    /// The request target as sent, e.g. `/v1.41/containers/json?all=true`.
+    pub target: String,
+    /// The target without a version prefix, e.g. `/containers/json?all=true`.
+    pub path: String,
+    /// What the proxy did: `forward`, `respond`, `close`, ... or `actor` for
+    /// the copy another actor sent.
+    pub action: String,
+    /// The status the sender got; `None` if it got none (closed, dropped, in flight).
+    pub status: Option<u16>,
+    /// Time since the proxy started, when the request arrived.
+    pub at: Duration,
+}
+
+impl Seen {
+    /// True for a request sandboxctl sent (not an actor's copy).
+    pub fn by_client(&self) -> bool {
+        self.action != "actor"
+    }
+
+    /// `METHOD path -> status`, for messages.
+    pub fn line(&self) -> String {
+        match self.status {
+            Some(s) => format!(
+                "#{} {} {} [{}] -> {s}",
+                self.seq, self.method, self.path, self.action
+            ),
+            None => format!(
+                "#{} {} {} [{}] -> -",
+                self.seq, self.method, self.path, self.action
+            ),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Rule {
+    method: String,
+    path: String,
+    action: Action,
+    left: usize,
+}
+
+#[derive(Debug)]
+struct Shared {
+    upstream: PathBuf,
+    started: Instant,
+    rules: Mutex<Vec<Rule>>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Shared {
+    fn record(&self, method: &str, target: &str, action: &str) -> usize {
+        let mut seen = self.seen.lock().unwrap();
+        let seq = seen.len();
+        seen.push(Seen {
+            seq,
+            method: method.to_string(),
+            target: target.to_string(),
+            path: unversioned(target).to_string(),
+            action: action.to_string(),
+            status: None,
+            at: self.started.elapsed(),
+        });
+        seq
+    }
+
+    fn set_status(&self, seq: usize, status: u16) {
+        self.seen.lock().unwrap()[seq].status = Some(status);
+    }
+
+    fn set_action(&self, seq: usize, action: &str) {
+        self.seen.lock().unwrap()[seq].action = action.to_string();
+    }
+
+    /// The action for a request, using up one count of the rule that matched.
+    fn pick(&self, method: &str, target: &str) -> Action {
+        let path = unversioned(target);
+        let mut rules = self.rules.lock().unwrap();
+        match rules
+            .iter_mut()
+            .find(|r| r.left > 0 && r.method.eq_ignore_ascii_case(method) && path.contains(&r.path))
+        {
+            Some(rule) => {
+                rule.left -= 1;
+                rule.action.clone()
+            }
+            None => Action::Forward,
+        }
+    }
+}
+
+/// The proxy. Stops when dropped.
+pub struct Proxy {
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Starts a proxy to the engine `DOCKER_HOST` names (if `unix://`) or
+    /// [`DEFAULT_UPSTREAM`].
+    pub fn start() -> Proxy {
+        let upstream = std::env::var("DOCKER_HOST")
+            .ok()
+            .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_UPSTREAM));
+        Proxy::start_to(&upstream)
+    }
+
+    /// Starts a proxy to the engine listening on the Unix socket `upstream`.
+    pub fn start_to(upstream: &Path) -> Proxy {
+        let dir = tempfile::Builder::new()
+            .prefix("sbx-proxy")
+            .tempdir()
+            .expect("create proxy temp dir");
+        let socket = dir.path().join("proxy.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket)
+            .unwrap_or_else(|e| panic!("bind {}: {e}", socket.display()));
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
+        let shared = Arc::new(Shared {
+            upstream: upstream.to_path_buf(),
+            started: Instant::now(),
+            rules: Mutex::new(Vec::new()),
+            seen: Mutex::new(Vec::new()),
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let state = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("fault-proxy".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("proxy runtime");
+                rt.block_on(async move {
+                    let listener =
+                        tokio::net::UnixListener::from_std(listener).expect("register listener");
+                    let accept = async {
+                        loop {
+                            match listener.accept().await {
+                                Ok((client, _)) => {
+                                    tokio::spawn(serve(client, Arc::clone(&state)));
+                                }
+                                Err(e) => {
+                                    eprintln!("fault proxy: accept: {e}");
+                                    tokio::time::sleep(Duration::from_millis(10)).await;
+                                }
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        _ = stopped => {}
+                        _ = accept => {}
+                    }
+                });
+                // Dropping the runtime drops every connection task, delayed or not.
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })
+            .expect("spawn proxy thread");
+        Proxy {
+            dir,
+            socket,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// `unix://<socket>`, the value for `DOCKER_HOST`.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// The proxy's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The proxy's temp dir (holds the socket).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Starts a rule for requests with `method` whose unversioned path contains
+    /// `path`; it applies once unless [`When::times`] or [`When::always`] says otherwise.
+    pub fn on(&self, method: &str, path: &str) -> When<'_> {
+        When {
+            proxy: self,
+            method: method.to_string(),
+            path: path.to_string(),
+            times: 1,
+        }
+    }
+
+    /// Adds a rule directly.
+    pub fn rule(&self, method: &str, path: &str, action: Action, times: usize) {
+        self.shared.rules.lock().unwrap().push(Rule {
+            method: method.to_string(),
+            path: path.to_string(),
+            action,
+            left: times,
+        });
+    }
+
+    /// Removes every rule (everything is forwarded from now on).
+    pub fn clear_rules(&self) {
+        self.shared.rules.lock().unwrap().clear();
+    }
+
+    /// Uses left of each rule, in order, as `(method, path, left)`.
+    pub fn rules_left(&self) -> Vec<(String, String, usize)> {
+        self.shared
+            .rules
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.method.clone(), r.path.clone(), r.left))
+            .collect()
+    }
+
+    /// Every request seen so far (including actors' copies), in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// Requests from the client with `method` whose unversioned path contains `path`.
+    pub fn requests(&self, method: &str, path: &str) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|s| {
+                s.by_client() && s.method.eq_ignore_ascii_case(method) && s.path.contains(path)
+            })
+            .collect()
+    }
+
+    /// How many client requests matched `method` and `path`.
+    pub fn count(&self, method: &str, path: &str) -> usize {
+        self.requests(method, path).len()
+    }
+
+    /// Every request, one per line, for assertion messages.
+    pub fn dump(&self) -> String {
+        self.seen()
+            .iter()
+            .map(Seen::line)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits (blocking) until a client request matching `method` and `path`
+    /// has arrived; false after `timeout`.
+    pub fn wait_for(&self, method: &str, path: &str, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.count(method, path) > 0 {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A rule being put together; the action method adds it.
+#[must_use = "a rule is only added by its action method (respond, close, ...)"]
+pub struct When<'a> {
+    proxy: &'a Proxy,
+    method: String,
+    path: String,
+    times: usize,
+}
+
+impl When<'_> {
+    /// Applies to the next `n` matching requests.
+    pub fn times(mut self, n: usize) -> Self {
+        self.times = n;
+        self
+    }
+
+    /// Applies to every matching request.
+    pub fn always(self) -> Self {
+        self.times(usize::MAX)
+    }
+
+    fn add(self, action: Action) {
+        self.proxy
+            .rule(&self.method, &self.path, action, self.times);
+    }
+
+    /// See [`Action::Forward`].
+    pub fn forward(self) {
+        self.add(Action::Forward)
+    }
+
+    /// See [`Action::Respond`].
+    pub fn respond(self, status: u16, message: &str) {
+        self.add(Action::Respond {
+            status,
+            message: message.to_string(),
+        })
+    }
+
+    /// See [`Action::Close`].
+    pub fn close(self) {
+        self.add(Action::Close)
+    }
+
+    /// See [`Action::ForwardThenClose`].
+    pub fn forward_then_close(self) {
+        self.add(Action::ForwardThenClose)
+    }
+
+    /// See [`Action::Delay`].
+    pub fn delay(self, by: Duration) {
+        self.add(Action::Delay(by))
+    }
+
+    /// See [`Action::ActorFirst`].
+    pub fn actor_first(self) {
+        self.add(Action::ActorFirst)
+    }
+
+    /// See [`Action::ActorConcurrently`].
+    pub fn actor_concurrently(self, status: u16, message: &str) {
+        self.add(Action::ActorConcurrently {
+            status,
+            message: message.to_string(),
+        })
+    }
+}
+
+/// The path without a leading `/v<major>.<minor>` API version.
+pub fn unversioned(target: &str) -> &str {
+    let Some(rest) = target.strip_prefix("/v") else {
+        return target;
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let version = &rest[..end];
+    let numeric = version.split_once('.').is_some_and(|(a, b)| {
+        !a.is_empty()
+            && !b.is_empty()
+            && a.bytes().all(|c| c.is_ascii_digit())
+            && b.bytes().all(|c| c.is_ascii_digit())
+    });
+    if numeric {
+        &rest[end..]
+    } else {
+        target
+    }
+}
+
+// ----- HTTP/1.1 framing ------------------------------------------------------
+
+/// A stream with a read buffer: what was read but not yet consumed.
+struct Buffered {
+    stream: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl Buffered {
+    fn new(stream: UnixStream) -> Buffered {
+        Buffered {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Reads more into the buffer; 0 at end of stream.
+    async fn fill(&mut self) -> io::Result<usize> {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self.stream.read(&mut chunk).await?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// Takes bytes up to and including `delim`. `None` if the stream ended
+    /// before any byte arrived; an error if it ended in the middle.
+    async fn take_until(&mut self, delim: &[u8], limit: usize) -> io::Result<Option<Vec<u8>>> {
+        let mut searched = 0;
+        loop {
+            if let Some(pos) = find(&self.buf[searched..], delim) {
+                let end = searched + pos + delim.len();
+                return Ok(Some(self.buf.drain(..end).collect()));
+            }
+            searched = self.buf.len().saturating_sub(delim.len() - 1);
+            if self.buf.len() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "HTTP head too long",
+                ));
+            }
+            if self.fill().await? == 0 {
+                return if self.buf.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(io::ErrorKind::UnexpectedEof.into())
+                };
+            }
+        }
+    }
+
+    async fn take_line(&mut self) -> io::Result<Vec<u8>> {
+        self.take_until(b"\r\n", MAX_HEAD)
+            .await?
+            .ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+    }
+
+    /// Takes exactly `n` bytes.
+    async fn take(&mut self, n: usize) -> io::Result<Vec<u8>> {
+        while self.buf.len() < n {
+            if self.fill().await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        Ok(self.buf.drain(..n).collect())
+    }
+
+    /// Copies exactly `n` bytes to `out` as they arrive.
+    async fn copy_n(&mut self, mut n: u64, out: &mut UnixStream) -> io::Result<()> {
+        while n > 0 {
+            if self.buf.is_empty() && self.fill().await? == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            let take = self.buf.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+            out.write_all(&self.buf[..take]).await?;
+            self.buf.drain(..take);
+            n -= take as u64;
+        }
+        Ok(())
+    }
+
+    /// Copies a chunked body (chunks, last chunk, trailers) to `out` chunk by
+    /// chunk, so that streams (`/events`) flow.
+    async fn copy_chunked(&mut self, out: &mut UnixStream) -> io::Result<()> {
+        loop {
+            let line = self.take_line().await?;
+            out.write_all(&line).await?;
+            let size = chunk_size(&line)?;
+            if size == 0 {
+                loop {
+                    let trailer = self.take_line().await?;
+                    out.write_all(&trailer).await?;
+                    if trailer == b"\r\n" {
+                        return Ok(());
+                    }
+                }
+            }
+            self.copy_n(size + 2, out).await?;
+        }
+    }
+
+    /// Reads a chunked body into memory, raw (framing included).
+    async fn read_chunked(&mut self) -> io::Result<Vec<u8>> {
+        let mut raw = Vec::new();
+        loop {
+            let line = self.take_line().await?;
+            let size = chunk_size(&line)?;
+            raw.extend_from_slice(&line);
+            if size == 0 {
+                loop {
+                    let trailer = self.take_line().await?;
+                    raw.extend_from_slice(&trailer);
+                    if trailer == b"\r\n" {
+                        return Ok(raw);
+                    }
+                }
+            }
+            let n = usize::try_from(size + 2)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "chunk too large"))?;
+            raw.extend_from_slice(&self.take(n).await?);
+        }
+    }
+
+    /// Waits until the peer closes (true) or sends something (false, kept in
+    /// the buffer).
+    async fn closed(&mut self) -> bool {
+        loop {
+            match self.fill().await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn chunk_size(line: &[u8]) -> io::Result<u64> {
+    let text = std::str::from_utf8(line).unwrap_or("");
+    let hex = text
+        .trim_end_matches("\r\n")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim();
+    u64::from_str_radix(hex, 16).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bad chunk size {text:?}"),
+        )
+    })
+}
+
+/// A parsed request or response head.
+#[derive(Debug, Clone)]
+struct Head {
+    /// The head as received, through the blank line.
+    raw: Vec<u8>,
+    /// Request: method, target, version. Response: version, status, reason.
+    first: [String; 3],
+    headers: Vec<(String, String)>,
+}
+
+impl Head {
+    fn parse(raw: Vec<u8>) -> io::Result<Head> {
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let mut lines = text.split("\r\n");
+        let first_line = lines.next().ok_or_else(|| bad("empty head"))?;
+        let mut parts = first_line.splitn(3, ' ');
+        let first = [
+            parts.next().unwrap_or("").to_string(),
+            parts.next().unwrap_or("").to_string(),
+            parts.next().unwrap_or("").to_string(),
+        ];
+        if first[1].is_empty() {
+            return Err(bad("malformed first line"));
+        }
+        let headers = lines
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        Ok(Head {
+            raw,
+            first,
+            headers,
+        })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn has_token(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k == name)
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+
+    fn chunked(&self) -> bool {
+        self.has_token("transfer-encoding", "chunked")
+    }
+
+    fn content_length(&self) -> io::Result<Option<u64>> {
+        self.header("content-length")
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad content-length"))
+            })
+            .transpose()
+    }
+
+    /// For a request: true if the connection ends after this exchange.
+    fn wants_close(&self) -> bool {
+        self.has_token("connection", "close") || self.first[2].eq_ignore_ascii_case("HTTP/1.0")
+    }
+}
+
+/// A request read in full.
+#[derive(Debug, Clone)]
+struct Request {
+    head: Head,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn method(&self) -> &str {
+        &self.head.first[0]
+    }
+
+    fn target(&self) -> &str {
+        &self.head.first[1]
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut all = self.head.raw.clone();
+        all.extend_from_slice(&self.body);
+        all
+    }
+}
+
+async fn read_request(client: &mut Buffered) -> io::Result<Option<Request>> {
+    // Tolerate stray CRLFs between requests (RFC 9112 section 2.2).
+    while client.buf.starts_with(b"\r\n") {
+        client.buf.drain(..2);
+    }
+    let Some(raw) = client.take_until(b"\r\n\r\n", MAX_HEAD).await? else {
+        return Ok(None);
+    };
+    let head = Head::parse(raw)?;
+    let body = if head.chunked() {
+        client.read_chunked().await?
+    } else if let Some(n) = head.content_length()? {
+        let n = usize::try_from(n)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "body too large"))?;
+        client.take(n).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Some(Request { head, body }))
+}
+
+/// How a response ended, for the connection loop.
+enum Sent {
+    /// Both connections may carry another exchange.
+    KeepAlive,
+    /// The body ran until the engine closed, or the engine asked to close.
+    Close,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        404 => "Not Found",
+        409 => "Conflict",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+/// Docker's error answer: `{"message": ...}` with the given status.
+fn error_response(status: u16, message: &str) -> Vec<u8> {
+    let body = format!("{}\n", serde_json::json!({ "message": message }));
+    format!(
+        "HTTP/1.1 {status} {}\r\nApi-Version: 1.41\r\nContent-Type: application/json\r\nServer: sandboxctl-fault-proxy\r\nContent-Length: {}\r\n\r\n{body}",
+        reason(status),
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Opens a connection to the engine.
+async fn connect_upstream(shared: &Shared) -> io::Result<Buffered> {
+    UnixStream::connect(&shared.upstream)
+        .await
+        .map(Buffered::new)
+}
+
+/// Sends `req` upstream and relays the response to `out` (or reads and
+/// discards it when `out` is `None`). Records the status under `seq`.
+async fn exchange(
+    upstream: &mut Buffered,
+    req: &Request,
+    mut out: Option<&mut UnixStream>,
+    shared: &Shared,
+    seq: usize,
+) -> io::Result<Sent> {
+    upstream.stream.write_all(&req.bytes()).await?;
+    loop {
+        let raw = upstream
+            .take_until(b"\r\n\r\n", MAX_HEAD)
+            .await?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let head = Head::parse(raw)?;
+        let status: u16 = head.first[1].parse().unwrap_or(0);
+        // 1xx other than 101 are interim: pass on and read the real answer.
+        if (100..200).contains(&status) && status != 101 {
+            if let Some(out) = out.as_deref_mut() {
+                out.write_all(&head.raw).await?;
+            }
+            continue;
+        }
+        shared.set_status(seq, status);
+        let Some(out) = out else {
+            // Read the body so that the exchange completes, then drop it.
+            if head.chunked() {
+                upstream.read_chunked().await?;
+            } else if let Some(n) = head.content_length()? {
+                upstream
+                    .take(usize::try_from(n).unwrap_or(usize::MAX))
+                    .await?;
+            } else if !no_body(req.method(), status) {
+                while upstream.fill().await? > 0 {
+                    upstream.buf.clear();
+                }
+            }
+            return Ok(Sent::Close);
+        };
+        out.write_all(&head.raw).await?;
+        if status == 101 {
+            // Upgraded (attach/exec hijack): a plain tunnel from here on.
+            out.write_all(&std::mem::take(&mut upstream.buf)).await?;
+            return Err(io::Error::other(Upgrade));
+        }
+        let engine_closes = head.has_token("connection", "close");
+        if no_body(req.method(), status) {
+            // Nothing follows the head.
+        } else if head.chunked() {
+            upstream.copy_chunked(out).await?;
+        } else if let Some(n) = head.content_length()? {
+            upstream.copy_n(n, out).await?;
+        } else {
+            // Delimited by the end of the connection.
+            out.write_all(&std::mem::take(&mut upstream.buf)).await?;
+            tokio::io::copy(&mut upstream.stream, out).await?;
+            return Ok(Sent::Close);
+        }
+        out.flush().await?;
+        return Ok(if engine_closes {
+            Sent::Close
+        } else {
+            Sent::KeepAlive
+        });
+    }
+}
+
+/// Marker error: the connection was upgraded and must become a tunnel.
+#[derive(Debug)]
+struct Upgrade;
+
+impl std::fmt::Display for Upgrade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection upgraded")
+    }
+}
+
+impl std::error::Error for Upgrade {}
+
+fn no_body(method: &str, status: u16) -> bool {
+    method.eq_ignore_ascii_case("HEAD") || status == 204 || status == 304 || status < 200
+}
+
+/// Another actor's copy of `req`, on its own connection; its status is recorded.
+async fn actor(req: Request, shared: Arc<Shared>) {
+    let seq = shared.record(req.method(), req.target(), "actor");
+    match connect_upstream(&shared).await {
+        Ok(mut upstream) => {
+            if let Err(e) = exchange(&mut upstream, &req, None, &shared, seq).await {
+                eprintln!("fault proxy: actor {} {}: {e}", req.method(), req.target());
+            }
+        }
+        Err(e) => eprintln!("fault proxy: actor cannot reach the engine: {e}"),
+    }
+}
+
+/// Serves one client connection: request/response pairs until either side closes.
+async fn serve(client: UnixStream, shared: Arc<Shared>) {
+    let mut client = Buffered::new(client);
+    let mut upstream: Option<Buffered> = None;
+    loop {
+        let req = match read_request(&mut client).await {
+            Ok(Some(req)) => req,
+            Ok(None) => return,
+            Err(e) => {
+                eprintln!("fault proxy: bad request: {e}");
+                return;
+            }
+        };
+        let action = shared.pick(req.method(), req.target());
+        let name = match &action {
+            Action::Forward => "forward",
+            Action::Respond { .. } => "respond",
+            Action::Close => "close",
+            Action::ForwardThenClose => "forward-then-close",
+            Action::Delay(_) => "delay",
+            Action::ActorFirst => "actor-first",
+            Action::ActorConcurrently { .. } => "actor-concurrently",
+        };
+        let seq = shared.record(req.method(), req.target(), name);
+        match action {
+            Action::Respond { status, message } => {
+                shared.set_status(seq, status);
+                if client
+                    .stream
+                    .write_all(&error_response(status, &message))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                if req.head.wants_close() {
+                    return;
+                }
+                continue;
+            }
+            Action::Close => return,
+            Action::ActorConcurrently { status, message } => {
+                tokio::spawn(actor(req.clone(), Arc::clone(&shared)));
+                tokio::time::sleep(ACTOR_HEAD_START).await;
+                shared.set_status(seq, status);
+                if client
+                    .stream
+                    .write_all(&error_response(status, &message))
+                    .await
+                    .is_err()
+                    || req.head.wants_close()
+                {
+                    return;
+                }
+                continue;
+            }
+            Action::ActorFirst => actor(req.clone(), Arc::clone(&shared)).await,
+            Action::Delay(by) => {
+                let gave_up = tokio::select! {
+                    _ = tokio::time::sleep(by) => false,
+                    closed = client.closed() => closed,
+                };
+                if gave_up {
+                    shared.set_action(seq, "delay-abandoned");
+                    return;
+                }
+            }
+            Action::Forward | Action::ForwardThenClose => {}
+        }
+        if upstream.is_none() {
+            match connect_upstream(&shared).await {
+                Ok(u) => upstream = Some(u),
+                Err(e) => {
+                    eprintln!("fault proxy: cannot reach the engine: {e}");
+                    return;
+                }
+            }
+        }
+        let up = upstream.as_mut().unwrap();
+        if matches!(action, Action::ForwardThenClose) {
+            let _ = exchange(up, &req, None, &shared, seq).await;
+            return;
+        }
+        match exchange(up, &req, Some(&mut client.stream), &shared, seq).await {
+            Ok(Sent::KeepAlive) if !req.head.wants_close() => {}
+            Ok(_) => return,
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<Upgrade>()) => {
+                let mut up = upstream.take().unwrap();
+                let pending = std::mem::take(&mut client.buf);
+                if up.stream.write_all(&pending).await.is_ok() {
+                    let _ = tokio::io::copy_bidirectional(&mut client.stream, &mut up.stream).await;
+                }
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unversioned;
+
+    #[test]
+    fn strips_api_versions_only() {
+        assert_eq!(unversioned("/v1.41/containers/json"), "/containers/json");
+        assert_eq!(unversioned("/containers/json"), "/containers/json");
+        assert_eq!(unversioned("/volumes/v1.2"), "/volumes/v1.2");
+        assert_eq!(unversioned("/vx.1/a"), "/vx.1/a");
+        assert_eq!(unversioned("/v1.41"), "");
+    }
+}
