@@ -68,8 +68,8 @@ pub enum Command {
         /// Box IDs (values of ca.sandbox.id).
         #[arg(value_name = "ID")]
         ids: Vec<String>,
-        /// Keep the boxes' volumes.
-        #[arg(long, conflicts_with = "prune")]
+        /// Keep the named boxes' volumes (needs at least one ID).
+        #[arg(long, conflicts_with = "prune", requires = "ids")]
         keep_volume: bool,
         /// Reclaim every leaked object (the same as giving no ID).
         #[arg(long, conflicts_with = "ids")]

@@ -79,12 +79,7 @@ impl Inventory {
                     .await
                     .map_err(wrap("all containers (to find users of managed volumes)"))
             },
-            async {
-                engine
-                    .list_volumes(&filters)
-                    .await
-                    .map_err(wrap("volumes"))
-            },
+            async { engine.list_volumes(&filters).await.map_err(wrap("volumes")) },
             async {
                 engine
                     .list_images(IMAGE_REFERENCE)
@@ -155,6 +150,12 @@ impl Inventory {
         }
         inv.rejected.sort();
         inv
+    }
+
+    /// True if any managed container or volume carries `ca.sandbox.id=<id>`.
+    pub fn has_box(&self, id: &str) -> bool {
+        self.containers.values().any(|c| c.box_id() == Some(id))
+            || self.volumes.values().any(|v| v.box_id() == Some(id))
     }
 
     /// What a saved plan compares against: one entry per managed object and per

@@ -5,13 +5,13 @@
 //! removals); `apply` carries the plan out through an `engine`; `verify` lists
 //! again; `render` prints. `main.rs` only wires them together.
 
-pub mod model;
+pub mod apply;
+pub mod cli;
 pub mod desired;
 pub mod engine;
 pub mod inventory;
+pub mod model;
 pub mod plan;
-pub mod apply;
-pub mod verify;
 pub mod render;
-pub mod cli;
 pub mod run;
+pub mod verify;

@@ -242,9 +242,7 @@ impl Plan {
     pub fn build(goal: &Goal, inv: &Inventory) -> Plan {
         // Containers in a readable order: by box, then name, then ID.
         let mut containers: Vec<&ContainerInfo> = inv.containers.values().collect();
-        containers.sort_by(|a, b| {
-            (a.box_id(), &a.name, &a.id).cmp(&(b.box_id(), &b.name, &b.id))
-        });
+        containers.sort_by(|a, b| (a.box_id(), &a.name, &a.id).cmp(&(b.box_id(), &b.name, &b.id)));
 
         let mut graph: DiGraph<Object, ()> = DiGraph::new();
         let mut why: BTreeMap<NodeIndex, String> = BTreeMap::new();
@@ -418,7 +416,10 @@ impl Plan {
                 return Err(format!("step {} is numbered {}", i + 1, s.step));
             }
             if let Some(&w) = s.waits_for.iter().find(|&&w| w == 0 || w >= s.step) {
-                return Err(format!("step {} waits for step {w}, which is not before it", s.step));
+                return Err(format!(
+                    "step {} waits for step {w}, which is not before it",
+                    s.step
+                ));
             }
         }
         Ok(())
@@ -492,7 +493,13 @@ mod tests {
     }
 
     fn inventory(containers: Vec<ContainerInfo>, volumes: Vec<VolumeInfo>) -> Inventory {
-        Inventory::from_listings(Scope::default(), containers.clone(), containers, volumes, vec![])
+        Inventory::from_listings(
+            Scope::default(),
+            containers.clone(),
+            containers,
+            volumes,
+            vec![],
+        )
     }
 
     fn reconcile(boxes: &[&str], keep: &[&str]) -> Goal {
@@ -516,7 +523,10 @@ mod tests {
     #[test]
     fn volume_waits_for_every_container_that_mounts_it() {
         let inv = inventory(
-            vec![container("a", Some("a"), &["shared"]), container("b", Some("b"), &["shared"])],
+            vec![
+                container("a", Some("a"), &["shared"]),
+                container("b", Some("b"), &["shared"]),
+            ],
             vec![volume("shared", Some("a"))],
         );
         let plan = Plan::build(&reconcile(&[], &[]), &inv);
@@ -529,8 +539,15 @@ mod tests {
     #[test]
     fn declared_box_and_kept_volume_stay() {
         let inv = inventory(
-            vec![container("a", Some("a"), &["va"]), container("b", Some("b"), &["vb"])],
-            vec![volume("va", Some("a")), volume("vb", Some("b")), volume("notes", None)],
+            vec![
+                container("a", Some("a"), &["va"]),
+                container("b", Some("b"), &["vb"]),
+            ],
+            vec![
+                volume("va", Some("a")),
+                volume("vb", Some("b")),
+                volume("notes", None),
+            ],
         );
         let plan = Plan::build(&reconcile(&["a"], &["notes"]), &inv);
         assert_eq!(names(&plan.steps), vec!["sbx-b", "vb"]);
@@ -546,7 +563,9 @@ mod tests {
         );
         let plan = Plan::build(&reconcile(&["a"], &[]), &inv);
         assert!(plan.steps.is_empty());
-        assert!(plan.kept.volumes[0].why.starts_with("mounted by kept container sbx-a"));
+        assert!(plan.kept.volumes[0]
+            .why
+            .starts_with("mounted by kept container sbx-a"));
     }
 
     #[test]
@@ -569,8 +588,15 @@ mod tests {
     #[test]
     fn destroy_takes_only_named_boxes_and_honours_keep_volume() {
         let inv = inventory(
-            vec![container("a", Some("a"), &["va"]), container("b", Some("b"), &["vb"])],
-            vec![volume("va", Some("a")), volume("vb", Some("b")), volume("leak", None)],
+            vec![
+                container("a", Some("a"), &["va"]),
+                container("b", Some("b"), &["vb"]),
+            ],
+            vec![
+                volume("va", Some("a")),
+                volume("vb", Some("b")),
+                volume("leak", None),
+            ],
         );
         let ids: BTreeSet<String> = ["a".to_string()].into();
         let plan = Plan::build(
@@ -596,7 +622,10 @@ mod tests {
     #[test]
     fn same_inputs_same_bytes() {
         let inv = inventory(
-            vec![container("z", None, &["v1"]), container("a", Some("q"), &["v1", "v2"])],
+            vec![
+                container("z", None, &["v1"]),
+                container("a", Some("q"), &["v1", "v2"]),
+            ],
             vec![volume("v2", None), volume("v1", Some("q"))],
         );
         let goal = reconcile(&[], &[]);

@@ -183,9 +183,18 @@ pub fn plan_summary(plan: &Plan) -> String {
     }
 }
 
-/// The plan as JSON (also the saved-plan format).
+/// The plan as JSON (also the saved-plan format), with the summary line.
 pub fn plan_json(plan: &Plan) -> String {
-    json(plan)
+    #[derive(Serialize)]
+    struct WithSummary<'a> {
+        #[serde(flatten)]
+        plan: &'a Plan,
+        summary: String,
+    }
+    json(&WithSummary {
+        plan,
+        summary: plan_summary(plan),
+    })
 }
 
 fn named_cells(kind: &str, n: &Named) -> Vec<String> {
@@ -215,7 +224,13 @@ pub fn report_human(report: &Report) -> String {
         .containers
         .iter()
         .map(|c| named_cells("container", c))
-        .chain(report.removed.volumes.iter().map(|v| named_cells("volume", v)))
+        .chain(
+            report
+                .removed
+                .volumes
+                .iter()
+                .map(|v| named_cells("volume", v)),
+        )
         .collect();
     if !removed.is_empty() {
         out.push_str("Removed:\n");
@@ -363,7 +378,11 @@ pub fn inventory_human(inv: &Inventory) -> String {
                 ]
             })
             .collect();
-        rows.extend(b.volumes.iter().map(|v| vec!["volume".into(), v.to_string()]));
+        rows.extend(
+            b.volumes
+                .iter()
+                .map(|v| vec!["volume".into(), v.to_string()]),
+        );
         out.push_str(&table(&rows, "  "));
     }
     if !view.images.is_empty() {
@@ -456,7 +475,11 @@ impl Observer for Progress {
                     Outcome::Skipped(after) => format!("skipped (step {after} did not succeed)"),
                     Outcome::Interrupted => "not started (interrupted)".to_string(),
                 };
-                stderr(&format!("{:>4}. {} {what}\n", step.step, step.object.label()));
+                stderr(&format!(
+                    "{:>4}. {} {what}\n",
+                    step.step,
+                    step.object.label()
+                ));
             }
             Progress::Bar { bar, failures } => {
                 if !outcome.is_success() {

@@ -14,7 +14,7 @@ use crate::apply::{apply, ApplyOptions};
 use crate::cli::{Command, Config};
 use crate::desired::{DesiredState, DEFAULT_STATE_PATH};
 use crate::engine::docker::DockerEngine;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::inventory::Inventory;
 use crate::model::{Labels, Scope};
 use crate::plan::{Goal, Plan};
@@ -82,12 +82,15 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
             plan: None,
             parallelism,
         } => {
-            let desired = load_desired(&config, true)?;
+            let (desired, scope) = match desired_and_scope(&config, true) {
+                Ok(loaded) => loaded,
+                Err(e) => return Ok(fail_early(&config, "state file", e)),
+            };
             let goal = Goal::Reconcile {
                 boxes: desired.boxes.clone(),
                 keep_volumes: desired.keep_volumes.clone(),
             };
-            converge(&config, &scope_of(&config, &desired)?, &goal, parallelism).await
+            converge(&config, &scope, &goal, parallelism).await
         }
         Command::Destroy {
             ids,
@@ -95,7 +98,10 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
             parallelism,
             ..
         } => {
-            let desired = load_desired(&config, false)?;
+            let (desired, scope) = match desired_and_scope(&config, false) {
+                Ok(loaded) => loaded,
+                Err(e) => return Ok(fail_early(&config, "state file", e)),
+            };
             let goal = if ids.is_empty() {
                 Goal::Reconcile {
                     boxes: desired.boxes.clone(),
@@ -108,7 +114,7 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
                     keep_volumes: desired.keep_volumes.clone(),
                 }
             };
-            converge(&config, &scope_of(&config, &desired)?, &goal, parallelism).await
+            converge(&config, &scope, &goal, parallelism).await
         }
         Command::Inventory => {
             let desired = load_desired(&config, false)?;
@@ -138,6 +144,13 @@ fn load_desired(config: &Config, required: bool) -> anyhow::Result<DesiredState>
     } else {
         Ok(DesiredState::empty())
     }
+}
+
+/// The state file and the scope it and `--scope` make together.
+fn desired_and_scope(config: &Config, required: bool) -> anyhow::Result<(DesiredState, Scope)> {
+    let desired = load_desired(config, required)?;
+    let scope = scope_of(config, &desired)?;
+    Ok((desired, scope))
 }
 
 /// The file's scope labels plus `--scope`; a key with two values is an error.
@@ -187,7 +200,9 @@ fn save_plan(plan: &Plan, path: &Path) -> Result<(), RunError> {
         path: path.to_path_buf(),
         detail,
     };
-    let tmp = path.with_extension("tmp~");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp~");
+    let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, render::plan_json(plan)).map_err(|e| fail(e.to_string()))?;
     std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
 }
@@ -218,12 +233,19 @@ async fn converge(
 ) -> anyhow::Result<Exit> {
     let engine = match DockerEngine::connect(config.timeout).await {
         Ok(engine) => engine,
-        Err(e) => return Ok(fail_early(config, "engine", e.into())),
+        Err(e) => return Ok(fail_early(config, &endpoint_of(&e), e.into())),
     };
     let inventory = match Inventory::list(&engine, scope).await {
         Ok(inventory) => inventory,
         Err(e) => return Ok(fail_early(config, engine.endpoint(), e.into())),
     };
+    if let Goal::Destroy { ids, .. } = goal {
+        for id in ids.iter().filter(|id| !inventory.has_box(id)) {
+            render::stderr(&format!(
+                "warning: no managed container or volume carries ca.sandbox.id={id} (in scope {scope})\n"
+            ));
+        }
+    }
     let plan = Plan::build(goal, &inventory);
     if config.format == Format::Human {
         render::stdout(&render::plan_human(&plan));
@@ -240,7 +262,7 @@ async fn apply_saved(config: &Config, path: &Path, parallelism: usize) -> anyhow
     };
     let engine = match DockerEngine::connect(config.timeout).await {
         Ok(engine) => engine,
-        Err(e) => return Ok(fail_early(config, "engine", e.into())),
+        Err(e) => return Ok(fail_early(config, &endpoint_of(&e), e.into())),
     };
     let inventory = match Inventory::list(&engine, &plan.scope()).await {
         Ok(inventory) => inventory,
@@ -318,6 +340,14 @@ async fn execute(
     } else {
         Exit::Failure
     })
+}
+
+/// The engine's address as the error names it, for the report's failure entry.
+fn endpoint_of(e: &EngineError) -> String {
+    match e {
+        EngineError::Unreachable { endpoint, .. } => endpoint.clone(),
+        _ => "engine".to_string(),
+    }
 }
 
 /// Reports a run that failed before anything was removed: the error on stderr,

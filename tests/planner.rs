@@ -127,11 +127,23 @@ fn applying_examples_never_touches_images_or_foreign_objects() {
         let after = engine.world();
         assert_eq!(before.images, after.images, "images are never removed");
         let scope = Scope::new(desired.scope.clone());
-        for c in before.containers.iter().filter(|c| !scope.manages(&c.labels)) {
-            assert!(after.containers.contains(c), "foreign container {} survives", c.name);
+        for c in before
+            .containers
+            .iter()
+            .filter(|c| !scope.manages(&c.labels))
+        {
+            assert!(
+                after.containers.contains(c),
+                "foreign container {} survives",
+                c.name
+            );
         }
         for v in before.volumes.iter().filter(|v| !scope.manages(&v.labels)) {
-            assert!(after.volumes.contains(v), "foreign volume {} survives", v.name);
+            assert!(
+                after.volumes.contains(v),
+                "foreign volume {} survives",
+                v.name
+            );
         }
         for call in engine.calls() {
             assert!(!call.contains("RemoveImage"));

@@ -54,8 +54,7 @@ pub trait Engine: Sync {
 
     /// Removes a container by ID, killing it if it runs and removing its
     /// anonymous volumes with it (`docker rm -f -v`). Named volumes stay.
-    fn remove_container(&self, id: &str)
-        -> impl Future<Output = Result<(), EngineError>> + Send;
+    fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
 
     /// Removes a named volume, never forcibly: a volume in use fails with `Conflict`.
     fn remove_volume(&self, name: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
