@@ -42,11 +42,10 @@ pub struct Inventory {
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
     /// One of the listings failed; the inventory is unknown, so nothing may be removed.
-    #[error("could not list {what}: {source}")]
+    #[error("could not list {what}: {error}")]
     Listing {
         what: &'static str,
-        #[source]
-        source: EngineError,
+        error: EngineError,
     },
 }
 
@@ -54,7 +53,7 @@ impl InventoryError {
     /// The engine error underneath.
     pub fn engine_error(&self) -> &EngineError {
         match self {
-            InventoryError::Listing { source, .. } => source,
+            InventoryError::Listing { error, .. } => error,
         }
     }
 }
@@ -65,7 +64,7 @@ impl Inventory {
     /// concurrently, and keeps what passes the client-side check.
     pub async fn list(engine: &impl Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
         let filters = scope.filters();
-        let wrap = |what| move |source| InventoryError::Listing { what, source };
+        let wrap = |what| move |error| InventoryError::Listing { what, error };
         let (managed, all, volumes, images) = tokio::try_join!(
             async {
                 engine

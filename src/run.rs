@@ -276,7 +276,31 @@ async fn apply_saved(config: &Config, path: &Path, parallelism: usize) -> anyhow
         };
         return Ok(fail_early(config, "plan file", stale.into()));
     }
+    // Same inventory, same goal: the planner must give these very steps. A plan
+    // that differs was edited, and could name an object that is not ours.
+    let fresh = Plan::build(&plan.goal, &inventory);
+    if !same_work(&plan, &fresh) {
+        let edited = RunError::PlanFile {
+            path: path.to_path_buf(),
+            detail: "its steps are not the plan of the inventory it was made from (was it edited?); nothing was removed. Make a new plan with `sandboxctl plan --out`".into(),
+        };
+        return Ok(fail_early(config, "plan file", edited.into()));
+    }
     execute(config, &engine, &plan, parallelism).await
+}
+
+/// True if both plans remove the same objects in the same order with the same
+/// edges and block the same objects (container state may differ: it is not
+/// part of the basis).
+fn same_work(a: &Plan, b: &Plan) -> bool {
+    let steps = |p: &Plan| -> Vec<(usize, String, Vec<usize>)> {
+        p.steps
+            .iter()
+            .map(|s| (s.step, s.object.key(), s.waits_for.clone()))
+            .collect()
+    };
+    let blocked = |p: &Plan| -> Vec<String> { p.blocked.iter().map(|n| n.object.key()).collect() };
+    a.scope == b.scope && steps(a) == steps(b) && blocked(a) == blocked(b)
 }
 
 /// What differs between the basis a plan was made from and the inventory now.

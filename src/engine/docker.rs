@@ -80,7 +80,8 @@ impl DockerEngine {
             })?
             .with_timeout(Duration::from_secs(whole_seconds(timeout)));
         let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
-            Err(_) => {
+            // bollard's own deadline and ours are equal; whichever fires, say the same.
+            Err(_) | Ok(Err(BollardError::RequestTimeoutError)) => {
                 return Err(unreachable(format!(
                     "no answer to the API version check within {}s",
                     whole_seconds(timeout)
