@@ -369,3 +369,59 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
     out.expect_code(1);
     assert!(sbx.container_exists(&beta.container.id).await);
 }
+
+/// Ctrl-C during apply: no new removal starts, the one in flight finishes,
+/// the run still verifies and reports, and exits 130 naming what is left.
+#[tokio::test]
+async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
+    let sbx = Sandbox::new("interrupt").await;
+    let mut boxes = Vec::new();
+    for i in 0..6 {
+        boxes.push(sbx.add_box(&format!("int{i}"), Run::Running).await);
+    }
+    let proxy = Proxy::start();
+    // Every container removal takes a while, so the run is surely mid-way.
+    proxy
+        .on("DELETE", "/containers/")
+        .always()
+        .delay(Duration::from_millis(400));
+    // Keep the runner (and the temp dir holding its state file) alive.
+    let runner = cli(&sbx, &proxy, &[]);
+    let running = runner.spawn_with(["apply", "--parallelism", "1"]);
+    assert!(
+        proxy.wait_for("DELETE", "/containers/", Duration::from_secs(30)),
+        "no removal started\nproxy saw:\n{}\nstderr:\n{}",
+        proxy.dump(),
+        running.stderr_so_far()
+    );
+    running.interrupt();
+    let out = running.wait();
+    out.expect_code(130);
+    let report = out.json();
+    assert_eq!(report["interrupted"], Value::Bool(true), "{}", out.dump());
+    assert_eq!(report["converged"], Value::Bool(false));
+    assert!(failures(&report).is_empty(), "{}", out.dump());
+    // The removal in flight finished; nothing after it was started.
+    let deletes = proxy.count("DELETE", "/containers/");
+    assert_eq!(deletes, 1, "{}", proxy.dump());
+    let removed = report["removed"]["containers"].as_array().unwrap().len();
+    assert_eq!(removed, 1, "{}", out.dump());
+    // Everything still there is named, each as not attempted because of Ctrl-C.
+    let left = left_to_remove(&sbx, &goal(&[])).await;
+    assert_eq!(left.steps.len(), 2 * 6 - 1);
+    let remaining: Vec<&Value> = list(&report, "remainingContainers")
+        .iter()
+        .chain(list(&report, "remainingVolumes").iter())
+        .collect();
+    assert_eq!(remaining.len(), left.steps.len(), "{}", out.dump());
+    for r in remaining {
+        assert_eq!(
+            r["reason"].as_str(),
+            Some("not attempted: the run was interrupted"),
+            "{}",
+            out.dump()
+        );
+    }
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+    let _ = boxes;
+}
