@@ -164,16 +164,27 @@ impl Inventory {
     pub fn basis(&self) -> BTreeMap<String, String> {
         let mut basis = BTreeMap::new();
         for c in self.containers.values() {
-            let body = serde_json::to_string(&(&c.name, &c.labels, &c.mounts)).unwrap_or_default();
-            basis.insert(format!("container/{}", c.id), digest(&body, 16));
+            let count = |n: usize| n.to_string();
+            let (nl, nm) = (count(c.labels.len()), count(c.mounts.len()));
+            let fields = std::iter::once(c.name.as_str())
+                .chain(std::iter::once(nl.as_str()))
+                .chain(c.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+                .chain(std::iter::once(nm.as_str()))
+                .chain(c.mounts.iter().map(String::as_str));
+            basis.insert(format!("container/{}", c.id), digest(fields, 16));
         }
         for v in self.volumes.values() {
-            let body = serde_json::to_string(&(&v.labels, &v.created_at)).unwrap_or_default();
-            basis.insert(format!("volume/{}", v.name), digest(&body, 16));
+            let created = v.created_at.as_deref().unwrap_or("");
+            let fields = std::iter::once(created)
+                .chain(v.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
+            basis.insert(format!("volume/{}", v.name), digest(fields, 16));
         }
         for (volume, users) in &self.foreign_users {
             for u in users {
-                basis.insert(format!("mount/{volume}/{}", u.id), digest(&u.name, 16));
+                basis.insert(
+                    format!("mount/{volume}/{}", u.id),
+                    digest([u.name.as_str()], 16),
+                );
             }
         }
         basis
@@ -182,14 +193,28 @@ impl Inventory {
 
 /// The fingerprint of a basis: `sha256:` and the hex digest of its entries.
 pub fn fingerprint(basis: &BTreeMap<String, String>) -> String {
-    let body: String = basis.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-    format!("sha256:{}", digest(&body, 64))
+    format!(
+        "sha256:{}",
+        digest(basis.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]), 64)
+    )
 }
 
-fn digest(text: &str, hex_len: usize) -> String {
-    let hash = Sha256::digest(text.as_bytes());
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    hex[..hex_len].to_string()
+/// SHA-256 over length-prefixed fields (so no two field lists hash alike),
+/// as the first `hex_len` hex digits.
+fn digest<'a>(fields: impl IntoIterator<Item = &'a str>, hex_len: usize) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hasher = Sha256::new();
+    for field in fields {
+        hasher.update((field.len() as u64).to_le_bytes());
+        hasher.update(field.as_bytes());
+    }
+    let mut hex = String::with_capacity(64);
+    for b in hasher.finalize() {
+        hex.push(HEX[usize::from(b >> 4)] as char);
+        hex.push(HEX[usize::from(b & 15)] as char);
+    }
+    hex.truncate(hex_len);
+    hex
 }
 
 #[cfg(test)]

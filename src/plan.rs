@@ -245,7 +245,8 @@ impl Plan {
         containers.sort_by(|a, b| (a.box_id(), &a.name, &a.id).cmp(&(b.box_id(), &b.name, &b.id)));
 
         let mut graph: DiGraph<Object, ()> = DiGraph::new();
-        let mut why: BTreeMap<NodeIndex, String> = BTreeMap::new();
+        // Why each node goes, by node index.
+        let mut why: Vec<String> = Vec::new();
         let mut kept = Kept::default();
         let mut blocked = Vec::new();
         // Who mounts each volume and stays: kept containers, by volume name.
@@ -257,7 +258,7 @@ impl Plan {
             match goal.box_verdict(c.box_id()) {
                 Verdict::Remove(reason) => {
                     let node = graph.add_node(Object::container(c));
-                    why.insert(node, reason);
+                    why.push(reason);
                     for m in &c.mounts {
                         removed_users.entry(m.as_str()).or_default().push(node);
                     }
@@ -298,7 +299,7 @@ impl Plan {
             match verdict {
                 Verdict::Remove(reason) => {
                     let node = graph.add_node(Object::volume(v));
-                    why.insert(node, reason);
+                    why.push(reason);
                     for &user in removed_users.get(v.name.as_str()).into_iter().flatten() {
                         // Removal edge: the container must be gone before its volume.
                         graph.add_edge(user, node, ());
@@ -316,20 +317,22 @@ impl Plan {
         }
 
         let order = stable_toposort(&graph);
-        let position: BTreeMap<NodeIndex, usize> =
-            order.iter().enumerate().map(|(i, &n)| (n, i + 1)).collect();
+        let mut position = vec![0; order.len()];
+        for (i, n) in order.iter().enumerate() {
+            position[n.index()] = i + 1;
+        }
         let steps = order
             .iter()
             .map(|&n| {
                 let mut waits_for: Vec<usize> = graph
                     .neighbors_directed(n, Direction::Incoming)
-                    .map(|d| position[&d])
+                    .map(|d| position[d.index()])
                     .collect();
                 waits_for.sort_unstable();
                 Step {
-                    step: position[&n],
+                    step: position[n.index()],
                     object: graph[n].clone(),
-                    why: why.remove(&n).unwrap_or_default(),
+                    why: std::mem::take(&mut why[n.index()]),
                     waits_for,
                 }
             })
