@@ -25,7 +25,8 @@
 # 1 is faster than the batch idiom); "(a) / x" is how many times faster than (a).
 #
 # Environment:
-#   BENCH_PARALLELISMS  sandboxctl parallelisms to time           [1 4 8 16 32]
+#   BENCH_PARALLELISMS  sandboxctl parallelisms to time; sandboxctl's default
+#                       is always added                          [1 4 8 16 32]
 #   BENCH_REPEAT        rounds; every contender runs once a round, the table
 #                       shows the median                           [1]
 #   BENCH_CREATE_P      concurrent `docker run` while creating boxes [8]
@@ -357,6 +358,10 @@ main() {
     : >"$EMPTY_STATE"
     local default
     default=$("$BIN" apply --help | sed -n 's/.*--parallelism .*\[default: \([0-9]*\)\].*/\1/p' | head -n 1)
+    # The targets are judged at the default parallelism: always time it.
+    if [[ -n $default && " ${PARALLELISMS[*]} " != *" $default "* ]]; then
+        PARALLELISMS+=("$default")
+    fi
     log "run $RUN_ID: N=$N, parallelisms ${PARALLELISMS[*]} (default $default), $REPEAT round(s); scope $SCOPE_LABEL"
     local round c
     for ((round = 1; round <= REPEAT; round++)); do

@@ -20,8 +20,10 @@ use crate::model::{short_id, Scope};
 use crate::plan::{Object, Plan, Step};
 
 /// The default number of removals in flight. Measured on 2 cores with Docker
-/// 20.10: 8 is where force-removal throughput stops improving (see README).
-pub const DEFAULT_PARALLELISM: usize = 8;
+/// 20.10 (`scripts/bench-teardown.sh`, README): 12 was fastest at 50 and 200
+/// boxes; past 16 the daemon only queues, and each removal in flight holds a
+/// connection (one file descriptor).
+pub const DEFAULT_PARALLELISM: usize = 12;
 
 /// How apply runs.
 #[derive(Debug, Clone)]
@@ -102,13 +104,19 @@ pub async fn apply(
     let scope = plan.scope();
     let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
     let mut waiting: Vec<usize> = plan.steps.iter().map(|s| s.waits_for.len()).collect();
-    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    // Ready steps, volumes first: a volume costs about a millisecond, and taking it
+    // as soon as its last container is gone (not once every container has started)
+    // means an interrupted run leaves no volume behind whose containers are gone.
+    let key = |i: usize| (matches!(plan.steps[i].object, Object::Container { .. }), i);
+    let mut ready: BTreeSet<(bool, usize)> = (0..n).filter(|&i| waiting[i] == 0).map(key).collect();
     let mut running = FuturesUnordered::new();
     let parallelism = options.parallelism.max(1);
 
     loop {
         while running.len() < parallelism && !cancel.load(Ordering::SeqCst) {
-            let Some(i) = ready.pop_first() else { break };
+            let Some((_, i)) = ready.pop_first() else {
+                break;
+            };
             let step = &plan.steps[i];
             observer.started(step);
             let scope = &scope;
@@ -128,7 +136,7 @@ pub async fn apply(
             for (d, _) in stack {
                 waiting[d] -= 1;
                 if waiting[d] == 0 && outcomes[d].is_none() {
-                    ready.insert(d);
+                    ready.insert(key(d));
                 }
             }
         } else {
@@ -137,7 +145,7 @@ pub async fn apply(
                 if outcomes[d].is_some() {
                     continue;
                 }
-                ready.remove(&d);
+                ready.remove(&key(d));
                 let skipped = Outcome::Skipped(after);
                 observer.finished(&plan.steps[d], &skipped);
                 outcomes[d] = Some(skipped);

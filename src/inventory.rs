@@ -151,10 +151,13 @@ impl Inventory {
         inv
     }
 
-    /// True if any managed container or volume carries `ca.sandbox.id=<id>`.
-    pub fn has_box(&self, id: &str) -> bool {
-        self.containers.values().any(|c| c.box_id() == Some(id))
-            || self.volumes.values().any(|v| v.box_id() == Some(id))
+    /// Every box ID a managed container or volume carries.
+    pub fn box_ids(&self) -> std::collections::BTreeSet<&str> {
+        self.containers
+            .values()
+            .filter_map(ContainerInfo::box_id)
+            .chain(self.volumes.values().filter_map(VolumeInfo::box_id))
+            .collect()
     }
 
     /// What a saved plan compares against: one entry per managed object and per

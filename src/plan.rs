@@ -242,9 +242,13 @@ impl Plan {
     pub fn build(goal: &Goal, inv: &Inventory) -> Plan {
         // Containers in a readable order: by box, then name, then ID.
         let mut containers: Vec<&ContainerInfo> = inv.containers.values().collect();
-        containers.sort_by(|a, b| (a.box_id(), &a.name, &a.id).cmp(&(b.box_id(), &b.name, &b.id)));
+        // Cached keys: `box_id()` is a label lookup, too slow to repeat in every comparison.
+        containers.sort_by_cached_key(|&c| (c.box_id(), c.name.as_str(), c.id.as_str()));
 
-        let mut graph: DiGraph<Object, ()> = DiGraph::new();
+        let mut graph: DiGraph<Object, ()> = DiGraph::with_capacity(
+            inv.containers.len() + inv.volumes.len(),
+            inv.containers.len(),
+        );
         // Why each node goes, by node index.
         let mut why: Vec<String> = Vec::new();
         let mut kept = Kept::default();
@@ -321,20 +325,28 @@ impl Plan {
         for (i, n) in order.iter().enumerate() {
             position[n.index()] = i + 1;
         }
-        let steps = order
+        let waits_for: Vec<Vec<usize>> = order
             .iter()
             .map(|&n| {
-                let mut waits_for: Vec<usize> = graph
+                let mut w: Vec<usize> = graph
                     .neighbors_directed(n, Direction::Incoming)
                     .map(|d| position[d.index()])
                     .collect();
-                waits_for.sort_unstable();
-                Step {
-                    step: position[n.index()],
-                    object: graph[n].clone(),
-                    why: std::mem::take(&mut why[n.index()]),
-                    waits_for,
-                }
+                w.sort_unstable();
+                w
+            })
+            .collect();
+        // Move the objects out of the graph rather than cloning each one.
+        let (nodes, _) = graph.into_nodes_edges();
+        let mut objects: Vec<Option<Object>> = nodes.into_iter().map(|n| Some(n.weight)).collect();
+        let steps = order
+            .iter()
+            .zip(waits_for)
+            .map(|(&n, waits_for)| Step {
+                step: position[n.index()],
+                object: objects[n.index()].take().expect("each node once"),
+                why: std::mem::take(&mut why[n.index()]),
+                waits_for,
             })
             .collect();
 

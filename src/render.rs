@@ -6,6 +6,7 @@
 //! out), so its output can be snapshot-tested. Must not decide anything.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -50,7 +51,7 @@ fn table(rows: &[Vec<String>], indent: &str) -> String {
             if c + 1 == row.len() {
                 line.push_str(cell);
             } else {
-                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
             }
         }
         out.push_str(line.trim_end());
@@ -445,7 +446,7 @@ impl Progress {
             Format::Human if std::io::stderr().is_terminal() && total > 0 => {
                 let bar = ProgressBar::new(total as u64);
                 bar.set_style(
-                    ProgressStyle::with_template("{bar:30} {pos}/{len} removed {msg} ({elapsed})")
+                    ProgressStyle::with_template("{bar:30} {pos}/{len} done{msg} ({elapsed})")
                         .expect("static template"),
                 );
                 Progress::Bar { bar, failures: 0 }
@@ -484,7 +485,7 @@ impl Observer for Progress {
             Progress::Bar { bar, failures } => {
                 if !outcome.is_success() {
                     *failures += 1;
-                    bar.set_message(format!("{failures} failed"));
+                    bar.set_message(format!(", {failures} not removed"));
                 }
                 bar.inc(1);
             }

@@ -240,7 +240,8 @@ async fn converge(
         Err(e) => return Ok(fail_early(config, engine.endpoint(), e.into())),
     };
     if let Goal::Destroy { ids, .. } = goal {
-        for id in ids.iter().filter(|id| !inventory.has_box(id)) {
+        let present = inventory.box_ids();
+        for id in ids.iter().filter(|id| !present.contains(id.as_str())) {
             render::stderr(&format!(
                 "warning: no managed container or volume carries ca.sandbox.id={id} (in scope {scope})\n"
             ));

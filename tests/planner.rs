@@ -350,3 +350,26 @@ fn removals_in_flight_never_exceed_parallelism() {
         assert!(engine.world().containers.is_empty() && engine.world().volumes.is_empty());
     }
 }
+
+#[test]
+fn with_every_slot_busy_a_ready_volume_goes_before_the_next_container() {
+    let rt = runtime();
+    let engine = MemoryEngine::new(boxes(4));
+    let plan = rt.block_on(plan_with(&engine, &DesiredState::empty()));
+    let mut rec = Recorder::default();
+    let options = ApplyOptions {
+        parallelism: 1,
+        ..ApplyOptions::default()
+    };
+    rt.block_on(apply(
+        &engine,
+        &plan,
+        &options,
+        &AtomicBool::new(false),
+        &mut rec,
+    ));
+    assert_eq!(
+        rec.finished,
+        vec!["c0", "v0", "c1", "v1", "c2", "v2", "c3", "v3"]
+    );
+}

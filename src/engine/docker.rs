@@ -267,6 +267,12 @@ fn map_error(call: &str, endpoint: &str, timeout: Duration, err: BollardError) -
             endpoint: endpoint.to_string(),
             detail: format!("{call}: socket {path} does not exist"),
         },
+        // EMFILE looks like a failure to connect, but the engine is fine: we are
+        // out of file descriptors (one per connection in flight).
+        other if error_chain(&other).contains("os error 24") => EngineError::Transport {
+            call,
+            detail: "cannot open a connection: too many open files; lower --parallelism or raise the open-files limit (ulimit -n)".to_string(),
+        },
         other if is_connect_failure(&other) => EngineError::Unreachable {
             endpoint: endpoint.to_string(),
             detail: format!("{call}: {}", describe(&other)),
