@@ -174,19 +174,19 @@ impl Inventory {
                 .chain(c.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
                 .chain(std::iter::once(nm.as_str()))
                 .chain(c.mounts.iter().map(String::as_str));
-            basis.insert(format!("container/{}", c.id), digest(fields, 16));
+            basis.insert(format!("container/{}", c.id), object_digest(fields));
         }
         for v in self.volumes.values() {
             let created = v.created_at.as_deref().unwrap_or("");
             let fields = std::iter::once(created)
                 .chain(v.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
-            basis.insert(format!("volume/{}", v.name), digest(fields, 16));
+            basis.insert(format!("volume/{}", v.name), object_digest(fields));
         }
         for (volume, users) in &self.foreign_users {
             for u in users {
                 basis.insert(
                     format!("mount/{volume}/{}", u.id),
-                    digest([u.name.as_str()], 16),
+                    object_digest([u.name.as_str()]),
                 );
             }
         }
@@ -202,21 +202,46 @@ pub fn fingerprint(basis: &BTreeMap<String, String>) -> String {
     )
 }
 
-/// SHA-256 over length-prefixed fields (so no two field lists hash alike),
-/// as the first `hex_len` hex digits.
+/// SHA-256 over length-prefixed fields (so no two field lists hash alike), as
+/// the first `hex_len` hex digits.
 fn digest<'a>(fields: impl IntoIterator<Item = &'a str>, hex_len: usize) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hasher = Sha256::new();
     for field in fields {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    let mut hex = String::with_capacity(64);
-    for b in hasher.finalize() {
+    let mut hex = to_hex(&hasher.finalize());
+    hex.truncate(hex_len);
+    hex
+}
+
+/// A per-object digest: 64-bit FNV-1a over length-prefixed fields, as 16 hex
+/// digits. Enough to notice a change (the fingerprint over all of them is
+/// SHA-256) and several times cheaper than SHA-256 per object; the function is
+/// fixed here, so saved plans stay comparable across builds.
+fn object_digest<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            hash = (hash ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+    };
+    for field in fields {
+        eat(&(field.len() as u64).to_le_bytes());
+        eat(field.as_bytes());
+    }
+    to_hex(&hash.to_be_bytes())
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
         hex.push(HEX[usize::from(b >> 4)] as char);
         hex.push(HEX[usize::from(b & 15)] as char);
     }
-    hex.truncate(hex_len);
     hex
 }
 
