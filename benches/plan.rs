@@ -30,7 +30,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{
-    criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
+    criterion_group, criterion_main, BatchSize, Bencher, BenchmarkId, Criterion, SamplingMode,
+    Throughput,
 };
 use sandboxctl::inventory::Inventory;
 use sandboxctl::model::{ContainerInfo, ImageInfo, Labels, Scope, VolumeInfo};
@@ -247,7 +248,7 @@ fn synthetic(target: usize) -> Listings {
 }
 
 fn bench(c: &mut Criterion) {
-    let inputs: Vec<(usize, Listings, Inventory, Plan)> = SIZES
+    let inputs: Vec<Input> = SIZES
         .iter()
         .map(|&n| {
             let listings = synthetic(n);
@@ -270,65 +271,50 @@ fn bench(c: &mut Criterion) {
         );
     }
 
-    let mut group = c.benchmark_group("inventory");
-    settings(&mut group);
-    for (n, listings, _, _) in &inputs {
-        group.throughput(Throughput::Elements(listings.managed_objects as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(n), listings, |b, l| {
-            b.iter_batched(
-                || l.clone(),
-                |l| black_box(l.inventory()),
-                BatchSize::LargeInput,
-            )
-        });
-    }
-    group.finish();
+    group(c, "inventory", &inputs, |b, (_, l, _, _)| {
+        b.iter_batched(
+            || l.clone(),
+            |l| black_box(l.inventory()),
+            BatchSize::LargeInput,
+        )
+    });
+    group(c, "plan_build", &inputs, |b, (_, l, inv, _)| {
+        b.iter(|| black_box(Plan::build(&l.goal, inv)))
+    });
+    group(c, "render_json", &inputs, |b, (_, _, _, p)| {
+        b.iter(|| black_box(render::plan_json(p)))
+    });
+    group(c, "render_human", &inputs, |b, (_, _, _, p)| {
+        b.iter(|| black_box(render::plan_human(p)))
+    });
+    group(c, "pipeline", &inputs, |b, (_, l, _, _)| {
+        b.iter_batched(
+            || l.clone(),
+            |l| {
+                let goal = l.goal.clone();
+                let plan = Plan::build(&goal, &l.inventory());
+                black_box((render::plan_json(&plan), render::plan_human(&plan)))
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
 
-    let mut group = c.benchmark_group("plan_build");
-    settings(&mut group);
-    for (n, listings, inventory, _) in &inputs {
-        group.throughput(Throughput::Elements(listings.managed_objects as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(n), inventory, |b, inv| {
-            b.iter(|| black_box(Plan::build(&listings.goal, inv)))
-        });
-    }
-    group.finish();
+type Input = (usize, Listings, Inventory, Plan);
 
-    let mut group = c.benchmark_group("render_json");
+/// One benchmark group over every size, with the shared settings and the
+/// throughput in managed objects; `bench` times one size.
+fn group(
+    c: &mut Criterion,
+    name: &str,
+    inputs: &[Input],
+    mut bench: impl FnMut(&mut Bencher, &Input),
+) {
+    let mut group = c.benchmark_group(name);
     settings(&mut group);
-    for (n, listings, _, plan) in &inputs {
-        group.throughput(Throughput::Elements(listings.managed_objects as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(n), plan, |b, p| {
-            b.iter(|| black_box(render::plan_json(p)))
-        });
-    }
-    group.finish();
-
-    let mut group = c.benchmark_group("render_human");
-    settings(&mut group);
-    for (n, listings, _, plan) in &inputs {
-        group.throughput(Throughput::Elements(listings.managed_objects as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(n), plan, |b, p| {
-            b.iter(|| black_box(render::plan_human(p)))
-        });
-    }
-    group.finish();
-
-    let mut group = c.benchmark_group("pipeline");
-    settings(&mut group);
-    for (n, listings, _, _) in &inputs {
-        group.throughput(Throughput::Elements(listings.managed_objects as u64));
-        group.bench_with_input(BenchmarkId::from_parameter(n), listings, |b, l| {
-            b.iter_batched(
-                || l.clone(),
-                |l| {
-                    let goal = l.goal.clone();
-                    let plan = Plan::build(&goal, &l.inventory());
-                    black_box((render::plan_json(&plan), render::plan_human(&plan)))
-                },
-                BatchSize::LargeInput,
-            )
-        });
+    for input in inputs {
+        group.throughput(Throughput::Elements(input.1.managed_objects as u64));
+        group.bench_function(BenchmarkId::from_parameter(input.0), |b| bench(b, input));
     }
     group.finish();
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::{fingerprint, Inventory};
 use crate::model::{
-    short_id, ContainerInfo, Labels, Scope, VolumeInfo, SANDBOX_LABEL, SANDBOX_VALUE,
+    short_id, ContainerInfo, ImageInfo, Labels, Scope, VolumeInfo, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 
 /// The version of the plan's JSON form; a saved plan of another version is refused.
@@ -155,17 +155,10 @@ pub struct Kept {
     pub volumes: Vec<Noted>,
 }
 
-/// A retained image (never removed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RetainedImage {
-    pub id: String,
-    pub tags: Vec<String>,
-}
-
 /// The images the plan retains: every `ca-sbx:*` image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retained {
-    pub images: Vec<RetainedImage>,
+    pub images: Vec<ImageInfo>,
 }
 
 /// The plan. Serializes to the JSON that `plan --format json` prints and
@@ -190,11 +183,11 @@ pub struct Plan {
     pub basis: BTreeMap<String, String>,
 }
 
-/// What the planner decided for one object, before ordering.
+/// What the goal says of one object by its labels alone, with the reason.
+/// (Whether a volume is blocked depends on who mounts it, not on the goal.)
 enum Verdict {
     Remove(String),
     Keep(String),
-    Block(String),
 }
 
 impl Goal {
@@ -267,7 +260,7 @@ impl Plan {
                         removed_users.entry(m.as_str()).or_default().push(node);
                     }
                 }
-                Verdict::Keep(reason) | Verdict::Block(reason) => {
+                Verdict::Keep(reason) => {
                     kept.containers.push(Noted {
                         object: Object::container(c),
                         why: reason,
@@ -280,43 +273,41 @@ impl Plan {
         }
 
         for v in inv.volumes.values() {
-            let verdict = match goal.volume_verdict(v) {
-                Verdict::Remove(reason) => {
-                    if let Some(users) = kept_users.get(v.name.as_str()) {
-                        let names: Vec<String> = users.iter().map(|c| kept_user(c)).collect();
-                        Verdict::Keep(format!("mounted by kept {}", names.join(", ")))
-                    } else if let Some(users) = inv.foreign_users.get(&v.name) {
-                        let names: Vec<String> = users
-                            .iter()
-                            .map(|u| format!("{} ({})", u.name, short_id(&u.id)))
-                            .collect();
-                        Verdict::Block(format!(
-                            "mounted by unmanaged container {}; never forced: remove that container or list the volume in volumes.keep",
-                            names.join(", ")
-                        ))
-                    } else {
-                        Verdict::Remove(reason)
-                    }
+            let reason = match goal.volume_verdict(v) {
+                Verdict::Keep(why) => {
+                    kept.volumes.push(Noted {
+                        object: Object::volume(v),
+                        why,
+                    });
+                    continue;
                 }
-                other => other,
+                Verdict::Remove(reason) => reason,
             };
-            match verdict {
-                Verdict::Remove(reason) => {
-                    let node = graph.add_node(Object::volume(v));
-                    why.push(reason);
-                    for &user in removed_users.get(v.name.as_str()).into_iter().flatten() {
-                        // Removal edge: the container must be gone before its volume.
-                        graph.add_edge(user, node, ());
-                    }
+            if let Some(users) = kept_users.get(v.name.as_str()) {
+                let names: Vec<String> = users.iter().map(|c| kept_user(c)).collect();
+                kept.volumes.push(Noted {
+                    object: Object::volume(v),
+                    why: format!("mounted by kept {}", names.join(", ")),
+                });
+            } else if let Some(users) = inv.foreign_users.get(&v.name) {
+                let names: Vec<String> = users
+                    .iter()
+                    .map(|u| format!("{} ({})", u.name, short_id(&u.id)))
+                    .collect();
+                blocked.push(Noted {
+                    object: Object::volume(v),
+                    why: format!(
+                        "mounted by unmanaged container {}; never forced: remove that container or list the volume in volumes.keep",
+                        names.join(", ")
+                    ),
+                });
+            } else {
+                let node = graph.add_node(Object::volume(v));
+                why.push(reason);
+                for &user in removed_users.get(v.name.as_str()).into_iter().flatten() {
+                    // Removal edge: the container must be gone before its volume.
+                    graph.add_edge(user, node, ());
                 }
-                Verdict::Keep(reason) => kept.volumes.push(Noted {
-                    object: Object::volume(v),
-                    why: reason,
-                }),
-                Verdict::Block(reason) => blocked.push(Noted {
-                    object: Object::volume(v),
-                    why: reason,
-                }),
             }
         }
 
@@ -361,14 +352,7 @@ impl Plan {
             blocked,
             kept,
             retained: Retained {
-                images: inv
-                    .images
-                    .values()
-                    .map(|i| RetainedImage {
-                        id: i.id.clone(),
-                        tags: i.tags.clone(),
-                    })
-                    .collect(),
+                images: inv.images.values().cloned().collect(),
             },
             fingerprint: fingerprint(&basis),
             basis,

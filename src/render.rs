@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::apply::{Observer, Outcome};
 use crate::inventory::Inventory;
-use crate::model::short_id;
+use crate::model::{short_id, ImageInfo};
 use crate::plan::{Noted, Object, Plan, Step};
 use crate::verify::{Leftover, Named, Report};
 
@@ -145,18 +145,21 @@ pub fn plan_human(plan: &Plan) -> String {
     }
     if !plan.retained.images.is_empty() {
         out.push_str("\nRetain (images are never removed):\n");
-        let rows: Vec<Vec<String>> = plan
-            .retained
-            .images
-            .iter()
-            .map(|i| vec!["image".into(), i.tags.join(", "), short_id(&i.id).into()])
-            .collect();
-        out.push_str(&table(&rows, "  "));
+        out.push_str(&image_table(&plan.retained.images));
     }
     out.push('\n');
     out.push_str(&plan_summary(plan));
     out.push('\n');
     out
+}
+
+/// Images as table rows: tags and short ID.
+fn image_table<'a>(images: impl IntoIterator<Item = &'a ImageInfo>) -> String {
+    let rows: Vec<Vec<String>> = images
+        .into_iter()
+        .map(|i| vec!["image".into(), i.tags.join(", "), short_id(&i.id).into()])
+        .collect();
+    table(&rows, "  ")
 }
 
 /// The one-line summary: `Plan: remove 2 containers and 1 volume; ...`.
@@ -309,7 +312,7 @@ struct InventoryContainer<'a> {
 struct InventoryView<'a> {
     scope: Vec<String>,
     boxes: Vec<InventoryBox<'a>>,
-    images: Vec<&'a crate::model::ImageInfo>,
+    images: Vec<&'a ImageInfo>,
 }
 
 fn inventory_view(inv: &Inventory) -> InventoryView<'_> {
@@ -388,12 +391,7 @@ pub fn inventory_human(inv: &Inventory) -> String {
     }
     if !view.images.is_empty() {
         out.push_str("\nImages (retained, never removed):\n");
-        let rows: Vec<Vec<String>> = view
-            .images
-            .iter()
-            .map(|i| vec!["image".into(), i.tags.join(", "), short_id(&i.id).into()])
-            .collect();
-        out.push_str(&table(&rows, "  "));
+        out.push_str(&image_table(view.images.iter().copied()));
     }
     let (c, v) = (inv.containers.len(), inv.volumes.len());
     out.push_str(&format!(

@@ -86,11 +86,7 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
                 Ok(loaded) => loaded,
                 Err(e) => return Ok(fail_early(&config, "state file", e)),
             };
-            let goal = Goal::Reconcile {
-                boxes: desired.boxes.clone(),
-                keep_volumes: desired.keep_volumes.clone(),
-            };
-            converge(&config, &scope, &goal, parallelism).await
+            converge(&config, &scope, &reconcile(&desired), parallelism).await
         }
         Command::Destroy {
             ids,
@@ -103,10 +99,7 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
                 Err(e) => return Ok(fail_early(&config, "state file", e)),
             };
             let goal = if ids.is_empty() {
-                Goal::Reconcile {
-                    boxes: desired.boxes.clone(),
-                    keep_volumes: desired.keep_volumes.clone(),
-                }
+                reconcile(&desired)
             } else {
                 Goal::Destroy {
                     ids: ids.into_iter().collect(),
@@ -117,8 +110,7 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
             converge(&config, &scope, &goal, parallelism).await
         }
         Command::Inventory => {
-            let desired = load_desired(&config, false)?;
-            let scope = scope_of(&config, &desired)?;
+            let (_, scope) = desired_and_scope(&config, false)?;
             let engine = DockerEngine::connect(config.timeout).await?;
             let inventory = Inventory::list(&engine, &scope).await?;
             render::stdout(&match config.format {
@@ -130,19 +122,21 @@ pub async fn run(config: Config) -> anyhow::Result<Exit> {
     }
 }
 
-/// Loads the state file: the explicit one (which must exist), else the default
-/// one if present; else an error when `required`, or the empty desired state.
+/// Loads the state file (`DesiredState::load_or_default`); when `required`, a
+/// run without any state file is an error rather than the empty desired state.
 fn load_desired(config: &Config, required: bool) -> anyhow::Result<DesiredState> {
-    if let Some(path) = &config.state {
-        return Ok(DesiredState::load(path)?);
+    let desired = DesiredState::load_or_default(config.state.as_deref())?;
+    if required && desired.source.is_none() {
+        return Err(RunError::NoStateFile.into());
     }
-    let default = Path::new(DEFAULT_STATE_PATH);
-    if default.exists() {
-        Ok(DesiredState::load(default)?)
-    } else if required {
-        Err(RunError::NoStateFile.into())
-    } else {
-        Ok(DesiredState::empty())
+    Ok(desired)
+}
+
+/// The reconcile goal of a state file: keep its boxes and kept volumes.
+fn reconcile(desired: &DesiredState) -> Goal {
+    Goal::Reconcile {
+        boxes: desired.boxes.clone(),
+        keep_volumes: desired.keep_volumes.clone(),
     }
 }
 
@@ -171,12 +165,8 @@ fn scope_of(config: &Config, desired: &DesiredState) -> Result<Scope, RunError> 
 }
 
 async fn plan(config: &Config, detailed: bool, out: Option<&Path>) -> anyhow::Result<Exit> {
-    let desired = load_desired(config, true)?;
-    let goal = Goal::Reconcile {
-        boxes: desired.boxes.clone(),
-        keep_volumes: desired.keep_volumes.clone(),
-    };
-    let scope = scope_of(config, &desired)?;
+    let (desired, scope) = desired_and_scope(config, true)?;
+    let goal = reconcile(&desired);
     let engine = DockerEngine::connect(config.timeout).await?;
     let inventory = Inventory::list(&engine, &scope).await?;
     let plan = Plan::build(&goal, &inventory);
@@ -231,13 +221,9 @@ async fn converge(
     goal: &Goal,
     parallelism: usize,
 ) -> anyhow::Result<Exit> {
-    let engine = match DockerEngine::connect(config.timeout).await {
-        Ok(engine) => engine,
-        Err(e) => return Ok(fail_early(config, &endpoint_of(&e), e.into())),
-    };
-    let inventory = match Inventory::list(&engine, scope).await {
-        Ok(inventory) => inventory,
-        Err(e) => return Ok(fail_early(config, engine.endpoint(), e.into())),
+    let (engine, inventory) = match connect_and_list(config, scope).await {
+        Ok(listed) => listed,
+        Err(exit) => return Ok(exit),
     };
     if let Goal::Destroy { ids, .. } = goal {
         let present = inventory.box_ids();
@@ -255,31 +241,41 @@ async fn converge(
     execute(config, &engine, &plan, parallelism).await
 }
 
+/// Connects and lists the managed inventory; a failure is reported (with the
+/// JSON report in JSON mode) and becomes the run's exit.
+async fn connect_and_list(
+    config: &Config,
+    scope: &Scope,
+) -> Result<(DockerEngine, Inventory), Exit> {
+    let engine = DockerEngine::connect(config.timeout)
+        .await
+        .map_err(|e| fail_early(config, &endpoint_of(&e), e.into()))?;
+    match Inventory::list(&engine, scope).await {
+        Ok(inventory) => Ok((engine, inventory)),
+        Err(e) => Err(fail_early(config, engine.endpoint(), e.into())),
+    }
+}
+
 /// `apply FILE`: carry out exactly the saved plan, or refuse if it is stale.
 async fn apply_saved(config: &Config, path: &Path, parallelism: usize) -> anyhow::Result<Exit> {
     let plan = match read_plan(path) {
         Ok(plan) => plan,
         Err(e) => return Ok(fail_early(config, "plan file", e.into())),
     };
-    let engine = match DockerEngine::connect(config.timeout).await {
-        Ok(engine) => engine,
-        Err(e) => return Ok(fail_early(config, &endpoint_of(&e), e.into())),
+    let (engine, inventory) = match connect_and_list(config, &plan.scope()).await {
+        Ok(listed) => listed,
+        Err(exit) => return Ok(exit),
     };
-    let inventory = match Inventory::list(&engine, &plan.scope()).await {
-        Ok(inventory) => inventory,
-        Err(e) => return Ok(fail_early(config, engine.endpoint(), e.into())),
-    };
-    let now = inventory.basis();
-    if now != plan.basis {
+    let fresh = Plan::build(&plan.goal, &inventory);
+    if fresh.basis != plan.basis {
         let stale = RunError::StalePlan {
             path: path.to_path_buf(),
-            changes: describe_changes(&plan.basis, &now),
+            changes: describe_changes(&plan.basis, &fresh.basis),
         };
         return Ok(fail_early(config, "plan file", stale.into()));
     }
     // Same inventory, same goal: the planner must give these very steps. A plan
     // that differs was edited, and could name an object that is not ours.
-    let fresh = Plan::build(&plan.goal, &inventory);
     if !same_work(&plan, &fresh) {
         let edited = RunError::PlanFile {
             path: path.to_path_buf(),
