@@ -5,16 +5,21 @@
 //! `scripts/bench-plan-table.sh` turns them into a markdown table.
 //!
 //! The input is a synthetic listing, built once per size, with the mix a busy
-//! host has (see `synthetic`): boxes of one container and one named volume,
-//! some declared (kept), some leaked without a box label, volumes shared by
-//! several containers, volumes listed in `volumes.keep`, volumes mounted by an
-//! unmanaged container (blocked), look-alike decoys (`ca.sandbox=0`, `true`,
-//! `ca.sandboxx`, another owner) and `ca-sbx:*` images. The size is the number
-//! of *managed* containers plus volumes; decoys come on top (about 10 %).
+//! host has (see `synthetic`): boxes of one container, one named volume and one
+//! network, some declared (kept), some leaked without a box label, volumes and
+//! networks shared by several boxes, one network every box is attached to,
+//! Docker's own `bridge` network (unlabeled, so never planned), volumes listed
+//! in `volumes.keep`, volumes and networks used by an unmanaged container
+//! (blocked), look-alike decoys (`ca.sandbox=0`, `true`, `ca.sandboxx`, another
+//! owner) and `ca-sbx:*` images. The size is the number of *managed*
+//! containers plus volumes, as before networks were planned (so the README's
+//! numbers stay comparable: the same boxes, now each with a network); the
+//! managed networks (about one per box) and the decoys (about 10 %) come on top.
 //!
-//! Groups, each measured separately, with throughput in managed objects:
-//! - `inventory`: `Inventory::from_listings` (client-side label check, foreign
-//!   users, basis inputs), from owned listings (their clone is not timed);
+//! Groups, each measured separately, with throughput in the size:
+//! - `inventory`: `Inventory::from_listings` (client-side label check,
+//!   dependency resolution, unmanaged holders), from owned listings (their
+//!   clone is not timed);
 //! - `plan_build`: `Plan::build` from that inventory (graph, toposort, basis digests);
 //! - `render_json`: `render::plan_json` of that plan;
 //! - `render_human`: `render::plan_human` of that plan;
@@ -22,10 +27,9 @@
 //!   plan_human: everything `sandboxctl plan` does after the engine answered
 //!   (it prints one of the two renderings; both are included).
 //!
-//! No engine is involved: listing costs a constant four engine calls whatever
+//! No engine is involved: listing costs a constant five engine calls whatever
 //! the size, and the in-memory engine would only add its own clone of the world.
 
-use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -34,40 +38,45 @@ use criterion::{
     Throughput,
 };
 use sandboxctl::inventory::Inventory;
-use sandboxctl::model::{ContainerInfo, ImageInfo, Labels, Scope, VolumeInfo};
-use sandboxctl::plan::{Goal, Plan};
+use sandboxctl::model::{ImageInfo, Kind, Labels, Object, ObjectKey, Scope, DEFAULT_ENGINE};
+use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
 use sandboxctl::render;
 
-/// Managed objects (containers + volumes) per benchmark size.
+/// Managed containers + volumes per benchmark size (networks come on top).
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 
 /// The scope every benchmark plans for: `ca.sandbox=1` and one owner label.
 const OWNER_KEY: &str = "ca.sandbox.owner";
 const OWNER: &str = "bench";
 
+/// The time plans are made for: 2025-12-01T00:00:00Z, after every creation time.
+const NOW: i64 = 1_764_547_200;
+
 /// Raw listings as the engine would return them, plus the goal to plan for.
 #[derive(Clone)]
 struct Listings {
     scope: Scope,
     goal: Goal,
-    /// What the scope's label filter returned (a few decoys slip through, as
-    /// with a daemon that ignores filters: the client-side check drops them).
-    managed: Vec<ContainerInfo>,
+    /// What the scope's label filter returned for containers, volumes and
+    /// networks (a few decoys slip through, as with a daemon that ignores
+    /// filters: the client-side check drops them).
+    listed: Vec<Object>,
     /// Every container on the host.
-    all: Vec<ContainerInfo>,
-    volumes: Vec<VolumeInfo>,
+    all: Vec<Object>,
     images: Vec<ImageInfo>,
     /// Managed containers + volumes (what the size means).
     managed_objects: usize,
+    /// Managed networks (on top of the size).
+    networks: usize,
 }
 
 impl Listings {
     fn inventory(self) -> Inventory {
         Inventory::from_listings(
+            DEFAULT_ENGINE,
             self.scope,
-            self.managed,
+            self.listed,
             self.all,
-            self.volumes,
             self.images,
         )
     }
@@ -112,33 +121,65 @@ fn managed_labels(b: Option<&str>, repo: &str) -> Labels {
     l
 }
 
-fn created_at(i: usize) -> String {
-    format!(
-        "2025-11-{:02}T{:02}:{:02}:{:02}Z",
-        1 + i % 28,
-        i % 24,
-        (i / 24) % 60,
-        (i / 1440) % 60
-    )
+/// Creation times spread over November 2025 (Unix seconds).
+fn created_at(i: usize) -> i64 {
+    const NOV_1_2025: i64 = 1_761_955_200;
+    let day = (i % 28) as i64;
+    let secs = ((i % 24) * 3600 + ((i / 24) % 60) * 60 + (i / 1440) % 60) as i64;
+    NOV_1_2025 + day * 86_400 + secs
 }
 
-/// A host holding `target` managed containers + volumes (give or take one).
+fn key(kind: Kind, id: &str) -> ObjectKey {
+    ObjectKey::new(DEFAULT_ENGINE, kind, id)
+}
+
+fn object(kind: Kind, id: &str, name: &str, labels: Labels, created: Option<i64>) -> Object {
+    let mut o = Object::new(DEFAULT_ENGINE, kind, id, name);
+    o.labels = labels;
+    o.created = created;
+    o
+}
+
+fn container(id: &str, name: &str, state: &str, labels: Labels, uses: Vec<ObjectKey>) -> Object {
+    let mut o = object(Kind::Container, id, name, labels, None);
+    o.state = Some(state.into());
+    o.depends_on = uses;
+    o.depends_on.sort();
+    o
+}
+
+/// A host holding `target` managed containers + volumes (give or take one),
+/// and about one managed network per box on top.
 ///
-/// Box `i` is a container `sbx-box-NNNNNN` mounting its volume `ca-sbx-box-NNNNNN`.
-/// Of the boxes: every 10th (i % 10 == 3) is declared in the state file (kept);
+/// Box `i` is a container `sbx-box-NNNNNN` mounting its volume
+/// `ca-sbx-box-NNNNNN`, attached to its network `ca-sbx-net-NNNNNN`, to its
+/// group's network (one per 50 boxes), to the host-wide `ca-sbx-egress` and to
+/// Docker's `bridge`. Of the boxes: every 10th (i % 10 == 3) is declared in
+/// the state file (kept, and so are the shared networks it is attached to);
 /// every 17th has no `ca.sandbox.id` (leaked); every 10th (i % 10 == 0) also
 /// mounts a volume shared by the 5 such boxes of its group of 50; every 50th
 /// (i % 50 == 7) has its volume in `volumes.keep`; every 200th (i % 200 == 11)
-/// has its volume also mounted by an unmanaged container (blocked). States:
-/// 70 % running, 25 % exited, 5 % created. One decoy object per 10 boxes of
-/// each kind: `ca.sandbox=0`, `=true`, `=1 `, `ca.sandboxx=1`, another owner.
+/// has its volume mounted and its network joined by an unmanaged container
+/// (both blocked). States: 70 % running, 25 % exited, 5 % created. One decoy
+/// object per 10 boxes of each kind: `ca.sandbox=0`, `=true`, `=1 `,
+/// `ca.sandboxx=1`, another owner.
 fn synthetic(target: usize) -> Listings {
     let scope = Scope::new(labels(&[(OWNER_KEY, OWNER)]));
-    let mut declared = BTreeSet::new();
-    let mut keep_volumes = BTreeSet::new();
+    let mut declared = Vec::new();
+    let mut keep_volumes = Vec::new();
     let mut managed = Vec::new();
     let mut foreign = Vec::new();
     let mut volumes = Vec::new();
+    let mut networks = Vec::new();
+    let egress = hex_id(8, 0);
+    let bridge = hex_id(9, 0);
+    networks.push(object(
+        Kind::Network,
+        &egress,
+        "ca-sbx-egress",
+        managed_labels(None, "all"),
+        Some(created_at(0)),
+    ));
     let mut count = 0;
     let mut i = 0;
     while count < target {
@@ -147,58 +188,87 @@ fn synthetic(target: usize) -> Listings {
         let b = (!leaked).then_some(box_id.as_str());
         let repo = format!("repo-{}", i % 97);
         let own = format!("ca-sbx-box-{i:06}");
-        let mut mounts: BTreeSet<String> = [own.clone()].into();
+        let own_net = hex_id(6, i as u64);
+        let group_net = hex_id(7, (i / 50) as u64);
+        let mut uses = vec![
+            key(Kind::Volume, &own),
+            key(Kind::Network, &own_net),
+            key(Kind::Network, &group_net),
+            key(Kind::Network, &egress),
+            key(Kind::Network, &bridge),
+        ];
         if i % 50 == 0 {
-            volumes.push(VolumeInfo {
-                name: format!("ca-sbx-shared-{:05}", i / 50),
-                labels: managed_labels(b, &repo),
-                created_at: Some(created_at(i)),
-            });
+            volumes.push(object(
+                Kind::Volume,
+                &format!("ca-sbx-shared-{:05}", i / 50),
+                &format!("ca-sbx-shared-{:05}", i / 50),
+                managed_labels(b, &repo),
+                Some(created_at(i)),
+            ));
+            networks.push(object(
+                Kind::Network,
+                &group_net,
+                &format!("ca-sbx-group-{:05}", i / 50),
+                managed_labels(b, &repo),
+                Some(created_at(i)),
+            ));
             count += 1;
         }
         if i % 10 == 0 {
-            mounts.insert(format!("ca-sbx-shared-{:05}", i / 50));
+            uses.push(key(Kind::Volume, &format!("ca-sbx-shared-{:05}", i / 50)));
         }
         if i % 10 == 3 {
-            declared.insert(box_id.clone());
+            declared.push(DeclaredBox::new(&box_id));
         }
         if i % 50 == 7 {
-            keep_volumes.insert(own.clone());
+            keep_volumes.push(KeptVolume::new(&own));
         }
         if i % 200 == 11 {
-            foreign.push(ContainerInfo {
-                id: hex_id(3, i as u64),
-                name: format!("backup-{i:06}"),
-                state: "running".into(),
-                labels: labels(&[("com.example.role", "backup")]),
-                mounts: [own.clone()].into(),
-            });
+            foreign.push(container(
+                &hex_id(3, i as u64),
+                &format!("backup-{i:06}"),
+                "running",
+                labels(&[("com.example.role", "backup")]),
+                vec![key(Kind::Volume, &own), key(Kind::Network, &own_net)],
+            ));
         }
-        managed.push(ContainerInfo {
-            id: hex_id(1, i as u64),
-            name: format!("sbx-box-{i:06}"),
-            state: match i % 20 {
-                0..=13 => "running",
-                14..=18 => "exited",
-                _ => "created",
-            }
-            .into(),
-            labels: managed_labels(b, &repo),
-            mounts,
-        });
-        volumes.push(VolumeInfo {
-            name: own,
-            labels: managed_labels(b, &repo),
-            created_at: Some(created_at(i)),
-        });
+        let state = match i % 20 {
+            0..=13 => "running",
+            14..=18 => "exited",
+            _ => "created",
+        };
+        let mut c = container(
+            &hex_id(1, i as u64),
+            &format!("sbx-box-{i:06}"),
+            state,
+            managed_labels(b, &repo),
+            uses,
+        );
+        c.created = Some(created_at(i));
+        managed.push(c);
+        volumes.push(object(
+            Kind::Volume,
+            &own,
+            &own,
+            managed_labels(b, &repo),
+            Some(created_at(i)),
+        ));
+        networks.push(object(
+            Kind::Network,
+            &own_net,
+            &format!("ca-sbx-net-{i:06}"),
+            managed_labels(b, &repo),
+            Some(created_at(i)),
+        ));
         count += 2;
         i += 1;
     }
     let boxes = i;
+    let managed_networks = networks.len();
 
     // Look-alikes: never managed. Containers appear in the full listing; a
-    // third of them (and of the decoy volumes) also in the filtered listings,
-    // as from a daemon that ignored the filter.
+    // third of them (and of the decoy volumes and networks) also in the
+    // filtered listings, as from a daemon that ignored the filter.
     let decoy_labels = |d: usize| match d % 5 {
         0 => labels(&[("ca.sandbox", "0"), (OWNER_KEY, OWNER)]),
         1 => labels(&[("ca.sandbox", "true"), (OWNER_KEY, OWNER)]),
@@ -208,25 +278,38 @@ fn synthetic(target: usize) -> Listings {
     };
     let mut all = managed.clone();
     all.extend(foreign);
+    let mut listed = managed;
     for d in 0..boxes / 10 {
-        let c = ContainerInfo {
-            id: hex_id(2, d as u64),
-            name: format!("ca-sbx-lookalike-{d:06}"),
-            state: "running".into(),
-            labels: decoy_labels(d),
-            mounts: [format!("lookalike-{d:06}")].into(),
-        };
-        let v = VolumeInfo {
-            name: format!("lookalike-{d:06}"),
-            labels: decoy_labels(d),
-            created_at: None,
-        };
+        let volume = format!("lookalike-{d:06}");
+        let network = hex_id(10, d as u64);
+        let c = container(
+            &hex_id(2, d as u64),
+            &format!("ca-sbx-lookalike-{d:06}"),
+            "running",
+            decoy_labels(d),
+            vec![key(Kind::Volume, &volume), key(Kind::Network, &network)],
+        );
         if d % 3 == 0 {
-            managed.push(c.clone());
-            volumes.push(v);
+            listed.push(c.clone());
+            listed.push(object(
+                Kind::Volume,
+                &volume,
+                &volume,
+                decoy_labels(d),
+                None,
+            ));
+            listed.push(object(
+                Kind::Network,
+                &network,
+                &format!("lookalike-net-{d:06}"),
+                decoy_labels(d),
+                None,
+            ));
         }
         all.push(c);
     }
+    listed.extend(volumes);
+    listed.extend(networks);
     let images = (0..20)
         .map(|k| ImageInfo {
             id: format!("sha256:{}", hex_id(4, k)),
@@ -238,12 +321,13 @@ fn synthetic(target: usize) -> Listings {
         goal: Goal::Reconcile {
             boxes: declared,
             keep_volumes,
+            grace: None,
         },
-        managed,
+        listed,
         all,
-        volumes,
         images,
         managed_objects: count,
+        networks: managed_networks,
     }
 }
 
@@ -253,20 +337,27 @@ fn bench(c: &mut Criterion) {
         .map(|&n| {
             let listings = synthetic(n);
             let inventory = listings.clone().inventory();
-            let plan = Plan::build(&listings.goal, &inventory);
+            let plan = Plan::build(&listings.goal, &inventory, NOW);
             (n, listings, inventory, plan)
         })
         .collect();
     for (n, listings, inventory, plan) in &inputs {
-        let (rc, rv) = plan.removal_counts();
+        let counts = |count: &dyn Fn(Kind) -> usize| {
+            Kind::ALL
+                .iter()
+                .map(|&k| format!("{} {}", count(k), k.plural()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         eprintln!(
-            "size {n}: {} managed objects ({} containers, {} volumes), {} containers listed in all; plan: remove {rc} containers + {rv} volumes, {} blocked, {} kept, {} rejected",
+            "size {n}: {} managed containers + volumes and {} managed networks ({}), {} containers listed in all; plan: remove {}; {} blocked, {} kept, {} rejected",
             listings.managed_objects,
-            inventory.containers.len(),
-            inventory.volumes.len(),
+            listings.networks,
+            counts(&|k| inventory.of_kind(k).count()),
             listings.all.len(),
+            counts(&|k| plan.removal_count(k)),
             plan.blocked.len(),
-            plan.kept.containers.len() + plan.kept.volumes.len(),
+            plan.kept.len(),
             inventory.rejected.len(),
         );
     }
@@ -279,7 +370,7 @@ fn bench(c: &mut Criterion) {
         )
     });
     group(c, "plan_build", &inputs, |b, (_, l, inv, _)| {
-        b.iter(|| black_box(Plan::build(&l.goal, inv)))
+        b.iter(|| black_box(Plan::build(&l.goal, inv, NOW)))
     });
     group(c, "render_json", &inputs, |b, (_, _, _, p)| {
         b.iter(|| black_box(render::plan_json(p)))
@@ -292,7 +383,7 @@ fn bench(c: &mut Criterion) {
             || l.clone(),
             |l| {
                 let goal = l.goal.clone();
-                let plan = Plan::build(&goal, &l.inventory());
+                let plan = Plan::build(&goal, &l.inventory(), NOW);
                 black_box((render::plan_json(&plan), render::plan_human(&plan)))
             },
             BatchSize::LargeInput,

@@ -1,23 +1,22 @@
 //! Apply: carry out a plan, exactly, through an engine.
 //!
-//! Owns the walk over the removal graph (bounded concurrency, each removal as
-//! soon as what it waits for has succeeded), the per-removal policy (404 is
-//! "already gone", 409 "in progress" is waited out, a volume is re-checked just
-//! before removal) and the outcome of each step. Must not remove anything the
-//! plan does not name, retry a failed removal, or print.
+//! Owns what one step does (remove; a volume is re-checked just before) and
+//! the error policy as a pure function (`next`: a typed engine error in, what
+//! to do next out: the shape of kube-rs's error policy). The scheduling is the
+//! generic walk in `walk.rs`. Must not remove anything the plan does not name,
+//! retry a failed removal, or print.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
-use petgraph::graph::NodeIndex;
-use petgraph::Direction;
-use serde::Serialize;
+use tokio::sync::Semaphore;
 
-use crate::engine::{Engine, EngineError};
-use crate::model::{short_id, Scope};
-use crate::plan::{Object, Plan, Step};
+use crate::engine::{Engine, EngineError, ErrorKind};
+use crate::model::{Kind, ObjectKey, Scope};
+use crate::plan::{Plan, Step};
+use crate::walk::{walk, Walked};
 
 /// The default number of removals in flight. Measured on 2 cores with Docker
 /// 20.10 (`scripts/bench-teardown.sh`, README): 12 was fastest at 50 and 200
@@ -30,10 +29,13 @@ pub const DEFAULT_PARALLELISM: usize = 12;
 pub struct ApplyOptions {
     /// Removals in flight at once (at least 1).
     pub parallelism: usize,
-    /// How long to wait for a container whose removal another actor started (409).
+    /// How long to wait for an object whose removal another actor started.
     pub in_progress_wait: Duration,
     /// How often to look while waiting.
     pub poll_interval: Duration,
+    /// A budget shared with other applies running at the same time (a fleet's
+    /// engines): a removal starts only with a permit from it.
+    pub budget: Option<Arc<Semaphore>>,
 }
 
 impl Default for ApplyOptions {
@@ -42,21 +44,23 @@ impl Default for ApplyOptions {
             parallelism: DEFAULT_PARALLELISM,
             in_progress_wait: Duration::from_secs(30),
             poll_interval: Duration::from_millis(100),
+            budget: None,
         }
     }
 }
 
 /// What happened to one step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", content = "detail", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The engine removed it.
     Removed,
     /// It was already gone (404), or another actor removed it while we waited.
     AlreadyGone,
     /// The engine refused or the call failed; the object may still be there.
-    Failed(String),
-    /// Left alone on purpose: a volume that changed since it was listed.
+    Failed(EngineError),
+    /// Another actor's removal did not finish within the wait.
+    GaveUpWaiting { seconds: u64 },
+    /// Left alone on purpose: the object changed since it was listed.
     Refused(String),
     /// Not attempted because the step it waits for (by number) did not succeed.
     Skipped(usize),
@@ -69,9 +73,43 @@ impl Outcome {
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Removed | Outcome::AlreadyGone)
     }
+
+    /// The audit log's word for it: `removed`, `alreadyGone`, `failed`, or `None`
+    /// for steps never attempted.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Outcome::Removed => Some("removed"),
+            Outcome::AlreadyGone => Some("alreadyGone"),
+            Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } | Outcome::Refused(_) => {
+                Some("failed")
+            }
+            Outcome::Skipped(_) | Outcome::Interrupted => None,
+        }
+    }
 }
 
-/// Told about each step as it starts and ends (progress display).
+/// What to do after an engine error on a removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// The step is over, with this outcome.
+    Done(Outcome),
+    /// Another actor is removing it: done only once the engine no longer knows it.
+    WaitUntilGone,
+}
+
+/// The error policy, a pure function: a 404 is "already gone"; an in-progress
+/// removal by another actor is waited out (its volumes may go only once it is
+/// really gone); anything else (in use, refused, unreachable, timeout) fails
+/// the step, which skips everything downstream of it. Nothing is retried or forced.
+pub fn next(_kind: Kind, err: &EngineError) -> Next {
+    match err.kind {
+        ErrorKind::NotFound { .. } => Next::Done(Outcome::AlreadyGone),
+        ErrorKind::InProgress { .. } => Next::WaitUntilGone,
+        _ => Next::Done(Outcome::Failed(err.clone())),
+    }
+}
+
+/// Told about each step as it starts and ends (progress display, audit log).
 pub trait Observer {
     fn started(&mut self, _step: &Step) {}
     fn finished(&mut self, _step: &Step, _outcome: &Outcome) {}
@@ -80,6 +118,19 @@ pub trait Observer {
 /// An observer that ignores everything.
 pub struct Silent;
 impl Observer for Silent {}
+
+/// Several observers as one.
+pub struct Both<'a>(pub &'a mut dyn Observer, pub &'a mut dyn Observer);
+impl Observer for Both<'_> {
+    fn started(&mut self, step: &Step) {
+        self.0.started(step);
+        self.1.started(step);
+    }
+    fn finished(&mut self, step: &Step, outcome: &Outcome) {
+        self.0.finished(step, outcome);
+        self.1.finished(step, outcome);
+    }
+}
 
 /// The outcome of every step, in plan order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,169 +142,168 @@ pub struct Applied {
 
 /// Carries out `plan`. A step starts once every step it waits for succeeded;
 /// when one fails, everything that waits for it (transitively) is skipped.
-/// When `cancel` is set, no new removal starts; those in flight finish.
+/// Among ready steps, volumes and networks go first: they cost about a
+/// millisecond, and taking one as soon as its last container is gone means an
+/// interrupted run leaves nothing behind whose containers are gone. When
+/// `cancel` is set, no new removal starts; those in flight finish.
 pub async fn apply(
-    engine: &impl Engine,
+    engine: &dyn Engine,
     plan: &Plan,
     options: &ApplyOptions,
     cancel: &AtomicBool,
     observer: &mut dyn Observer,
 ) -> Applied {
-    let graph = plan.graph();
-    let n = plan.steps.len();
     let scope = plan.scope();
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
-    let mut waiting: Vec<usize> = plan.steps.iter().map(|s| s.waits_for.len()).collect();
-    // Ready steps, volumes first: a volume costs about a millisecond, and taking it
-    // as soon as its last container is gone (not once every container has started)
-    // means an interrupted run leaves no volume behind whose containers are gone.
-    let key = |i: usize| (matches!(plan.steps[i].object, Object::Container { .. }), i);
-    let mut ready: BTreeSet<(bool, usize)> = (0..n).filter(|&i| waiting[i] == 0).map(key).collect();
-    let mut running = FuturesUnordered::new();
-    let parallelism = options.parallelism.max(1);
-
-    loop {
-        while running.len() < parallelism && !cancel.load(Ordering::SeqCst) {
-            let Some((_, i)) = ready.pop_first() else {
-                break;
-            };
-            let step = &plan.steps[i];
-            observer.started(step);
-            let scope = &scope;
-            running.push(async move { (i, remove(engine, step, scope, options).await) });
-        }
-        let Some((i, outcome)) = running.next().await else {
-            break;
-        };
-        observer.finished(&plan.steps[i], &outcome);
-        let ok = outcome.is_success();
-        outcomes[i] = Some(outcome);
-        let mut stack: Vec<(usize, usize)> = graph
-            .neighbors_directed(NodeIndex::new(i), Direction::Outgoing)
-            .map(|d| (graph[d], i + 1))
-            .collect();
-        if ok {
-            for (d, _) in stack {
-                waiting[d] -= 1;
-                if waiting[d] == 0 && outcomes[d].is_none() {
-                    ready.insert(key(d));
-                }
-            }
-        } else {
-            // Downstream of a failure is skipped and reported, never attempted.
-            while let Some((d, after)) = stack.pop() {
-                if outcomes[d].is_some() {
-                    continue;
-                }
-                ready.remove(&key(d));
-                let skipped = Outcome::Skipped(after);
-                observer.finished(&plan.steps[d], &skipped);
-                outcomes[d] = Some(skipped);
-                stack.extend(
-                    graph
-                        .neighbors_directed(NodeIndex::new(d), Direction::Outgoing)
-                        .map(|dd| (graph[dd], d + 1)),
-                );
-            }
-        }
-    }
-
-    let interrupted = cancel.load(Ordering::SeqCst) && outcomes.iter().any(Option::is_none);
+    let observer = RefCell::new(observer);
+    let walked = walk(
+        &plan.dependencies(),
+        options.parallelism,
+        |i| (plan.steps[i].object.kind == Kind::Container, i),
+        Outcome::is_success,
+        cancel,
+        |i| observer.borrow_mut().started(&plan.steps[i]),
+        |i, w| {
+            let outcome = as_outcome(w.clone());
+            observer.borrow_mut().finished(&plan.steps[i], &outcome);
+        },
+        |i| remove(engine, &plan.steps[i], &scope, options),
+    )
+    .await;
+    let interrupted = walked.iter().any(|w| matches!(w, Walked::Cancelled));
     Applied {
-        outcomes: outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or(Outcome::Interrupted))
-            .collect(),
+        outcomes: walked.into_iter().map(as_outcome).collect(),
         interrupted,
+    }
+}
+
+fn as_outcome(w: Walked<Outcome>) -> Outcome {
+    match w {
+        Walked::Ran(o) => o,
+        Walked::Skipped(i) => Outcome::Skipped(i + 1),
+        Walked::Cancelled => Outcome::Interrupted,
     }
 }
 
 /// Carries out one step.
 async fn remove(
-    engine: &impl Engine,
+    engine: &dyn Engine,
     step: &Step,
     scope: &Scope,
     options: &ApplyOptions,
 ) -> Outcome {
-    match &step.object {
-        Object::Container { id, .. } => remove_container(engine, id, options).await,
-        Object::Volume {
-            name, created_at, ..
-        } => remove_volume(engine, name, created_at.as_deref(), scope).await,
+    let _permit = match &options.budget {
+        Some(budget) => Some(budget.acquire().await.expect("the budget is never closed")),
+        None => None,
+    };
+    let key = step.object.key();
+    if key.kind == Kind::Volume {
+        // Volumes have no ID, so a name may have been reused since the listing:
+        // look again right before removing, and remove only the volume planned.
+        if let Some(done) = recheck(engine, &key, step, scope).await {
+            return done;
+        }
     }
-}
-
-async fn remove_container(engine: &impl Engine, id: &str, options: &ApplyOptions) -> Outcome {
-    match engine.remove_container(id).await {
+    match engine.remove(&key).await {
         Ok(()) => Outcome::Removed,
-        Err(e) if e.is_not_found() => Outcome::AlreadyGone,
-        Err(e) if e.is_removal_in_progress() => wait_until_gone(engine, id, options).await,
-        Err(e) => Outcome::Failed(e.to_string()),
+        Err(e) => match next(key.kind, &e) {
+            Next::Done(outcome) => outcome,
+            Next::WaitUntilGone => wait_until_gone(engine, &key, options).await,
+        },
     }
 }
 
-/// Another actor is removing the container: it is done only when the engine
-/// no longer knows it, and only then may its volumes go.
-async fn wait_until_gone(engine: &impl Engine, id: &str, options: &ApplyOptions) -> Outcome {
+/// `Some(outcome)` when the volume must not be removed (gone, relabelled, recreated).
+async fn recheck(
+    engine: &dyn Engine,
+    key: &ObjectKey,
+    step: &Step,
+    scope: &Scope,
+) -> Option<Outcome> {
+    let now = match engine.inspect(key).await {
+        Err(e) => {
+            return Some(match next(key.kind, &e) {
+                Next::Done(outcome) => outcome,
+                Next::WaitUntilGone => Outcome::Failed(e),
+            })
+        }
+        Ok(now) => now,
+    };
+    if !scope.manages(&now.labels) {
+        return Some(Outcome::Refused(format!(
+            "{} {} no longer carries the scope labels ({scope}); left alone",
+            key.kind, key.id
+        )));
+    }
+    let planned = step.object.created();
+    if planned.is_some() && now.created != planned {
+        return Some(Outcome::Refused(format!(
+            "{} {} was recreated since it was listed (created {}, listed {}); left alone",
+            key.kind,
+            key.id,
+            now.created
+                .map(crate::plan::rfc3339)
+                .unwrap_or_else(|| "?".into()),
+            step.object.created_at.as_deref().unwrap_or("?")
+        )));
+    }
+    None
+}
+
+/// Another actor is removing the object: it is done only when the engine
+/// no longer knows it, and only then may what it uses go.
+async fn wait_until_gone(engine: &dyn Engine, key: &ObjectKey, options: &ApplyOptions) -> Outcome {
     let deadline = tokio::time::Instant::now() + options.in_progress_wait;
     loop {
-        match engine.inspect_container(id).await {
+        match engine.inspect(key).await {
             Err(e) if e.is_not_found() => return Outcome::AlreadyGone,
-            Err(e) => return Outcome::Failed(e.to_string()),
+            Err(e) => return Outcome::Failed(e),
             Ok(_) if tokio::time::Instant::now() >= deadline => {
-                return Outcome::Failed(format!(
-                    "removal of container {} was started by another actor and had not finished after {}s",
-                    short_id(id),
-                    options.in_progress_wait.as_secs()
-                ))
+                return Outcome::GaveUpWaiting {
+                    seconds: options.in_progress_wait.as_secs(),
+                }
             }
             Ok(_) => tokio::time::sleep(options.poll_interval).await,
         }
     }
 }
 
-/// Volumes have no ID, so a name may have been reused since the listing: look
-/// again right before removing, and remove only the volume that was planned.
-async fn remove_volume(
-    engine: &impl Engine,
-    name: &str,
-    planned_created_at: Option<&str>,
-    scope: &Scope,
-) -> Outcome {
-    match engine.inspect_volume(name).await {
-        Err(e) if e.is_not_found() => return Outcome::AlreadyGone,
-        Err(e) => return Outcome::Failed(e.to_string()),
-        Ok(now) if !scope.manages(&now.labels) => {
-            return Outcome::Refused(format!(
-                "volume {name} no longer carries the scope labels ({scope}); left alone"
-            ))
-        }
-        Ok(now) if planned_created_at.is_some() && now.created_at.as_deref() != planned_created_at => {
-            return Outcome::Refused(format!(
-                "volume {name} was recreated since it was listed (created {}, listed {}); left alone",
-                now.created_at.as_deref().unwrap_or("?"),
-                planned_created_at.unwrap_or("?")
-            ))
-        }
-        Ok(_) => {}
-    }
-    match engine.remove_volume(name).await {
-        Ok(()) => Outcome::Removed,
-        Err(e) if e.is_not_found() => Outcome::AlreadyGone,
-        Err(e) => Outcome::Failed(in_use_hint(e)),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn in_use_hint(e: EngineError) -> String {
-    match e.volume_users() {
-        Some(users) => format!(
-            "{e} (in use by container {}; volumes are never forced)",
-            users
-                .iter()
-                .map(|u| short_id(u))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => e.to_string(),
+    #[test]
+    fn the_error_policy_is_a_plain_function() {
+        let err = |kind| EngineError::new("remove volume v", kind);
+        assert_eq!(
+            next(
+                Kind::Volume,
+                &err(ErrorKind::NotFound {
+                    message: "no such volume".into()
+                })
+            ),
+            Next::Done(Outcome::AlreadyGone)
+        );
+        assert_eq!(
+            next(
+                Kind::Container,
+                &err(ErrorKind::InProgress {
+                    message: "already in progress".into()
+                })
+            ),
+            Next::WaitUntilGone
+        );
+        let in_use = err(ErrorKind::InUse {
+            holders: vec!["abc".into()],
+            message: "in use".into(),
+        });
+        assert_eq!(
+            next(Kind::Volume, &in_use),
+            Next::Done(Outcome::Failed(in_use.clone()))
+        );
+        let timeout = err(ErrorKind::Timeout { seconds: 3 });
+        assert_eq!(
+            next(Kind::Network, &timeout),
+            Next::Done(Outcome::Failed(timeout.clone()))
+        );
     }
 }

@@ -1,84 +1,120 @@
-//! The live inventory: what the engine holds that this run manages.
+//! The live inventory: what one engine holds that this run manages, and who
+//! outside the managed set uses it.
 //!
-//! Owns the listing step (a constant four engine calls, whatever the number of
-//! objects) and the client-side label check that every listed object must pass
-//! before anything downstream may see it. Must not remove anything or decide
-//! what should go: that is the planner's job.
+//! Owns the listing step (a constant five engine calls, whatever the number of
+//! objects), the client-side label check that every listed object must pass
+//! before anything downstream may see it, the resolution of what each managed
+//! object depends on, and the optional inspection of unmanaged containers for
+//! the pid and ipc namespaces they share (the listing shows only the network
+//! mode). Must not remove anything or decide what should go: that is the
+//! planner's job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{Engine, EngineError};
-use crate::model::{ContainerInfo, ImageInfo, Scope, VolumeInfo, IMAGE_REFERENCE};
+use crate::model::{ImageInfo, Join, Kind, Namespace, Object, ObjectKey, Scope, IMAGE_REFERENCE};
 
-/// A container outside the managed set that mounts a managed volume.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ForeignUser {
-    pub id: String,
-    pub name: String,
+/// How an unmanaged container uses a managed object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Use {
+    /// Mounts the volume.
+    Mounts,
+    /// Is attached to the network.
+    Attached,
+    /// Shares the container's namespace (`--network/--pid/--ipc container:`).
+    Joins(Namespace),
 }
 
-/// The managed objects, as one listing of each kind saw them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Inventory {
-    pub scope: Scope,
-    /// Managed containers, by ID.
-    pub containers: BTreeMap<String, ContainerInfo>,
-    /// Managed volumes, by name.
-    pub volumes: BTreeMap<String, VolumeInfo>,
-    /// `ca-sbx:*` images, by ID. Reported as retained, never removed.
-    pub images: BTreeMap<String, ImageInfo>,
-    /// For each managed volume that an unmanaged container mounts: those containers.
-    pub foreign_users: BTreeMap<String, Vec<ForeignUser>>,
-    /// Objects the engine returned for the label filter that failed the client-side
-    /// check (a daemon that ignored the filter): `container <id>` / `volume <name>`.
-    /// They are never acted on; this only records that it happened.
-    pub rejected: Vec<String>,
-}
-
-/// A listing that failed. Nothing is planned from a partial inventory.
-#[derive(Debug, thiserror::Error)]
-pub enum InventoryError {
-    /// One of the listings failed; the inventory is unknown, so nothing may be removed.
-    #[error("could not list {what}: {error}")]
-    Listing {
-        what: &'static str,
-        error: EngineError,
-    },
-}
-
-impl InventoryError {
-    /// The engine error underneath.
-    pub fn engine_error(&self) -> &EngineError {
+impl Use {
+    /// `mounts`, `attached`, `joins network namespace`, ...
+    pub fn as_str(self) -> &'static str {
         match self {
-            InventoryError::Listing { error, .. } => error,
+            Use::Mounts => "mounts",
+            Use::Attached => "attached",
+            Use::Joins(Namespace::Network) => "joins its network namespace",
+            Use::Joins(Namespace::Pid) => "joins its pid namespace",
+            Use::Joins(Namespace::Ipc) => "joins its ipc namespace",
         }
     }
 }
 
+/// A container outside the managed set that uses a managed object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Holder {
+    pub id: String,
+    pub name: String,
+    pub how: Use,
+}
+
+/// The managed objects of one engine, as one listing of each kind saw them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// The engine's name (every key below carries it).
+    pub engine: String,
+    pub scope: Scope,
+    /// Managed objects of every kind, by key.
+    pub objects: BTreeMap<ObjectKey, Object>,
+    /// `ca-sbx:*` images, by ID. Reported as retained, never removed.
+    pub images: BTreeMap<String, ImageInfo>,
+    /// For each managed object an unmanaged container uses: those containers.
+    pub holders: BTreeMap<ObjectKey, Vec<Holder>>,
+    /// Unmanaged containers (to find holders; inspected on demand).
+    pub unmanaged: Vec<Object>,
+    /// True once the unmanaged containers were inspected for pid/ipc joins.
+    pub inspected: bool,
+    /// Objects the engine returned for the label filter that failed the client-side
+    /// check (a daemon that ignored the filter). Never acted on; reported as a warning.
+    pub rejected: Vec<ObjectKey>,
+}
+
+/// A listing that failed. Nothing is planned from a partial inventory.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("could not list {what}: {error}")]
+pub struct InventoryError {
+    pub what: &'static str,
+    pub error: EngineError,
+}
+
+/// How many unmanaged containers are inspected at once.
+const INSPECT_CONCURRENCY: usize = 8;
+
 impl Inventory {
-    /// Lists the managed containers, every container (only to find unmanaged users
-    /// of managed volumes), the managed volumes and the `ca-sbx:*` images,
-    /// concurrently, and keeps what passes the client-side check.
-    pub async fn list(engine: &impl Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
+    /// Lists the managed containers, every container (only to find unmanaged
+    /// users of managed objects), the managed volumes and networks and the
+    /// `ca-sbx:*` images, concurrently, and keeps what passes the client-side check.
+    pub async fn list(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
         let filters = scope.filters();
-        let wrap = |what| move |error| InventoryError::Listing { what, error };
-        let (managed, all, volumes, images) = tokio::try_join!(
+        let wrap = |what| move |error| InventoryError { what, error };
+        let (managed, all, volumes, networks, images) = tokio::try_join!(
             async {
                 engine
-                    .list_containers(&filters)
+                    .list(Kind::Container, &filters)
                     .await
                     .map_err(wrap("managed containers"))
             },
             async {
                 engine
-                    .list_containers(&[])
+                    .list(Kind::Container, &[])
                     .await
-                    .map_err(wrap("all containers (to find users of managed volumes)"))
+                    .map_err(wrap("all containers (to find users of managed objects)"))
             },
-            async { engine.list_volumes(&filters).await.map_err(wrap("volumes")) },
+            async {
+                engine
+                    .list(Kind::Volume, &filters)
+                    .await
+                    .map_err(wrap("volumes"))
+            },
+            async {
+                engine
+                    .list(Kind::Network, &filters)
+                    .await
+                    .map_err(wrap("networks"))
+            },
             async {
                 engine
                     .list_images(IMAGE_REFERENCE)
@@ -86,107 +122,235 @@ impl Inventory {
                     .map_err(wrap("images"))
             },
         )?;
+        let mut listed = managed;
+        listed.extend(volumes);
+        listed.extend(networks);
         Ok(Inventory::from_listings(
+            engine.name(),
             scope.clone(),
-            managed,
+            listed,
             all,
-            volumes,
             images,
         ))
     }
 
-    /// Builds the inventory from raw listings. Pure. `managed` and `volumes` are
-    /// what the engine returned for the scope's label filter; `all` is every
+    /// Builds the inventory from raw listings. Pure. `listed` is what the engine
+    /// returned for the scope's label filter (any kinds); `all` is every
     /// container. Anything failing `Scope::manages` is dropped into `rejected`.
     pub fn from_listings(
+        engine: &str,
         scope: Scope,
-        managed: Vec<ContainerInfo>,
-        all: Vec<ContainerInfo>,
-        volumes: Vec<VolumeInfo>,
+        listed: Vec<Object>,
+        all: Vec<Object>,
         images: Vec<ImageInfo>,
     ) -> Inventory {
         let mut inv = Inventory {
+            engine: engine.to_string(),
             scope,
             ..Default::default()
         };
-        for c in managed {
-            if inv.scope.manages(&c.labels) {
-                inv.containers.insert(c.id.clone(), c);
+        for o in listed {
+            if inv.scope.manages(&o.labels) {
+                inv.objects.insert(o.key.clone(), o);
             } else {
-                inv.rejected.push(format!("container {}", c.id));
+                inv.rejected.push(o.key);
             }
         }
-        for v in volumes {
-            if inv.scope.manages(&v.labels) {
-                inv.volumes.insert(v.name.clone(), v);
-            } else {
-                inv.rejected.push(format!("volume {}", v.name));
-            }
-        }
-        for c in all {
-            if inv.scope.manages(&c.labels) {
-                continue;
-            }
-            for m in &c.mounts {
-                if inv.volumes.contains_key(m) {
-                    inv.foreign_users
-                        .entry(m.clone())
-                        .or_default()
-                        .push(ForeignUser {
-                            id: c.id.clone(),
-                            name: c.name.clone(),
-                        });
-                }
-            }
-        }
-        for users in inv.foreign_users.values_mut() {
-            users.sort();
-            users.dedup();
-        }
+        inv.unmanaged = all
+            .into_iter()
+            .filter(|c| !inv.scope.manages(&c.labels))
+            .collect();
+        inv.unmanaged.sort_by(|a, b| a.key.cmp(&b.key));
         for mut i in images {
             i.tags.sort();
             inv.images.insert(i.id.clone(), i);
         }
         inv.rejected.sort();
+        inv.rejected.dedup();
+        inv.resolve();
         inv
     }
 
-    /// Every box ID a managed container or volume carries.
-    pub fn box_ids(&self) -> std::collections::BTreeSet<&str> {
-        self.containers
+    /// Resolves what depends on what: managed containers that join another
+    /// managed container depend on it; unmanaged containers that use a managed
+    /// object become its holders. Dependencies on unmanaged objects (the
+    /// predefined networks, unlabeled volumes) are dropped: they have no node.
+    fn resolve(&mut self) {
+        let containers: Vec<(String, String, ObjectKey)> = self
+            .objects
             .values()
-            .filter_map(ContainerInfo::box_id)
-            .chain(self.volumes.values().filter_map(VolumeInfo::box_id))
+            .filter(|o| o.kind() == Kind::Container)
+            .map(|o| (o.key.id.clone(), o.name.clone(), o.key.clone()))
+            .collect();
+        let target_of = |join: &Join| -> Option<ObjectKey> {
+            containers
+                .iter()
+                .find(|(id, name, _)| {
+                    *name == join.target
+                        || (join.target.len() >= 12 && id.starts_with(&join.target))
+                })
+                .map(|(_, _, key)| key.clone())
+        };
+        // A network dependency may name the network instead of its ID (a
+        // container never started has no endpoint yet).
+        let network_ids: BTreeMap<String, ObjectKey> = self
+            .of_kind(Kind::Network)
+            .map(|n| (n.name.clone(), n.key.clone()))
+            .collect();
+        let by_name = |d: &ObjectKey| -> ObjectKey {
+            match network_ids.get(&d.id) {
+                Some(key) if d.kind == Kind::Network && !self.objects.contains_key(d) => {
+                    key.clone()
+                }
+                _ => d.clone(),
+            }
+        };
+        let keys: BTreeSet<ObjectKey> = self.objects.keys().cloned().collect();
+        for c in &mut self.unmanaged {
+            c.depends_on = c.depends_on.iter().map(by_name).collect();
+        }
+        let resolved: Vec<(ObjectKey, Vec<ObjectKey>)> = self
+            .objects
+            .values()
+            .map(|o| (o.key.clone(), o.depends_on.iter().map(by_name).collect()))
+            .collect();
+        for (key, deps) in resolved {
+            if let Some(o) = self.objects.get_mut(&key) {
+                o.depends_on = deps;
+            }
+        }
+        for o in self.objects.values_mut() {
+            let joined: Vec<ObjectKey> = o.joins.iter().filter_map(target_of).collect();
+            o.depends_on.extend(joined);
+            o.depends_on.retain(|d| keys.contains(d) && *d != o.key);
+            o.depends_on.sort();
+            o.depends_on.dedup();
+        }
+        self.holders.clear();
+        for c in &self.unmanaged {
+            let uses = c.depends_on.iter().map(|d| {
+                let how = if d.kind == Kind::Volume {
+                    Use::Mounts
+                } else {
+                    Use::Attached
+                };
+                (Some(d.clone()), how)
+            });
+            let joins = c
+                .joins
+                .iter()
+                .map(|j| (target_of(j), Use::Joins(j.namespace)));
+            for (key, how) in uses.chain(joins) {
+                let Some(key) = key.filter(|k| self.objects.contains_key(k)) else {
+                    continue;
+                };
+                self.holders.entry(key).or_default().push(Holder {
+                    id: c.key.id.clone(),
+                    name: c.name.clone(),
+                    how,
+                });
+            }
+        }
+        for users in self.holders.values_mut() {
+            users.sort();
+            users.dedup();
+        }
+    }
+
+    /// Inspects every unmanaged container, and the managed containers named
+    /// in `managed`, (at most eight at once) for the pid and ipc namespaces
+    /// they share, which the listing does not show, and resolves what depends
+    /// on what again. A container gone meanwhile is skipped; any other failure
+    /// fails the whole step (nothing may be removed on a guess).
+    pub async fn inspect_joins(
+        &mut self,
+        engine: &dyn Engine,
+        managed: &[ObjectKey],
+    ) -> Result<(), InventoryError> {
+        // Unmanaged containers once; managed ones as asked.
+        let unmanaged = if self.inspected {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.unmanaged)
+        };
+        let keys: Vec<ObjectKey> = unmanaged
+            .iter()
+            .map(|c| c.key.clone())
+            .chain(managed.iter().cloned())
+            .collect();
+        let inspected: Vec<Result<Option<Object>, EngineError>> = stream::iter(keys)
+            .map(|key| async move {
+                match engine.inspect(&key).await {
+                    Ok(o) => Ok(Some(o)),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffered(INSPECT_CONCURRENCY)
             .collect()
+            .await;
+        let mut fresh = Vec::with_capacity(unmanaged.len());
+        for result in inspected {
+            let o = match result {
+                Ok(Some(o)) => o,
+                Ok(None) => continue,
+                Err(error) => {
+                    return Err(InventoryError {
+                        what: "containers (to find shared namespaces)",
+                        error,
+                    })
+                }
+            };
+            if !self.scope.manages(&o.labels) {
+                fresh.push(o);
+            } else if let Some(listed) = self.objects.get_mut(&o.key) {
+                // Only what the listing could not show: the shared namespaces.
+                listed.joins = o.joins;
+            }
+        }
+        if self.inspected {
+            self.unmanaged.extend(fresh);
+        } else {
+            self.unmanaged = fresh;
+        }
+        self.inspected = true;
+        self.resolve();
+        Ok(())
+    }
+
+    /// Every box ID a managed object carries.
+    pub fn box_ids(&self) -> BTreeSet<&str> {
+        self.objects.values().filter_map(Object::box_id).collect()
+    }
+
+    /// Managed objects of one kind, in key order.
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Object> {
+        self.objects.values().filter(move |o| o.kind() == kind)
     }
 
     /// What a saved plan compares against: one entry per managed object and per
-    /// unmanaged mount of a managed volume, keyed `container/<id>`, `volume/<name>`,
-    /// `mount/<volume>/<container id>`, valued with a digest of what matters for
-    /// removal (labels, mounts, creation time; not the running state).
+    /// unmanaged use of one, keyed by the object's key (`container/<id>`,
+    /// `volume/<name>`, `network/<id>`) or `holder/<key>/<container id>`, valued
+    /// with a SHA-256 digest of what matters for removal (name, labels, what it
+    /// depends on, creation time; not a container's running state).
     pub fn basis(&self) -> BTreeMap<String, String> {
         let mut basis = BTreeMap::new();
-        for c in self.containers.values() {
-            let count = |n: usize| n.to_string();
-            let (nl, nm) = (count(c.labels.len()), count(c.mounts.len()));
-            let fields = std::iter::once(c.name.as_str())
-                .chain(std::iter::once(nl.as_str()))
-                .chain(c.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
-                .chain(std::iter::once(nm.as_str()))
-                .chain(c.mounts.iter().map(String::as_str));
-            basis.insert(format!("container/{}", c.id), object_digest(fields));
+        for o in self.objects.values() {
+            let created = o.created.map(|c| c.to_string()).unwrap_or_default();
+            let deps: Vec<String> = o.depends_on.iter().map(ToString::to_string).collect();
+            let fields = [o.name.as_str(), created.as_str()]
+                .into_iter()
+                .chain(std::iter::once("labels"))
+                .chain(o.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+                .chain(std::iter::once("depends"))
+                .chain(deps.iter().map(String::as_str));
+            basis.insert(o.key.to_string(), digest(fields));
         }
-        for v in self.volumes.values() {
-            let created = v.created_at.as_deref().unwrap_or("");
-            let fields = std::iter::once(created)
-                .chain(v.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]));
-            basis.insert(format!("volume/{}", v.name), object_digest(fields));
-        }
-        for (volume, users) in &self.foreign_users {
+        for (key, users) in &self.holders {
             for u in users {
                 basis.insert(
-                    format!("mount/{volume}/{}", u.id),
-                    object_digest([u.name.as_str()]),
+                    format!("holder/{key}/{}", u.id),
+                    digest([u.name.as_str(), u.how.as_str()]),
                 );
             }
         }
@@ -194,61 +358,28 @@ impl Inventory {
     }
 }
 
-/// The fingerprint of a basis: `sha256:` and the hex digest of its entries.
+/// The fingerprint of a basis: `sha256:` and the digest of its entries.
 pub fn fingerprint(basis: &BTreeMap<String, String>) -> String {
     format!(
         "sha256:{}",
-        digest(basis.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]), 64)
+        digest(basis.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
     )
 }
 
-/// SHA-256 over length-prefixed fields (so no two field lists hash alike), as
-/// the first `hex_len` hex digits.
-fn digest<'a>(fields: impl IntoIterator<Item = &'a str>, hex_len: usize) -> String {
+/// SHA-256 over length-prefixed fields (so no two field lists hash alike), in hex.
+fn digest<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
     let mut hasher = Sha256::new();
     for field in fields {
         hasher.update((field.len() as u64).to_le_bytes());
         hasher.update(field.as_bytes());
     }
-    let mut hex = to_hex(&hasher.finalize());
-    hex.truncate(hex_len);
-    hex
-}
-
-/// A per-object digest: 64-bit FNV-1a over length-prefixed fields, as 16 hex
-/// digits. Enough to notice a change (the fingerprint over all of them is
-/// SHA-256) and several times cheaper than SHA-256 per object; the function is
-/// fixed here, so saved plans stay comparable across builds.
-fn object_digest<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            hash = (hash ^ u64::from(b)).wrapping_mul(PRIME);
-        }
-    };
-    for field in fields {
-        eat(&(field.len() as u64).to_le_bytes());
-        eat(field.as_bytes());
-    }
-    to_hex(&hash.to_be_bytes())
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        hex.push(HEX[usize::from(b >> 4)] as char);
-        hex.push(HEX[usize::from(b & 15)] as char);
-    }
-    hex
+    format!("{:x}", hasher.finalize())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Labels;
+    use crate::model::{Labels, DEFAULT_ENGINE};
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -257,58 +388,71 @@ mod tests {
             .collect()
     }
 
-    fn container(id: &str, l: Labels, mounts: &[&str]) -> ContainerInfo {
-        ContainerInfo {
-            id: id.into(),
-            name: format!("n-{id}"),
-            state: "running".into(),
-            labels: l,
-            mounts: mounts.iter().map(|m| m.to_string()).collect(),
-        }
+    fn container(id: &str, l: Labels, mounts: &[&str]) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, Kind::Container, id, &format!("n-{id}"));
+        o.labels = l;
+        o.state = Some("running".into());
+        o.depends_on = mounts
+            .iter()
+            .map(|m| ObjectKey::new(DEFAULT_ENGINE, Kind::Volume, m))
+            .collect();
+        o
+    }
+
+    fn volume(name: &str, l: Labels) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, Kind::Volume, name, name);
+        o.labels = l;
+        o
     }
 
     #[test]
     fn client_side_check_rejects_what_a_filter_let_through() {
-        let scope = Scope::default();
         let good = container("a", labels(&[("ca.sandbox", "1")]), &[]);
         let bad = container("b", labels(&[("ca.sandbox", "true")]), &[]);
-        let vol_bad = VolumeInfo {
-            name: "v".into(),
-            labels: labels(&[("ca.sandboxx", "1")]),
-            created_at: None,
-        };
-        let inv = Inventory::from_listings(scope, vec![good, bad], vec![], vec![vol_bad], vec![]);
-        assert_eq!(inv.containers.keys().collect::<Vec<_>>(), vec!["a"]);
-        assert!(inv.volumes.is_empty());
-        assert_eq!(inv.rejected, vec!["container b", "volume v"]);
+        let vol_bad = volume("v", labels(&[("ca.sandboxx", "1")]));
+        let inv = Inventory::from_listings(
+            DEFAULT_ENGINE,
+            Scope::default(),
+            vec![good, bad, vol_bad],
+            vec![],
+            vec![],
+        );
+        let ids: Vec<&str> = inv.objects.keys().map(|k| k.id.as_str()).collect();
+        assert_eq!(ids, vec!["a"]);
+        let rejected: Vec<String> = inv.rejected.iter().map(ToString::to_string).collect();
+        assert_eq!(rejected, vec!["container/b", "volume/v"]);
     }
 
     #[test]
-    fn finds_unmanaged_users_of_managed_volumes_only() {
-        let scope = Scope::default();
+    fn finds_unmanaged_users_and_joiners_of_managed_objects_only() {
         let managed = labels(&[("ca.sandbox", "1")]);
-        let v = VolumeInfo {
-            name: "v".into(),
-            labels: managed.clone(),
-            created_at: None,
-        };
-        let mine = container("a", managed, &["v"]);
+        let v = volume("v", managed.clone());
+        let mine = container("a00000000000000", managed, &["v"]);
         let foreign = container("f", Labels::new(), &["v", "other"]);
+        let mut joiner = container("j", Labels::new(), &[]);
+        joiner.joins = vec![Join {
+            namespace: Namespace::Pid,
+            target: "n-a00000000000000".into(),
+        }];
         let inv = Inventory::from_listings(
-            scope,
-            vec![mine.clone()],
-            vec![mine, foreign],
-            vec![v],
+            DEFAULT_ENGINE,
+            Scope::default(),
+            vec![mine.clone(), v],
+            vec![mine, foreign, joiner],
             vec![],
         );
+        let vkey = ObjectKey::new(DEFAULT_ENGINE, Kind::Volume, "v");
         assert_eq!(
-            inv.foreign_users["v"],
-            vec![ForeignUser {
+            inv.holders[&vkey],
+            vec![Holder {
                 id: "f".into(),
-                name: "n-f".into()
+                name: "n-f".into(),
+                how: Use::Mounts
             }]
         );
-        assert!(!inv.foreign_users.contains_key("other"));
-        assert!(inv.basis().contains_key("mount/v/f"));
+        let ckey = ObjectKey::new(DEFAULT_ENGINE, Kind::Container, "a00000000000000");
+        assert_eq!(inv.holders[&ckey][0].how, Use::Joins(Namespace::Pid));
+        assert!(inv.basis().contains_key("holder/volume/v/f"));
+        assert_eq!(inv.holders.len(), 2);
     }
 }

@@ -1,10 +1,13 @@
-//! The nouns of sandboxctl: objects as the engine lists them, labels, and the
-//! scope that decides which of them are ours.
+//! The nouns of sandboxctl: one object type for every kind on every engine,
+//! its identity, labels, the scope that decides which objects are ours, and
+//! the typed reasons the planner and the report give.
 //!
-//! Owns the one definition of "managed" (`Scope::manages`). Does no I/O and
-//! knows nothing of Docker's wire types: the engine layer converts into these.
+//! Owns the one definition of "managed" (`Scope::manages`) and the one
+//! identity of an object (`ObjectKey`). Does no I/O and knows nothing of
+//! Docker's wire types: the engine layer converts into these. Must not turn
+//! reasons into words: that is `render`'s job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -13,13 +16,178 @@ use serde::{Deserialize, Serialize};
 pub const SANDBOX_LABEL: &str = "ca.sandbox";
 /// The only value of [`SANDBOX_LABEL`] that marks an object as ours.
 pub const SANDBOX_VALUE: &str = "1";
-/// The label naming the box a container or volume belongs to.
+/// The label naming the box a container, volume or network belongs to.
 pub const BOX_ID_LABEL: &str = "ca.sandbox.id";
 /// Cached build images are tagged `ca-sbx:<repo>-<dephash>`; they are listed, never removed.
 pub const IMAGE_REFERENCE: &str = "ca-sbx:*";
+/// The engine name of a run that names no engines (no `[[engine]]` in the state file).
+pub const DEFAULT_ENGINE: &str = "default";
 
 /// Object labels, sorted so that everything derived from them is deterministic.
 pub type Labels = BTreeMap<String, String>;
+
+/// The kinds of removable object. Images are not a kind: they are only listed.
+///
+/// The order is the order of removal preference and of every listing:
+/// containers first (what uses), then what they use.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    #[default]
+    Container,
+    Volume,
+    Network,
+}
+
+impl Kind {
+    /// Every kind, in listing order.
+    pub const ALL: [Kind; 3] = [Kind::Container, Kind::Volume, Kind::Network];
+
+    /// `container`, `volume`, `network`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Container => "container",
+            Kind::Volume => "volume",
+            Kind::Network => "network",
+        }
+    }
+
+    /// `containers`, `volumes`, `networks`: the report's JSON keys.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Container => "containers",
+            Kind::Volume => "volumes",
+            Kind::Network => "networks",
+        }
+    }
+
+    /// True for kinds whose identity is an engine-made ID (shown shortened).
+    pub fn has_id(self) -> bool {
+        matches!(self, Kind::Container | Kind::Network)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The one identity of an object: engine, kind, and the ID the engine removes
+/// it by (a container's or network's full ID, a volume's name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    pub engine: String,
+    pub kind: Kind,
+    pub id: String,
+}
+
+impl ObjectKey {
+    pub fn new(engine: &str, kind: Kind, id: &str) -> Self {
+        ObjectKey {
+            engine: engine.to_string(),
+            kind,
+            id: id.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    /// `container/<id>`, `volume/<name>`, `network/<id>`, prefixed by the engine
+    /// unless it is the default one. Used as the saved plan's basis key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.engine != DEFAULT_ENGINE {
+            write!(f, "{}:", self.engine)?;
+        }
+        write!(f, "{}/{}", self.kind, self.id)
+    }
+}
+
+/// A namespace one container can share with another (`--network container:X`,
+/// `--pid container:X`, `--ipc container:X`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Namespace {
+    Network,
+    Pid,
+    Ipc,
+}
+
+impl Namespace {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Namespace::Network => "network",
+            Namespace::Pid => "pid",
+            Namespace::Ipc => "ipc",
+        }
+    }
+}
+
+/// A container's use of another container's namespace: `target` is the ID or
+/// name given in `container:<target>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Join {
+    pub namespace: Namespace,
+    pub target: String,
+}
+
+/// One object as an engine lists it: the same shape for every kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Object {
+    pub key: ObjectKey,
+    /// A container's name (without Docker's slash), a volume's or network's name.
+    pub name: String,
+    pub labels: Labels,
+    /// A container's state word (`running`, `exited`, `created`, ...); none for other kinds.
+    pub state: Option<String>,
+    /// Creation time, Unix seconds, when the engine reports one.
+    pub created: Option<i64>,
+    /// What this object uses and must outlive it: for a container, the named
+    /// volumes it mounts and the networks it is attached to. Sorted.
+    pub depends_on: Vec<ObjectKey>,
+    /// For a container: namespaces it shares with other containers (its
+    /// network mode from the listing; pid and ipc modes once inspected).
+    pub joins: Vec<Join>,
+    /// For a container: its image, as the engine names it (for the audit log).
+    pub image: Option<String>,
+}
+
+impl Object {
+    /// A bare object of `kind` named `id`; the engine layer fills in the rest.
+    pub fn new(engine: &str, kind: Kind, id: &str, name: &str) -> Self {
+        Object {
+            key: ObjectKey::new(engine, kind, id),
+            name: name.to_string(),
+            labels: Labels::new(),
+            state: None,
+            created: None,
+            depends_on: Vec::new(),
+            joins: Vec::new(),
+            image: None,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.key.kind
+    }
+
+    /// The box this object belongs to, if it carries `ca.sandbox.id`.
+    pub fn box_id(&self) -> Option<&str> {
+        self.labels.get(BOX_ID_LABEL).map(String::as_str)
+    }
+}
+
+/// A cached build image (`ca-sbx:*`). Listed and reported as retained; never removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageInfo {
+    pub id: String,
+    /// Repository tags, sorted.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
 
 /// Which objects a run manages: those labeled `ca.sandbox=1` and every scope label.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +219,41 @@ impl Scope {
                 .iter()
                 .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v.as_str()))
     }
+
+    /// Why `labels` are not managed, naming the first rule they fail; `None` when managed.
+    pub fn exclusion(&self, labels: &Labels) -> Option<Exclusion> {
+        match labels.get(SANDBOX_LABEL) {
+            None => return Some(Exclusion::NoSandboxLabel),
+            Some(v) if v != SANDBOX_VALUE => {
+                return Some(Exclusion::SandboxValue { value: v.clone() })
+            }
+            Some(_) => {}
+        }
+        self.labels.iter().find_map(|(k, v)| match labels.get(k) {
+            Some(have) if have == v => None,
+            have => Some(Exclusion::ScopeLabel {
+                key: k.clone(),
+                want: v.clone(),
+                have: have.cloned(),
+            }),
+        })
+    }
+}
+
+/// The label rule that keeps an object out of the managed set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "camelCase")]
+pub enum Exclusion {
+    /// No `ca.sandbox` label at all.
+    NoSandboxLabel,
+    /// `ca.sandbox` with a value other than exactly `1`.
+    SandboxValue { value: String },
+    /// A scope label missing or with another value.
+    ScopeLabel {
+        key: String,
+        want: String,
+        have: Option<String>,
+    },
 }
 
 impl fmt::Display for Scope {
@@ -59,74 +262,83 @@ impl fmt::Display for Scope {
     }
 }
 
-/// A container as listed by the engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContainerInfo {
-    /// Full container ID; removal always goes by this, never by name.
-    pub id: String,
-    /// Name without Docker's leading slash.
+/// Another object a reason refers to, as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Ref {
+    pub kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     pub name: String,
-    /// Docker's state word: `running`, `exited`, `created`, `paused`, ...
-    #[serde(default = "default_state")]
-    pub state: String,
-    #[serde(default)]
-    pub labels: Labels,
-    /// Names of the named volumes this container mounts (from its mounts, sorted).
-    #[serde(default)]
-    pub mounts: BTreeSet<String>,
+    /// How it uses the object: `mounts`, `attached`, or a shared namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<String>,
 }
 
-fn default_state() -> String {
-    "exited".to_string()
-}
-
-impl ContainerInfo {
-    /// The box this container belongs to, if it carries `ca.sandbox.id`.
-    pub fn box_id(&self) -> Option<&str> {
-        self.labels.get(BOX_ID_LABEL).map(String::as_str)
-    }
-
-    /// The first 12 characters of the ID, as `docker ps` shows it.
-    pub fn short_id(&self) -> &str {
-        short_id(&self.id)
-    }
-}
-
-/// A named volume as listed by the engine.
+/// Why the planner, apply or verify did what it did with an object. Typed, with
+/// a stable `code`; `render::reason_text` is the only place that makes words of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VolumeInfo {
-    pub name: String,
-    #[serde(default)]
-    pub labels: Labels,
-    /// Creation time as the engine reports it (RFC 3339); volumes have no ID, so this
-    /// is what tells a recreated volume of the same name apart.
-    #[serde(default, rename = "createdAt", skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<String>,
+#[serde(tag = "code", rename_all = "camelCase")]
+pub enum Reason {
+    /// Removed: a managed object without `ca.sandbox.id`.
+    NoBoxLabel,
+    /// Removed: its box is not declared in the state file.
+    #[serde(rename_all = "camelCase")]
+    BoxNotDeclared { box_id: String },
+    /// Removed: `destroy <box>` named its box.
+    #[serde(rename_all = "camelCase")]
+    DestroyRequested { box_id: String },
+    /// Removed: its declared box expired (`expires` passed or `ttl` ran out).
+    #[serde(rename_all = "camelCase")]
+    Expired { box_id: String, at: String },
+    /// Kept: its box is declared (until `expires`, when it has one).
+    #[serde(rename_all = "camelCase")]
+    DeclaredBox {
+        box_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<usize>,
+    },
+    /// Kept: an undeclared box younger than the grace period.
+    WithinGrace { until: String },
+    /// Kept: `destroy` named other boxes.
+    NotNamedByDestroy,
+    /// Kept: the volume is listed in `volumes.keep`.
+    #[serde(rename_all = "camelCase")]
+    KeptByFile {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<usize>,
+    },
+    /// Kept: `destroy --keep-volume`.
+    KeepVolumeFlag,
+    /// Kept: a kept managed container mounts the volume or is attached to the network.
+    MountedByKept { holders: Vec<Ref> },
+    /// Blocked: an unmanaged container uses the object (mounts the volume, is
+    /// attached to the network, or shares the container's namespace).
+    HeldByUnmanaged { holders: Vec<Ref> },
+    /// Blocked: a blocked object that stays uses it.
+    WaitsForBlocked { object: Ref },
+    /// Failed: the engine refused or the call failed.
+    RemovalFailed { error: String },
+    /// Refused: the object changed since it was listed (relabelled, recreated).
+    Changed { detail: String },
+    /// Not attempted: a step it waits for did not succeed.
+    WaitsForFailed { step: usize, object: Ref },
+    /// Not attempted: the run was interrupted.
+    Interrupted,
+    /// Still there after a successful removal: something recreated it.
+    AppearedAfterPlan,
+    /// Removed by another actor before or while this run removed it.
+    AlreadyGone,
 }
 
-impl VolumeInfo {
-    /// The box this volume belongs to, if it carries `ca.sandbox.id`.
-    pub fn box_id(&self) -> Option<&str> {
-        self.labels.get(BOX_ID_LABEL).map(String::as_str)
-    }
-}
-
-/// A cached build image (`ca-sbx:*`). Listed and reported as retained; never removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImageInfo {
-    pub id: String,
-    /// Repository tags, sorted.
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
-/// The first 12 characters of a container or image ID (after any `sha256:`).
+/// The first 12 characters of a container, network or image ID (after any `sha256:`).
 pub fn short_id(id: &str) -> &str {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
-    &id[..id.len().min(12)]
+    match id.char_indices().nth(12) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
 }
 
 #[cfg(test)]
@@ -146,10 +358,18 @@ mod tests {
         assert!(scope.manages(&labels(&[("ca.sandbox", "1")])));
         for bad in ["0", "true", "1 ", " 1", "", "01"] {
             assert!(!scope.manages(&labels(&[("ca.sandbox", bad)])), "{bad:?}");
+            assert_eq!(
+                scope.exclusion(&labels(&[("ca.sandbox", bad)])),
+                Some(Exclusion::SandboxValue { value: bad.into() })
+            );
         }
         assert!(!scope.manages(&labels(&[("ca.sandboxx", "1")])));
         assert!(!scope.manages(&labels(&[("ca.sandbox.id", "x")])));
         assert!(!scope.manages(&Labels::new()));
+        assert_eq!(
+            scope.exclusion(&Labels::new()),
+            Some(Exclusion::NoSandboxLabel)
+        );
     }
 
     #[test]
@@ -161,11 +381,34 @@ mod tests {
             ("team", "t")
         ])));
         assert!(!scope.manages(&labels(&[("ca.sandbox", "1"), ("owner", "a")])));
+        assert_eq!(
+            scope.exclusion(&labels(&[("ca.sandbox", "1"), ("owner", "a")])),
+            Some(Exclusion::ScopeLabel {
+                key: "team".into(),
+                want: "t".into(),
+                have: None
+            })
+        );
         assert!(!scope.manages(&labels(&[
             ("ca.sandbox", "1"),
             ("owner", "b"),
             ("team", "t")
         ])));
         assert_eq!(scope.filters(), vec!["ca.sandbox=1", "owner=a", "team=t"]);
+    }
+
+    #[test]
+    fn keys_show_the_engine_unless_default() {
+        let k = ObjectKey::new(DEFAULT_ENGINE, Kind::Volume, "v");
+        assert_eq!(k.to_string(), "volume/v");
+        let k = ObjectKey::new("ci-1", Kind::Network, "abc");
+        assert_eq!(k.to_string(), "ci-1:network/abc");
+    }
+
+    #[test]
+    fn short_id_never_splits_a_character() {
+        assert_eq!(short_id("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(short_id("ééééééééééééé"), "éééééééééééé");
+        assert_eq!(short_id("ab"), "ab");
     }
 }

@@ -1,10 +1,13 @@
 //! The plan: which managed objects to remove, in what order, and why.
 //!
-//! Owns `Plan::build`, a pure and synchronous function of a `Goal` and an
-//! `Inventory`: the same inputs give the same plan, byte for byte. The plan is
-//! a graph (petgraph) whose removal edges run backwards along dependencies: a
-//! container goes before every named volume it mounts. Must not do I/O, and
-//! has no notion of images beyond listing them as retained.
+//! Owns `Plan::build`, a pure and synchronous function of a `Goal`, an
+//! `Inventory` and the clock: the same inputs give the same plan, byte for
+//! byte. The plan is a graph (petgraph) whose removal edges run backwards along
+//! dependencies: an object goes before everything it depends on (a container
+//! before the volumes it mounts, the networks it is attached to and a container
+//! whose namespace it joined). The rules are the same for every kind. Must not
+//! do I/O, read the clock, or turn reasons into words; has no notion of images
+//! beyond listing them as retained.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,118 +15,170 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::{fingerprint, Inventory};
+use crate::inventory::{fingerprint, Holder, Inventory};
 use crate::model::{
-    short_id, ContainerInfo, ImageInfo, Labels, Scope, VolumeInfo, SANDBOX_LABEL, SANDBOX_VALUE,
+    Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 
 /// The version of the plan's JSON form; a saved plan of another version is refused.
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
+
+/// A box the state file declares.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeclaredBox {
+    pub id: String,
+    /// Declared on this engine only; `None` means on every engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Declared until this time (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<i64>,
+    /// Declared for this long after the box's first container was created (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u64>,
+    /// Where the state file declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+}
+
+impl DeclaredBox {
+    /// A box declared on every engine, without expiry.
+    pub fn new(id: &str) -> Self {
+        DeclaredBox {
+            id: id.to_string(),
+            engine: None,
+            expires: None,
+            ttl: None,
+            line: None,
+        }
+    }
+}
+
+/// A volume the state file keeps.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeptVolume {
+    pub name: String,
+    /// Kept on this engine only; `None` means on every engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+}
+
+impl KeptVolume {
+    pub fn new(name: &str) -> Self {
+        KeptVolume {
+            name: name.to_string(),
+            engine: None,
+            line: None,
+        }
+    }
+}
+
+fn on_engine(entry: &Option<String>, engine: &str) -> bool {
+    entry.as_deref().is_none_or(|e| e == engine)
+}
 
 /// What the user asked for, fully resolved from the state file and the command line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "camelCase")]
 pub enum Goal {
-    /// Converge on the desired state (`plan`, `apply`, `destroy --prune`): every
-    /// managed object that is not part of a declared box or kept is removed.
+    /// Converge on the desired state (`plan`, `apply`, `destroy --prune`,
+    /// `watch`): every managed object that is not part of a declared box or
+    /// kept is removed, unless it is younger than `grace`.
     #[serde(rename_all = "camelCase")]
     Reconcile {
-        boxes: BTreeSet<String>,
-        keep_volumes: BTreeSet<String>,
+        boxes: Vec<DeclaredBox>,
+        keep_volumes: Vec<KeptVolume>,
+        /// Seconds an undeclared object is left alone after its creation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace: Option<u64>,
     },
-    /// Remove exactly these boxes (`destroy ID...`): their containers, and their
-    /// volumes unless `keep_volume`. Volumes in `keep_volumes` stay regardless.
+    /// Remove exactly these boxes (`destroy ID...`): their containers and
+    /// networks, and their volumes unless `keep_volume`. Volumes in
+    /// `keep_volumes` stay regardless.
     #[serde(rename_all = "camelCase")]
     Destroy {
         ids: BTreeSet<String>,
         keep_volume: bool,
-        keep_volumes: BTreeSet<String>,
+        keep_volumes: Vec<KeptVolume>,
     },
 }
 
-/// One object the plan touches or mentions.
+/// An object as the plan and the report name it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Object {
-    Container {
-        id: String,
-        name: String,
-        #[serde(rename = "box")]
-        box_id: Option<String>,
-        state: String,
-    },
-    Volume {
-        name: String,
-        #[serde(rename = "box")]
-        box_id: Option<String>,
-        #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
-        created_at: Option<String>,
-    },
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub engine: String,
+    pub kind: Kind,
+    /// Containers' and networks' full ID; volumes have none (their name is their identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    /// A container's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Creation time, RFC 3339, when the engine reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
 }
 
-impl Object {
-    fn container(c: &ContainerInfo) -> Object {
-        Object::Container {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            box_id: c.box_id().map(str::to_string),
-            state: c.state.clone(),
+impl Entry {
+    pub fn of(o: &Object) -> Entry {
+        Entry {
+            engine: o.key.engine.clone(),
+            kind: o.kind(),
+            id: o.kind().has_id().then(|| o.key.id.clone()),
+            name: o.name.clone(),
+            box_id: o.box_id().map(str::to_string),
+            state: o.state.clone(),
+            created_at: o.created.map(rfc3339),
         }
     }
 
-    fn volume(v: &VolumeInfo) -> Object {
-        Object::Volume {
-            name: v.name.clone(),
-            box_id: v.box_id().map(str::to_string),
-            created_at: v.created_at.clone(),
+    /// The object's identity.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            engine: self.engine.clone(),
+            kind: self.kind,
+            id: self.id.clone().unwrap_or_else(|| self.name.clone()),
         }
     }
 
-    /// `container` or `volume`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Object::Container { .. } => "container",
-            Object::Volume { .. } => "volume",
-        }
+    /// The creation time as Unix seconds, if recorded.
+    pub fn created(&self) -> Option<i64> {
+        self.created_at.as_deref().and_then(parse_rfc3339)
     }
 
-    /// The container's name or the volume's name.
-    pub fn name(&self) -> &str {
-        match self {
-            Object::Container { name, .. } | Object::Volume { name, .. } => name,
+    /// How a reason refers to this object.
+    pub fn as_ref(&self) -> Ref {
+        Ref {
+            kind: self.kind,
+            id: self.id.clone(),
+            name: self.name.clone(),
+            how: None,
         }
     }
+}
 
-    /// The container's ID; volumes have none.
-    pub fn id(&self) -> Option<&str> {
-        match self {
-            Object::Container { id, .. } => Some(id),
-            Object::Volume { .. } => None,
-        }
-    }
+/// Unix seconds as RFC 3339 (UTC, whole seconds).
+pub fn rfc3339(secs: i64) -> String {
+    let t = if secs >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.unsigned_abs())
+    } else {
+        std::time::UNIX_EPOCH
+    };
+    humantime::format_rfc3339_seconds(t).to_string()
+}
 
-    /// The box the object is labeled with, if any.
-    pub fn box_id(&self) -> Option<&str> {
-        match self {
-            Object::Container { box_id, .. } | Object::Volume { box_id, .. } => box_id.as_deref(),
-        }
-    }
-
-    /// A stable key naming the object: `container/<id>` or `volume/<name>`.
-    pub fn key(&self) -> String {
-        match self {
-            Object::Container { id, .. } => format!("container/{id}"),
-            Object::Volume { name, .. } => format!("volume/{name}"),
-        }
-    }
-
-    /// How a person names it: `container web (3f2a1b4c5d6e)` or `volume data`.
-    pub fn label(&self) -> String {
-        match self {
-            Object::Container { id, name, .. } => format!("container {name} ({})", short_id(id)),
-            Object::Volume { name, .. } => format!("volume {name}"),
-        }
-    }
+/// RFC 3339 (UTC) as Unix seconds.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
+    i64::try_from(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs()).ok()
 }
 
 /// One removal.
@@ -133,10 +188,11 @@ pub struct Step {
     /// 1-based position in the plan's order.
     pub step: usize,
     #[serde(flatten)]
-    pub object: Object,
+    pub object: Entry,
     /// Why the object goes.
-    pub why: String,
-    /// Steps that must have succeeded before this one may start.
+    #[serde(serialize_with = "crate::render::reason_json")]
+    pub why: Reason,
+    /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
 }
 
@@ -144,21 +200,60 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Noted {
     #[serde(flatten)]
-    pub object: Object,
-    pub why: String,
+    pub object: Entry,
+    #[serde(serialize_with = "crate::render::reason_json")]
+    pub why: Reason,
 }
 
-/// What the plan leaves in place on purpose.
+/// What the plan leaves in place on purpose, by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Kept {
     pub containers: Vec<Noted>,
     pub volumes: Vec<Noted>,
+    #[serde(default)]
+    pub networks: Vec<Noted>,
+}
+
+impl Kept {
+    pub fn of_kind(&self, kind: Kind) -> &Vec<Noted> {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+
+    fn of_kind_mut(&mut self, kind: Kind) -> &mut Vec<Noted> {
+        match kind {
+            Kind::Container => &mut self.containers,
+            Kind::Volume => &mut self.volumes,
+            Kind::Network => &mut self.networks,
+        }
+    }
+
+    /// Every kept object, containers first.
+    pub fn all(&self) -> impl Iterator<Item = &Noted> {
+        Kind::ALL.into_iter().flat_map(|k| self.of_kind(k))
+    }
+
+    pub fn len(&self) -> usize {
+        self.containers.len() + self.volumes.len() + self.networks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds a kept object under its kind.
+    pub fn push(&mut self, noted: Noted) {
+        self.of_kind_mut(noted.object.kind).push(noted);
+    }
 }
 
 /// The images the plan retains: every `ca-sbx:*` image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retained {
-    pub images: Vec<ImageInfo>,
+    pub images: Vec<crate::model::ImageInfo>,
 }
 
 /// The plan. Serializes to the JSON that `plan --format json` prints and
@@ -167,13 +262,17 @@ pub struct Retained {
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub version: u32,
+    /// The engine the plan was made for.
+    pub engine: String,
     /// Every label a managed object carries: `ca.sandbox=1` and the scope labels.
     pub scope: Labels,
     pub goal: Goal,
+    /// The time the plan was made for (RFC 3339): grace and expiry are judged at it.
+    pub now: String,
     /// Removals in a dependency-respecting order.
     pub steps: Vec<Step>,
-    /// Objects that should go but must not be forced (a volume an unmanaged
-    /// container mounts). Never attempted; a run that has any does not converge.
+    /// Objects that should go but must not be forced (something outside the
+    /// managed set uses them). Never attempted; a run that has any does not converge.
     pub blocked: Vec<Noted>,
     pub kept: Kept,
     pub retained: Retained,
@@ -183,171 +282,381 @@ pub struct Plan {
     pub basis: BTreeMap<String, String>,
 }
 
-/// What the goal says of one object by its labels alone, with the reason.
-/// (Whether a volume is blocked depends on who mounts it, not on the goal.)
+/// What happens to one object.
+#[derive(Debug, Clone)]
 enum Verdict {
-    Remove(String),
-    Keep(String),
+    Remove(Reason),
+    Keep(Reason),
+    Block(Reason),
+}
+
+/// The goal's declared boxes and kept volumes by ID and name, so that each
+/// object's verdict is a lookup, not a scan.
+struct GoalIndex<'g> {
+    boxes: BTreeMap<&'g str, Vec<&'g DeclaredBox>>,
+    kept: BTreeMap<&'g str, Vec<&'g KeptVolume>>,
+}
+
+impl<'g> GoalIndex<'g> {
+    fn of(goal: &'g Goal) -> Self {
+        let (boxes, kept): (&[DeclaredBox], &[KeptVolume]) = match goal {
+            Goal::Reconcile {
+                boxes,
+                keep_volumes,
+                ..
+            } => (boxes, keep_volumes),
+            Goal::Destroy { keep_volumes, .. } => (&[], keep_volumes),
+        };
+        let mut index = GoalIndex {
+            boxes: BTreeMap::new(),
+            kept: BTreeMap::new(),
+        };
+        for b in boxes {
+            index.boxes.entry(b.id.as_str()).or_default().push(b);
+        }
+        for k in kept {
+            index.kept.entry(k.name.as_str()).or_default().push(k);
+        }
+        index
+    }
+
+    /// The declaration of box `id` on `engine`, if any.
+    fn declared(&self, id: &str, engine: &str) -> Option<&'g DeclaredBox> {
+        self.boxes
+            .get(id)?
+            .iter()
+            .copied()
+            .find(|d| on_engine(&d.engine, engine))
+    }
+
+    /// The `volumes.keep` entry for volume `name` on `engine`, if any.
+    fn kept(&self, name: &str, engine: &str) -> Option<&'g KeptVolume> {
+        self.kept
+            .get(name)?
+            .iter()
+            .copied()
+            .find(|k| on_engine(&k.engine, engine))
+    }
+}
+
+/// Creation times that grace and expiry are judged by.
+struct Ages {
+    /// Per box: the earliest creation of its containers (else of any of its objects).
+    box_start: BTreeMap<String, i64>,
+    /// Per object: its own creation, or for a volume or network used by managed
+    /// containers, the newest of theirs.
+    effective: BTreeMap<ObjectKey, i64>,
+}
+
+impl Ages {
+    fn of(inv: &Inventory) -> Ages {
+        let mut box_start: BTreeMap<String, i64> = BTreeMap::new();
+        let mut box_any: BTreeMap<String, i64> = BTreeMap::new();
+        let mut effective: BTreeMap<ObjectKey, i64> = BTreeMap::new();
+        let mut users_newest: BTreeMap<&ObjectKey, i64> = BTreeMap::new();
+        for o in inv.objects.values() {
+            let Some(created) = o.created else { continue };
+            if let Some(b) = o.box_id() {
+                let map = if o.kind() == Kind::Container {
+                    &mut box_start
+                } else {
+                    &mut box_any
+                };
+                let e = map.entry(b.to_string()).or_insert(created);
+                *e = (*e).min(created);
+            }
+            if o.kind() == Kind::Container {
+                for d in &o.depends_on {
+                    let e = users_newest.entry(d).or_insert(created);
+                    *e = (*e).max(created);
+                }
+            }
+        }
+        for (b, t) in box_any {
+            box_start.entry(b).or_insert(t);
+        }
+        for o in inv.objects.values() {
+            let own = o.created;
+            let used = users_newest.get(&o.key).copied();
+            if let Some(t) = used.or(own) {
+                effective.insert(o.key.clone(), t);
+            }
+        }
+        Ages {
+            box_start,
+            effective,
+        }
+    }
 }
 
 impl Goal {
-    /// The verdict for a container, or for a volume by its box label alone.
-    fn box_verdict(&self, box_id: Option<&str>) -> Verdict {
-        match (self, box_id) {
-            (Goal::Reconcile { .. }, None) => {
-                Verdict::Remove("leaked: no ca.sandbox.id label".into())
+    /// The verdict for `o` by its own labels and the clock alone (before
+    /// looking at who uses it).
+    fn verdict(&self, o: &Object, ages: &Ages, now: i64, index: &GoalIndex) -> Verdict {
+        let engine = o.key.engine.as_str();
+        let box_id = o.box_id();
+        match self {
+            Goal::Reconcile { grace, .. } => {
+                if o.kind() == Kind::Volume {
+                    if let Some(k) = index.kept(&o.name, engine) {
+                        return Verdict::Keep(Reason::KeptByFile { line: k.line });
+                    }
+                }
+                let declared = box_id.and_then(|b| index.declared(b, engine));
+                let leaked = match (box_id, declared) {
+                    (Some(b), Some(d)) => {
+                        let start = ages.box_start.get(b).copied();
+                        let end = match (d.expires, d.ttl, start) {
+                            (Some(at), _, _) => Some(at),
+                            (None, Some(ttl), Some(start)) => {
+                                Some(start.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
+                            }
+                            _ => None,
+                        };
+                        match end {
+                            Some(end) if now >= end => {
+                                return Verdict::Remove(Reason::Expired {
+                                    box_id: b.to_string(),
+                                    at: rfc3339(end),
+                                })
+                            }
+                            _ => {
+                                return Verdict::Keep(Reason::DeclaredBox {
+                                    box_id: b.to_string(),
+                                    expires: end.map(rfc3339),
+                                    line: d.line,
+                                })
+                            }
+                        }
+                    }
+                    (Some(b), None) => Reason::BoxNotDeclared {
+                        box_id: b.to_string(),
+                    },
+                    (None, _) => Reason::NoBoxLabel,
+                };
+                let young = grace.zip(ages.effective.get(&o.key)).and_then(|(g, &t)| {
+                    let until = t.saturating_add(i64::try_from(g).unwrap_or(i64::MAX));
+                    (now < until).then_some(until)
+                });
+                match young {
+                    Some(until) => Verdict::Keep(Reason::WithinGrace {
+                        until: rfc3339(until),
+                    }),
+                    None => Verdict::Remove(leaked),
+                }
             }
-            (Goal::Reconcile { boxes, .. }, Some(b)) if boxes.contains(b) => {
-                Verdict::Keep("declared box".into())
+            Goal::Destroy {
+                ids, keep_volume, ..
+            } => {
+                if o.kind() == Kind::Volume {
+                    if let Some(k) = index.kept(&o.name, engine) {
+                        return Verdict::Keep(Reason::KeptByFile { line: k.line });
+                    }
+                }
+                match box_id {
+                    Some(b) if ids.contains(b) => {
+                        if *keep_volume && o.kind() == Kind::Volume {
+                            Verdict::Keep(Reason::KeepVolumeFlag)
+                        } else {
+                            Verdict::Remove(Reason::DestroyRequested {
+                                box_id: b.to_string(),
+                            })
+                        }
+                    }
+                    _ => Verdict::Keep(Reason::NotNamedByDestroy),
+                }
             }
-            (Goal::Reconcile { .. }, Some(b)) => {
-                Verdict::Remove(format!("leaked: box {b} is not declared"))
-            }
-            (Goal::Destroy { ids, .. }, Some(b)) if ids.contains(b) => {
-                Verdict::Remove(format!("destroy {b} requested"))
-            }
-            (Goal::Destroy { .. }, _) => Verdict::Keep("not named by destroy".into()),
         }
     }
 
-    /// The verdict for a volume by its own name and labels, before looking at who mounts it.
-    fn volume_verdict(&self, v: &VolumeInfo) -> Verdict {
+    /// Every box ID the goal names (declared or to destroy).
+    pub fn box_ids(&self) -> BTreeSet<&str> {
         match self {
-            Goal::Reconcile { keep_volumes, .. } | Goal::Destroy { keep_volumes, .. }
-                if keep_volumes.contains(&v.name) =>
-            {
-                Verdict::Keep("listed in volumes.keep".into())
-            }
-            Goal::Destroy {
-                ids,
-                keep_volume: true,
-                ..
-            } if v.box_id().is_some_and(|b| ids.contains(b)) => {
-                Verdict::Keep("--keep-volume".into())
-            }
-            _ => self.box_verdict(v.box_id()),
+            Goal::Reconcile { boxes, .. } => boxes.iter().map(|b| b.id.as_str()).collect(),
+            Goal::Destroy { ids, .. } => ids.iter().map(String::as_str).collect(),
         }
+    }
+}
+
+fn holder_refs(holders: &[Holder]) -> Vec<Ref> {
+    holders
+        .iter()
+        .map(|h| Ref {
+            kind: Kind::Container,
+            id: Some(h.id.clone()),
+            name: h.name.clone(),
+            how: Some(h.how.as_str().to_string()),
+        })
+        .collect()
+}
+
+fn object_ref(o: &Object, how: Option<&str>) -> Ref {
+    Ref {
+        kind: o.kind(),
+        id: o.kind().has_id().then(|| o.key.id.clone()),
+        name: o.name.clone(),
+        how: how.map(str::to_string),
+    }
+}
+
+/// How a dependent uses what it depends on, in words for a `Ref`.
+fn use_of(dependent: &Object, dependency: &Object) -> &'static str {
+    match dependency.kind() {
+        Kind::Volume => "mounts",
+        Kind::Network => "attached",
+        Kind::Container => dependent
+            .joins
+            .first()
+            .map(|j| match j.namespace {
+                crate::model::Namespace::Network => "joins its network namespace",
+                crate::model::Namespace::Pid => "joins its pid namespace",
+                crate::model::Namespace::Ipc => "joins its ipc namespace",
+            })
+            .unwrap_or("joins its namespace"),
     }
 }
 
 impl Plan {
-    /// Builds the plan. Pure: no I/O, no clock, no randomness; orders are sorted.
-    pub fn build(goal: &Goal, inv: &Inventory) -> Plan {
-        // Containers in a readable order: by box, then name, then ID.
-        let mut containers: Vec<&ContainerInfo> = inv.containers.values().collect();
-        // Cached keys: `box_id()` is a label lookup, too slow to repeat in every comparison.
-        containers.sort_by_cached_key(|&c| (c.box_id(), c.name.as_str(), c.id.as_str()));
-
-        let mut graph: DiGraph<Object, ()> = DiGraph::with_capacity(
-            inv.containers.len() + inv.volumes.len(),
-            inv.containers.len(),
-        );
-        // Why each node goes, by node index.
-        let mut why: Vec<String> = Vec::new();
-        let mut kept = Kept::default();
-        let mut blocked = Vec::new();
-        // Who mounts each volume and stays: kept containers, by volume name.
-        let mut kept_users: BTreeMap<&str, Vec<&ContainerInfo>> = BTreeMap::new();
-        // Removed containers, by the volume names they mount.
-        let mut removed_users: BTreeMap<&str, Vec<NodeIndex>> = BTreeMap::new();
-
-        for c in &containers {
-            match goal.box_verdict(c.box_id()) {
-                Verdict::Remove(reason) => {
-                    let node = graph.add_node(Object::container(c));
-                    why.push(reason);
-                    for m in &c.mounts {
-                        removed_users.entry(m.as_str()).or_default().push(node);
-                    }
-                }
-                Verdict::Keep(reason) => {
-                    kept.containers.push(Noted {
-                        object: Object::container(c),
-                        why: reason,
-                    });
-                    for m in &c.mounts {
-                        kept_users.entry(m.as_str()).or_default().push(c);
-                    }
+    /// Builds the plan for `goal` over `inv` at time `now` (Unix seconds). Pure:
+    /// no I/O, no clock, no randomness; orders are sorted.
+    pub fn build(goal: &Goal, inv: &Inventory, now: i64) -> Plan {
+        let ages = Ages::of(inv);
+        let goal_index = GoalIndex::of(goal);
+        // Objects in a readable order: by kind, then box, then name, then key.
+        let mut objects: Vec<&Object> = inv.objects.values().collect();
+        objects.sort_by_cached_key(|&o| (o.kind(), o.box_id(), o.name.as_str(), &o.key));
+        let index: BTreeMap<&ObjectKey, usize> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (&o.key, i))
+            .collect();
+        // Who depends on each object (managed dependents), by position.
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); objects.len()];
+        for (i, o) in objects.iter().enumerate() {
+            for d in &o.depends_on {
+                if let Some(&j) = index.get(d) {
+                    dependents[j].push(i);
                 }
             }
         }
 
-        for v in inv.volumes.values() {
-            let reason = match goal.volume_verdict(v) {
-                Verdict::Keep(why) => {
-                    kept.volumes.push(Noted {
-                        object: Object::volume(v),
-                        why,
-                    });
+        let mut verdicts: Vec<Verdict> = objects
+            .iter()
+            .map(|o| goal.verdict(o, &ages, now, &goal_index))
+            .collect();
+        // Blocked: something outside the managed set uses it.
+        for (i, o) in objects.iter().enumerate() {
+            if let (Verdict::Remove(_), Some(holders)) = (&verdicts[i], inv.holders.get(&o.key)) {
+                verdicts[i] = Verdict::Block(Reason::HeldByUnmanaged {
+                    holders: holder_refs(holders),
+                });
+            }
+        }
+        // What a kept object depends on is kept; what a blocked one depends on
+        // is blocked (it cannot go while its user stays). Propagate to a fixpoint.
+        let mut stack: Vec<usize> = (0..objects.len())
+            .filter(|&i| !matches!(verdicts[i], Verdict::Remove(_)))
+            .collect();
+        while let Some(i) = stack.pop() {
+            for d in &objects[i].depends_on {
+                let Some(&j) = index.get(d) else { continue };
+                if !matches!(verdicts[j], Verdict::Remove(_)) {
                     continue;
                 }
-                Verdict::Remove(reason) => reason,
-            };
-            if let Some(users) = kept_users.get(v.name.as_str()) {
-                let names: Vec<String> = users.iter().map(|c| kept_user(c)).collect();
-                kept.volumes.push(Noted {
-                    object: Object::volume(v),
-                    why: format!("mounted by kept {}", names.join(", ")),
-                });
-            } else if let Some(users) = inv.foreign_users.get(&v.name) {
-                let names: Vec<String> = users
+                let users: Vec<usize> = dependents[j]
                     .iter()
-                    .map(|u| format!("{} ({})", u.name, short_id(&u.id)))
+                    .copied()
+                    .filter(|&u| !matches!(verdicts[u], Verdict::Remove(_)))
                     .collect();
-                blocked.push(Noted {
-                    object: Object::volume(v),
-                    why: format!(
-                        "mounted by unmanaged container {}; never forced: remove that container or list the volume in volumes.keep",
-                        names.join(", ")
-                    ),
-                });
-            } else {
-                let node = graph.add_node(Object::volume(v));
-                why.push(reason);
-                for &user in removed_users.get(v.name.as_str()).into_iter().flatten() {
-                    // Removal edge: the container must be gone before its volume.
-                    graph.add_edge(user, node, ());
+                let kept: Vec<Ref> = users
+                    .iter()
+                    .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
+                    .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
+                    .collect();
+                verdicts[j] = if kept.is_empty() {
+                    Verdict::Block(Reason::WaitsForBlocked {
+                        object: object_ref(objects[i], Some(use_of(objects[i], objects[j]))),
+                    })
+                } else {
+                    Verdict::Keep(Reason::MountedByKept { holders: kept })
+                };
+                stack.push(j);
+            }
+        }
+
+        let mut graph: DiGraph<usize, ()> = DiGraph::new();
+        let mut node: Vec<Option<NodeIndex>> = vec![None; objects.len()];
+        let mut kept = Kept::default();
+        let mut blocked = Vec::new();
+        let mut why: Vec<Option<Reason>> = Vec::new();
+        for (i, (o, v)) in objects.iter().zip(verdicts).enumerate() {
+            match v {
+                Verdict::Remove(reason) => {
+                    node[i] = Some(graph.add_node(i));
+                    why.push(Some(reason));
+                }
+                Verdict::Keep(reason) => kept.push(Noted {
+                    object: Entry::of(o),
+                    why: reason,
+                }),
+                Verdict::Block(reason) => blocked.push(Noted {
+                    object: Entry::of(o),
+                    why: reason,
+                }),
+            }
+        }
+        for (i, o) in objects.iter().enumerate() {
+            let Some(from) = node[i] else { continue };
+            for d in &o.depends_on {
+                if let Some(to) = index.get(d).and_then(|&j| node[j]) {
+                    // Removal edge: the user goes before what it uses.
+                    graph.update_edge(from, to, ());
                 }
             }
         }
 
-        let order = stable_toposort(&graph);
-        let mut position = vec![0; order.len()];
+        let (order, cyclic) = stable_toposort(&graph);
+        let mut position = vec![0; graph.node_count()];
         for (i, n) in order.iter().enumerate() {
             position[n.index()] = i + 1;
         }
-        let waits_for: Vec<Vec<usize>> = order
+        let mut steps: Vec<Step> = order
             .iter()
             .map(|&n| {
-                let mut w: Vec<usize> = graph
+                let mut waits_for: Vec<usize> = graph
                     .neighbors_directed(n, Direction::Incoming)
                     .map(|d| position[d.index()])
                     .collect();
-                w.sort_unstable();
-                w
+                waits_for.sort_unstable();
+                Step {
+                    step: position[n.index()],
+                    object: Entry::of(objects[graph[n]]),
+                    why: why[n.index()].take().expect("each node once"),
+                    waits_for,
+                }
             })
             .collect();
-        // Move the objects out of the graph rather than cloning each one.
-        let (nodes, _) = graph.into_nodes_edges();
-        let mut objects: Vec<Option<Object>> = nodes.into_iter().map(|n| Some(n.weight)).collect();
-        let steps = order
-            .iter()
-            .zip(waits_for)
-            .map(|(&n, waits_for)| Step {
-                step: position[n.index()],
-                object: objects[n.index()].take().expect("each node once"),
-                why: std::mem::take(&mut why[n.index()]),
-                waits_for,
-            })
-            .collect();
+        steps.sort_by_key(|s| s.step);
+        // Only an engine that reports impossible namespace joins makes a cycle;
+        // such objects are not ordered, so they are not attempted.
+        for n in cyclic {
+            blocked.push(Noted {
+                object: Entry::of(objects[graph[n]]),
+                why: Reason::Changed {
+                    detail: "the engine reports a cycle of namespace joins".into(),
+                },
+            });
+        }
 
         let mut scope = inv.scope.labels.clone();
         scope.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
         let basis = inv.basis();
         Plan {
             version: PLAN_VERSION,
+            engine: inv.engine.clone(),
             scope,
             goal: goal.clone(),
+            now: rfc3339(now),
             steps,
             blocked,
             kept,
@@ -370,53 +679,66 @@ impl Plan {
         )
     }
 
+    /// The time the plan was made for, as Unix seconds.
+    pub fn now(&self) -> i64 {
+        parse_rfc3339(&self.now).unwrap_or_default()
+    }
+
     /// True when there is nothing to remove and nothing blocked.
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty() && self.blocked.is_empty()
     }
 
-    /// The removal graph: one node per step (weight = index into `steps`), an
-    /// edge from each step to every step that waits for it.
-    pub fn graph(&self) -> DiGraph<usize, ()> {
-        let mut g = DiGraph::with_capacity(self.steps.len(), self.steps.len());
-        let nodes: Vec<NodeIndex> = (0..self.steps.len()).map(|i| g.add_node(i)).collect();
-        for (i, s) in self.steps.iter().enumerate() {
-            for &w in &s.waits_for {
-                g.add_edge(nodes[w - 1], nodes[i], ());
-            }
-        }
-        g
-    }
-
-    /// Counts for the summary line: (containers, volumes) to remove.
-    pub fn removal_counts(&self) -> (usize, usize) {
-        let containers = self
-            .steps
+    /// What each step waits for, as 0-based step indices: the walk's input.
+    pub fn dependencies(&self) -> Vec<Vec<usize>> {
+        self.steps
             .iter()
-            .filter(|s| matches!(s.object, Object::Container { .. }))
-            .count();
-        (containers, self.steps.len() - containers)
+            .map(|s| s.waits_for.iter().map(|w| w - 1).collect())
+            .collect()
     }
 
-    /// Checks a plan read from a file: version, step numbering, and that every
-    /// edge points backwards (so it is acyclic and containers precede volumes).
+    /// Removals of one kind.
+    pub fn removal_count(&self, kind: Kind) -> usize {
+        self.steps.iter().filter(|s| s.object.kind == kind).count()
+    }
+
+    /// True if the plan removes any container (then unmanaged containers are
+    /// worth inspecting for shared namespaces).
+    pub fn removes_containers(&self) -> bool {
+        self.removal_count(Kind::Container) > 0
+    }
+
+    /// Checks a plan read from a file: version, scope, step numbering, and that
+    /// every edge points backwards (so it is acyclic).
     pub fn validate(&self) -> Result<(), String> {
         if self.version != PLAN_VERSION {
             return Err(format!(
-                "plan version {} is not supported (expected {PLAN_VERSION})",
+                "plan version {} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`",
                 self.version
             ));
         }
         if self.scope.get(SANDBOX_LABEL).map(String::as_str) != Some(SANDBOX_VALUE) {
-            return Err(format!("plan scope lacks {SANDBOX_LABEL}={SANDBOX_VALUE}"));
+            return Err(format!(
+                "plan scope lacks {SANDBOX_LABEL}={SANDBOX_VALUE}; the file was edited or damaged: make a new plan with `sandboxctl plan --out`"
+            ));
+        }
+        if parse_rfc3339(&self.now).is_none() {
+            return Err(format!(
+                "plan time {:?} is not RFC 3339; the file was edited or damaged: make a new plan with `sandboxctl plan --out`",
+                self.now
+            ));
         }
         for (i, s) in self.steps.iter().enumerate() {
             if s.step != i + 1 {
-                return Err(format!("step {} is numbered {}", i + 1, s.step));
+                return Err(format!(
+                    "step {} is numbered {}; the file was edited or damaged: make a new plan with `sandboxctl plan --out`",
+                    i + 1,
+                    s.step
+                ));
             }
             if let Some(&w) = s.waits_for.iter().find(|&&w| w == 0 || w >= s.step) {
                 return Err(format!(
-                    "step {} waits for step {w}, which is not before it",
+                    "step {} waits for step {w}, which is not before it; the file was edited or damaged: make a new plan with `sandboxctl plan --out`",
                     s.step
                 ));
             }
@@ -425,16 +747,10 @@ impl Plan {
     }
 }
 
-fn kept_user(c: &ContainerInfo) -> String {
-    match c.box_id() {
-        Some(b) => format!("container {} (box {b})", c.name),
-        None => format!("container {}", c.name),
-    }
-}
-
 /// Kahn's algorithm, always taking the lowest-numbered ready node, so the order
-/// is a deterministic function of insertion order (containers first, each sorted).
-fn stable_toposort<N>(graph: &DiGraph<N, ()>) -> Vec<NodeIndex> {
+/// is a deterministic function of insertion order (sorted objects, containers
+/// first). Returns the order and the nodes left on a cycle.
+fn stable_toposort<N>(graph: &DiGraph<N, ()>) -> (Vec<NodeIndex>, Vec<NodeIndex>) {
     let mut indegree: Vec<usize> = graph
         .node_indices()
         .map(|n| graph.neighbors_directed(n, Direction::Incoming).count())
@@ -453,16 +769,20 @@ fn stable_toposort<N>(graph: &DiGraph<N, ()>) -> Vec<NodeIndex> {
             }
         }
     }
-    // Edges only run container -> volume, so the graph is acyclic by construction.
-    debug_assert_eq!(order.len(), graph.node_count(), "removal graph has a cycle");
-    order
+    let cyclic = graph
+        .node_indices()
+        .filter(|n| indegree[n.index()] > 0)
+        .collect();
+    (order, cyclic)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::ForeignUser;
-    use crate::model::BOX_ID_LABEL;
+    use crate::inventory::Use;
+    use crate::model::{Join, Namespace, BOX_ID_LABEL, DEFAULT_ENGINE};
+
+    const NOW: i64 = 1_800_000_000;
 
     fn labels(box_id: Option<&str>) -> Labels {
         let mut l = Labels::new();
@@ -473,163 +793,325 @@ mod tests {
         l
     }
 
-    fn container(id: &str, box_id: Option<&str>, mounts: &[&str]) -> ContainerInfo {
-        ContainerInfo {
-            id: format!("{id}0000000000000000"),
-            name: format!("sbx-{id}"),
-            state: "running".into(),
-            labels: labels(box_id),
-            mounts: mounts.iter().map(|s| s.to_string()).collect(),
-        }
+    fn key(kind: Kind, id: &str) -> ObjectKey {
+        ObjectKey::new(DEFAULT_ENGINE, kind, id)
     }
 
-    fn volume(name: &str, box_id: Option<&str>) -> VolumeInfo {
-        VolumeInfo {
-            name: name.into(),
-            labels: labels(box_id),
-            created_at: None,
-        }
+    fn container(id: &str, box_id: Option<&str>, uses: &[&str]) -> Object {
+        let mut o = Object::new(
+            DEFAULT_ENGINE,
+            Kind::Container,
+            &format!("{id}0000000000000000"),
+            &format!("sbx-{id}"),
+        );
+        o.state = Some("running".into());
+        o.labels = labels(box_id);
+        o.depends_on = uses
+            .iter()
+            .map(|u| match u.strip_prefix("net:") {
+                Some(n) => key(Kind::Network, n),
+                None => key(Kind::Volume, u),
+            })
+            .collect();
+        o
     }
 
-    fn inventory(containers: Vec<ContainerInfo>, volumes: Vec<VolumeInfo>) -> Inventory {
+    fn volume(name: &str, box_id: Option<&str>) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, Kind::Volume, name, name);
+        o.labels = labels(box_id);
+        o
+    }
+
+    fn network(id: &str, box_id: Option<&str>) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, Kind::Network, id, &format!("net-{id}"));
+        o.labels = labels(box_id);
+        o
+    }
+
+    fn inventory(objects: Vec<Object>) -> Inventory {
+        let containers: Vec<Object> = objects
+            .iter()
+            .filter(|o| o.kind() == Kind::Container)
+            .cloned()
+            .collect();
         Inventory::from_listings(
+            DEFAULT_ENGINE,
             Scope::default(),
-            containers.clone(),
+            objects,
             containers,
-            volumes,
             vec![],
         )
     }
 
     fn reconcile(boxes: &[&str], keep: &[&str]) -> Goal {
         Goal::Reconcile {
-            boxes: boxes.iter().map(|s| s.to_string()).collect(),
-            keep_volumes: keep.iter().map(|s| s.to_string()).collect(),
+            boxes: boxes.iter().map(|s| DeclaredBox::new(s)).collect(),
+            keep_volumes: keep.iter().map(|s| KeptVolume::new(s)).collect(),
+            grace: None,
         }
     }
 
     fn names(steps: &[Step]) -> Vec<String> {
-        steps.iter().map(|s| s.object.name().to_string()).collect()
+        steps.iter().map(|s| s.object.name.clone()).collect()
+    }
+
+    fn codes(noted: &[Noted]) -> Vec<(String, String)> {
+        noted
+            .iter()
+            .map(|n| {
+                let v = serde_json::to_value(&n.why).unwrap();
+                (
+                    n.object.name.clone(),
+                    v["code"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn empty_inventory_gives_empty_plan() {
-        let plan = Plan::build(&reconcile(&[], &[]), &inventory(vec![], vec![]));
+        let plan = Plan::build(&reconcile(&[], &[]), &inventory(vec![]), NOW);
         assert!(plan.is_empty());
         assert_eq!(plan.scope, labels(None));
+        plan.validate().unwrap();
     }
 
     #[test]
-    fn volume_waits_for_every_container_that_mounts_it() {
-        let inv = inventory(
-            vec![
-                container("a", Some("a"), &["shared"]),
-                container("b", Some("b"), &["shared"]),
-            ],
-            vec![volume("shared", Some("a"))],
+    fn volume_and_network_wait_for_every_container_that_uses_them() {
+        let inv = inventory(vec![
+            container("a", Some("a"), &["shared", "net:n1"]),
+            container("b", Some("b"), &["shared", "net:n1"]),
+            volume("shared", Some("a")),
+            network("n1", Some("a")),
+        ]);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert_eq!(
+            names(&plan.steps),
+            vec!["sbx-a", "sbx-b", "shared", "net-n1"]
         );
-        let plan = Plan::build(&reconcile(&[], &[]), &inv);
-        assert_eq!(names(&plan.steps), vec!["sbx-a", "sbx-b", "shared"]);
         assert_eq!(plan.steps[2].waits_for, vec![1, 2]);
+        assert_eq!(plan.steps[3].waits_for, vec![1, 2]);
         assert!(plan.steps[0].waits_for.is_empty());
         plan.validate().unwrap();
     }
 
     #[test]
     fn declared_box_and_kept_volume_stay() {
-        let inv = inventory(
-            vec![
-                container("a", Some("a"), &["va"]),
-                container("b", Some("b"), &["vb"]),
-            ],
-            vec![
-                volume("va", Some("a")),
-                volume("vb", Some("b")),
-                volume("notes", None),
-            ],
-        );
-        let plan = Plan::build(&reconcile(&["a"], &["notes"]), &inv);
+        let inv = inventory(vec![
+            container("a", Some("a"), &["va", "net:na"]),
+            container("b", Some("b"), &["vb"]),
+            volume("va", Some("a")),
+            volume("vb", Some("b")),
+            volume("notes", None),
+            network("na", Some("a")),
+        ]);
+        let plan = Plan::build(&reconcile(&["a"], &["notes"]), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-b", "vb"]);
-        let kept: Vec<&str> = plan.kept.volumes.iter().map(|n| n.object.name()).collect();
-        assert_eq!(kept, vec!["notes", "va"]);
+        let kept: Vec<&str> = plan.kept.all().map(|n| n.object.name.as_str()).collect();
+        assert_eq!(kept, vec!["sbx-a", "notes", "va", "net-na"]);
     }
 
     #[test]
-    fn volume_mounted_by_a_kept_container_is_kept() {
-        let inv = inventory(
-            vec![container("a", Some("a"), &["vb"])],
-            vec![volume("vb", Some("b"))],
-        );
-        let plan = Plan::build(&reconcile(&["a"], &[]), &inv);
+    fn what_a_kept_container_uses_is_kept() {
+        let inv = inventory(vec![
+            container("a", Some("a"), &["vb", "net:nb"]),
+            volume("vb", Some("b")),
+            network("nb", Some("b")),
+        ]);
+        let plan = Plan::build(&reconcile(&["a"], &[]), &inv, NOW);
         assert!(plan.steps.is_empty());
-        assert!(plan.kept.volumes[0]
-            .why
-            .starts_with("mounted by kept container sbx-a"));
+        assert_eq!(
+            codes(&plan.kept.volumes),
+            vec![("vb".into(), "mountedByKept".into())]
+        );
+        assert_eq!(
+            codes(&plan.kept.networks),
+            vec![("net-nb".into(), "mountedByKept".into())]
+        );
     }
 
     #[test]
-    fn volume_mounted_by_unmanaged_container_is_blocked() {
-        let mut inv = inventory(vec![], vec![volume("v", Some("x"))]);
-        inv.foreign_users.insert(
-            "v".into(),
-            vec![ForeignUser {
-                id: "f00000000000000".into(),
-                name: "web".into(),
-            }],
+    fn objects_used_by_unmanaged_containers_are_blocked_with_what_they_use() {
+        let mut inv = inventory(vec![
+            container("a", None, &["va"]),
+            volume("va", None),
+            volume("v", Some("x")),
+            network("n", Some("x")),
+        ]);
+        let holder = |how| Holder {
+            id: "f00000000000000".into(),
+            name: "web".into(),
+            how,
+        };
+        inv.holders
+            .insert(key(Kind::Volume, "v"), vec![holder(Use::Mounts)]);
+        inv.holders
+            .insert(key(Kind::Network, "n"), vec![holder(Use::Attached)]);
+        inv.holders.insert(
+            key(Kind::Container, "a0000000000000000"),
+            vec![holder(Use::Joins(Namespace::Network))],
         );
-        let plan = Plan::build(&reconcile(&[], &[]), &inv);
-        assert!(plan.steps.is_empty());
-        assert_eq!(plan.blocked.len(), 1);
-        assert!(plan.blocked[0].why.contains("web (f00000000000)"));
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert!(plan.steps.is_empty(), "{:?}", names(&plan.steps));
+        assert_eq!(
+            codes(&plan.blocked),
+            vec![
+                ("sbx-a".into(), "heldByUnmanaged".into()),
+                ("va".into(), "waitsForBlocked".into()),
+                ("v".into(), "heldByUnmanaged".into()),
+                ("net-n".into(), "heldByUnmanaged".into()),
+            ]
+        );
         assert!(!plan.is_empty());
     }
 
     #[test]
+    fn a_managed_joiner_goes_before_the_container_it_joined() {
+        let target = container("t", None, &[]);
+        let mut joiner = container("j", None, &[]);
+        joiner.joins = vec![Join {
+            namespace: Namespace::Pid,
+            target: target.name.clone(),
+        }];
+        let inv = inventory(vec![target, joiner]);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-j", "sbx-t"]);
+        assert_eq!(plan.steps[1].waits_for, vec![1]);
+    }
+
+    #[test]
     fn destroy_takes_only_named_boxes_and_honours_keep_volume() {
-        let inv = inventory(
-            vec![
-                container("a", Some("a"), &["va"]),
-                container("b", Some("b"), &["vb"]),
-            ],
-            vec![
-                volume("va", Some("a")),
-                volume("vb", Some("b")),
-                volume("leak", None),
-            ],
-        );
+        let inv = inventory(vec![
+            container("a", Some("a"), &["va", "net:na"]),
+            container("b", Some("b"), &["vb"]),
+            volume("va", Some("a")),
+            volume("vb", Some("b")),
+            volume("leak", None),
+            network("na", Some("a")),
+        ]);
         let ids: BTreeSet<String> = ["a".to_string()].into();
-        let plan = Plan::build(
-            &Goal::Destroy {
-                ids: ids.clone(),
-                keep_volume: false,
-                keep_volumes: BTreeSet::new(),
-            },
-            &inv,
+        let destroy = |keep_volume| Goal::Destroy {
+            ids: ids.clone(),
+            keep_volume,
+            keep_volumes: vec![],
+        };
+        let plan = Plan::build(&destroy(false), &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-a", "va", "net-na"]);
+        let plan = Plan::build(&destroy(true), &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-a", "net-na"]);
+    }
+
+    fn aged(mut o: Object, created: i64) -> Object {
+        o.created = Some(created);
+        o
+    }
+
+    #[test]
+    fn grace_keeps_young_undeclared_objects_until_it_runs_out() {
+        let grace = 600;
+        let goal = Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: Some(grace),
+        };
+        let created = NOW - 100;
+        let inv = inventory(vec![
+            aged(container("a", Some("a"), &["va"]), created),
+            // The volume is older, but its container is young: the box is young.
+            aged(volume("va", Some("a")), NOW - 10_000),
+            aged(volume("lone", None), NOW - 10_000),
+        ]);
+        let plan = Plan::build(&goal, &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["lone"]);
+        assert_eq!(
+            codes(&plan.kept.containers),
+            vec![("sbx-a".into(), "withinGrace".into())]
         );
-        assert_eq!(names(&plan.steps), vec!["sbx-a", "va"]);
-        let plan = Plan::build(
-            &Goal::Destroy {
-                ids,
-                keep_volume: true,
-                keep_volumes: BTreeSet::new(),
-            },
-            &inv,
+        let until = created + grace as i64;
+        assert_eq!(
+            plan.kept.containers[0].why,
+            Reason::WithinGrace {
+                until: rfc3339(until)
+            }
         );
+        // One second before the end: still kept; at the end: removed.
+        assert_eq!(Plan::build(&goal, &inv, until - 1).steps.len(), 1);
+        assert_eq!(
+            names(&Plan::build(&goal, &inv, until).steps),
+            vec!["sbx-a", "lone", "va"]
+        );
+    }
+
+    #[test]
+    fn expiry_and_ttl_end_a_declared_box() {
+        let created = NOW - 3600;
+        let inv = inventory(vec![
+            aged(container("a", Some("a"), &[]), created),
+            aged(container("b", Some("b"), &[]), created),
+        ]);
+        let goal = |at: i64| Goal::Reconcile {
+            boxes: vec![
+                DeclaredBox {
+                    expires: Some(at),
+                    ..DeclaredBox::new("a")
+                },
+                DeclaredBox {
+                    ttl: Some(7200),
+                    ..DeclaredBox::new("b")
+                },
+            ],
+            keep_volumes: vec![],
+            grace: None,
+        };
+        let plan = Plan::build(&goal(NOW + 1), &inv, NOW);
+        assert!(plan.steps.is_empty());
+        assert_eq!(
+            plan.kept.containers[1].why,
+            Reason::DeclaredBox {
+                box_id: "b".into(),
+                expires: Some(rfc3339(created + 7200)),
+                line: None
+            }
+        );
+        let plan = Plan::build(&goal(NOW), &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-a"]);
+        assert_eq!(
+            plan.steps[0].why,
+            Reason::Expired {
+                box_id: "a".into(),
+                at: rfc3339(NOW)
+            }
+        );
+        let plan = Plan::build(&goal(NOW), &inv, created + 7200);
+        assert_eq!(names(&plan.steps), vec!["sbx-a", "sbx-b"]);
+    }
+
+    #[test]
+    fn a_box_declared_on_another_engine_is_not_declared_here() {
+        let inv = inventory(vec![container("a", Some("a"), &[])]);
+        let goal = Goal::Reconcile {
+            boxes: vec![DeclaredBox {
+                engine: Some("ci-1".into()),
+                ..DeclaredBox::new("a")
+            }],
+            keep_volumes: vec![],
+            grace: None,
+        };
+        let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a"]);
     }
 
     #[test]
     fn same_inputs_same_bytes() {
-        let inv = inventory(
-            vec![
-                container("z", None, &["v1"]),
-                container("a", Some("q"), &["v1", "v2"]),
-            ],
-            vec![volume("v2", None), volume("v1", Some("q"))],
-        );
+        let inv = inventory(vec![
+            container("z", None, &["v1"]),
+            container("a", Some("q"), &["v1", "v2"]),
+            volume("v2", None),
+            volume("v1", Some("q")),
+        ]);
         let goal = reconcile(&[], &[]);
-        let a = serde_json::to_string(&Plan::build(&goal, &inv)).unwrap();
-        let b = serde_json::to_string(&Plan::build(&goal, &inv)).unwrap();
+        let a = serde_json::to_string(&Plan::build(&goal, &inv, NOW)).unwrap();
+        let b = serde_json::to_string(&Plan::build(&goal, &inv, NOW)).unwrap();
         assert_eq!(a, b);
         let round: Plan = serde_json::from_str(&a).unwrap();
         assert_eq!(serde_json::to_string(&round).unwrap(), a);

@@ -2,8 +2,8 @@
 //!
 //! Owns the definition of success: a fresh listing whose plan has nothing left
 //! to remove and nothing blocked, after an apply with no failure. Owns the
-//! `Report` every apply and destroy ends with, and the reason given for each
-//! object left behind. Must not remove anything or print.
+//! `Report` every apply and destroy ends with, and the typed reason given for
+//! each object left behind. Must not remove anything or print.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +11,15 @@ use serde::Serialize;
 
 use crate::apply::{Applied, Outcome};
 use crate::engine::Engine;
-use crate::inventory::Inventory;
-use crate::plan::{Kept, Object, Plan, Retained};
+use crate::inventory::{Inventory, InventoryError};
+use crate::model::Scope;
+use crate::model::{Kind, ObjectKey, Reason};
+use crate::plan::{Entry, Goal, Kept, Plan, Retained};
 
 /// An object named in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Named {
+    pub engine: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub name: String,
@@ -24,19 +27,41 @@ pub struct Named {
     pub box_id: Option<String>,
 }
 
+impl Named {
+    pub fn of(e: &Entry) -> Named {
+        Named {
+            engine: e.engine.clone(),
+            id: e.id.clone(),
+            name: e.name.clone(),
+            box_id: e.box_id.clone(),
+        }
+    }
+}
+
+/// A removed object, and whether this run removed it or found it gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gone {
+    #[serde(flatten)]
+    pub object: Named,
+    /// `removed` or `alreadyGone` (another actor removed it first).
+    pub outcome: &'static str,
+}
+
 /// An object still there after the run, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Leftover {
     #[serde(flatten)]
     pub object: Named,
-    pub reason: String,
+    #[serde(serialize_with = "crate::render::reason_json")]
+    pub reason: Reason,
 }
 
 /// One thing that went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Failure {
-    /// `container`, `volume`, or `engine` (a listing or the connection).
+    /// `container`, `volume`, `network`, or `engine` (a listing or the connection).
     pub kind: String,
+    pub engine: String,
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -46,8 +71,35 @@ pub struct Failure {
 /// Removed objects, by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Removed {
-    pub containers: Vec<Named>,
-    pub volumes: Vec<Named>,
+    pub containers: Vec<Gone>,
+    pub volumes: Vec<Gone>,
+    pub networks: Vec<Gone>,
+}
+
+impl Removed {
+    pub fn of_kind(&self, kind: Kind) -> &Vec<Gone> {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+
+    fn of_kind_mut(&mut self, kind: Kind) -> &mut Vec<Gone> {
+        match kind {
+            Kind::Container => &mut self.containers,
+            Kind::Volume => &mut self.volumes,
+            Kind::Network => &mut self.networks,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        Kind::ALL.iter().map(|&k| self.of_kind(k).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The end of every apply and destroy. Its JSON keys are a public contract.
@@ -55,96 +107,158 @@ pub struct Removed {
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub converged: bool,
+    /// The time the plan was judged at (RFC 3339), when there was a plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<String>,
     pub removed: Removed,
     pub kept: Kept,
     pub retained: Retained,
     pub failures: Vec<Failure>,
     pub remaining_containers: Vec<Leftover>,
     pub remaining_volumes: Vec<Leftover>,
+    pub remaining_networks: Vec<Leftover>,
     /// True if the run was interrupted before every removal was started.
     pub interrupted: bool,
 }
 
-fn named(o: &Object) -> Named {
-    Named {
-        id: o.id().map(str::to_string),
-        name: o.name().to_string(),
-        box_id: o.box_id().map(str::to_string),
-    }
-}
-
 impl Report {
-    /// The report for a run that could not even list (or load its plan): nothing
-    /// was removed, nothing is known to be converged.
-    pub fn failed_before_apply(endpoint: &str, error: String) -> Report {
+    /// A report with nothing in it yet.
+    pub fn empty() -> Report {
         Report {
             converged: false,
+            now: None,
             removed: Removed::default(),
             kept: Kept::default(),
             retained: Retained::default(),
-            failures: vec![Failure {
-                kind: "engine".into(),
-                name: endpoint.to_string(),
-                id: None,
-                error,
-            }],
+            failures: vec![],
             remaining_containers: vec![],
             remaining_volumes: vec![],
+            remaining_networks: vec![],
             interrupted: false,
         }
     }
 
-    fn push_leftover(&mut self, object: &Object, reason: String) {
+    /// The report for a run that could not even list (or load its plan): nothing
+    /// was removed, nothing is known to be converged.
+    pub fn failed_before_apply(engine: &str, endpoint: &str, error: String) -> Report {
+        let mut report = Report::empty();
+        report.failures.push(Failure {
+            kind: "engine".into(),
+            engine: engine.to_string(),
+            name: endpoint.to_string(),
+            id: None,
+            error,
+        });
+        report
+    }
+
+    /// Leftovers of one kind.
+    pub fn remaining(&self, kind: Kind) -> &Vec<Leftover> {
+        match kind {
+            Kind::Container => &self.remaining_containers,
+            Kind::Volume => &self.remaining_volumes,
+            Kind::Network => &self.remaining_networks,
+        }
+    }
+
+    /// Every leftover, containers first.
+    pub fn all_remaining(&self) -> impl Iterator<Item = &Leftover> {
+        Kind::ALL.into_iter().flat_map(|k| self.remaining(k))
+    }
+
+    fn push_leftover(&mut self, object: &Entry, reason: Reason) {
         let left = Leftover {
-            object: named(object),
+            object: Named::of(object),
             reason,
         };
-        match object {
-            Object::Container { .. } => self.remaining_containers.push(left),
-            Object::Volume { .. } => self.remaining_volumes.push(left),
+        match object.kind {
+            Kind::Container => self.remaining_containers.push(left),
+            Kind::Volume => self.remaining_volumes.push(left),
+            Kind::Network => self.remaining_networks.push(left),
         }
     }
 }
 
-/// Lists the engine again, re-plans with the same goal, and reports.
-/// Converged only if the apply had no failure and the fresh plan is empty.
-pub async fn verify(engine: &impl Engine, plan: &Plan, applied: &Applied) -> Report {
-    let mut report = Report {
-        converged: false,
-        removed: Removed::default(),
-        kept: plan.kept.clone(),
-        retained: plan.retained.clone(),
-        failures: vec![],
-        remaining_containers: vec![],
-        remaining_volumes: vec![],
-        interrupted: applied.interrupted,
-    };
+/// Lists `engine` and plans `goal` at `now`. When the plan removes or blocks a
+/// container, the unmanaged containers and the managed containers that stay
+/// are inspected for the pid and ipc namespaces they share (the listing shows
+/// only the network mode), and the plan is made again with what that found.
+pub async fn plan_once(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+) -> Result<(Inventory, Plan), InventoryError> {
+    let mut inventory = Inventory::list(engine, scope).await?;
+    let mut plan = Plan::build(goal, &inventory, now);
+    // Inspect until no new container stays: a managed container that stays
+    // (kept, or blocked by what an inspection found) may share a namespace of
+    // one that would go.
+    let mut seen: std::collections::BTreeSet<crate::model::ObjectKey> = Default::default();
+    loop {
+        let containers_at_stake = plan.removes_containers()
+            || plan
+                .blocked
+                .iter()
+                .any(|b| b.object.kind == crate::model::Kind::Container);
+        if !containers_at_stake {
+            break;
+        }
+        let staying: Vec<crate::model::ObjectKey> = plan
+            .kept
+            .containers
+            .iter()
+            .chain(plan.blocked.iter())
+            .filter(|n| n.object.kind == crate::model::Kind::Container)
+            .map(|n| n.object.key())
+            .filter(|k| !seen.contains(k))
+            .collect();
+        let first = !inventory.inspected && !inventory.unmanaged.is_empty();
+        if !first && staying.is_empty() {
+            break;
+        }
+        seen.extend(staying.iter().cloned());
+        inventory.inspect_joins(engine, &staying).await?;
+        plan = Plan::build(goal, &inventory, now);
+    }
+    Ok((inventory, plan))
+}
+
+/// Lists the engine again, re-plans with the same goal at the same time, and
+/// reports. Converged only if the apply had no failure and the fresh plan is empty.
+pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Report {
+    let mut report = Report::empty();
+    report.now = Some(plan.now.clone());
+    report.kept = plan.kept.clone();
+    report.retained = plan.retained.clone();
+    report.interrupted = applied.interrupted;
     // Why each planned object might still be there, by object key.
-    let mut why_left: BTreeMap<String, String> = BTreeMap::new();
+    let mut why_left: BTreeMap<ObjectKey, Reason> = BTreeMap::new();
     for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
         let reason = match outcome {
             Outcome::Removed | Outcome::AlreadyGone => {
-                let list = match step.object {
-                    Object::Container { .. } => &mut report.removed.containers,
-                    Object::Volume { .. } => &mut report.removed.volumes,
-                };
-                list.push(named(&step.object));
-                "still present after it was removed (recreated by another actor?)".to_string()
-            }
-            Outcome::Failed(e) | Outcome::Refused(e) => {
-                report.failures.push(Failure {
-                    kind: step.object.kind().into(),
-                    name: step.object.name().into(),
-                    id: step.object.id().map(str::to_string),
-                    error: e.clone(),
+                report.removed.of_kind_mut(step.object.kind).push(Gone {
+                    object: Named::of(&step.object),
+                    outcome: outcome.code().unwrap_or_default(),
                 });
-                e.clone()
+                Reason::AppearedAfterPlan
             }
-            Outcome::Skipped(after) => format!(
-                "not attempted: it waits for step {after} ({}), which did not succeed",
-                plan.steps[after - 1].object.label()
-            ),
-            Outcome::Interrupted => "not attempted: the run was interrupted".to_string(),
+            Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } => {
+                let error = crate::render::outcome_text(outcome);
+                report.failures.push(failure(&step.object, error.clone()));
+                Reason::RemovalFailed { error }
+            }
+            Outcome::Refused(detail) => {
+                report.failures.push(failure(&step.object, detail.clone()));
+                Reason::Changed {
+                    detail: detail.clone(),
+                }
+            }
+            Outcome::Skipped(after) => Reason::WaitsForFailed {
+                step: *after,
+                object: plan.steps[after - 1].object.as_ref(),
+            },
+            Outcome::Interrupted => Reason::Interrupted,
         };
         why_left.insert(step.object.key(), reason);
     }
@@ -153,9 +267,8 @@ pub async fn verify(engine: &impl Engine, plan: &Plan, applied: &Applied) -> Rep
     }
 
     let scope = plan.scope();
-    match Inventory::list(engine, &scope).await {
-        Ok(inventory) => {
-            let again = Plan::build(&plan.goal, &inventory);
+    match plan_once(engine, &plan.goal, &scope, plan.now()).await {
+        Ok((_, again)) => {
             let left = again
                 .steps
                 .iter()
@@ -166,7 +279,7 @@ pub async fn verify(engine: &impl Engine, plan: &Plan, applied: &Applied) -> Rep
                     .get(&object.key())
                     .or(blocked_why)
                     .cloned()
-                    .unwrap_or_else(|| "appeared after the plan was made; run again".to_string());
+                    .unwrap_or(Reason::AppearedAfterPlan);
                 report.push_leftover(object, reason);
             }
             report.converged = report.failures.is_empty() && again.is_empty();
@@ -174,6 +287,7 @@ pub async fn verify(engine: &impl Engine, plan: &Plan, applied: &Applied) -> Rep
         Err(e) => {
             report.failures.push(Failure {
                 kind: "engine".into(),
+                engine: engine.name().to_string(),
                 name: engine.endpoint().to_string(),
                 id: None,
                 error: format!("verification failed: {e}"),
@@ -190,4 +304,14 @@ pub async fn verify(engine: &impl Engine, plan: &Plan, applied: &Applied) -> Rep
         }
     }
     report
+}
+
+fn failure(object: &Entry, error: String) -> Failure {
+    Failure {
+        kind: object.kind.as_str().into(),
+        engine: object.engine.clone(),
+        name: object.name.clone(),
+        id: object.id.clone(),
+        error,
+    }
 }

@@ -4,10 +4,11 @@
 //! harness (unique scope label, cleaned up on drop, also after a panic) and
 //! runs the CLI only through `sbx.cli()`, i.e. always with
 //! `--scope ca.sandbox.test=<unique>`. Claims are checked three ways: exit
-//! code, output (the JSON keys and values, the human text where it matters),
-//! and the engine's real state afterwards, queried through the harness. After
-//! every command, the decoys (unlabeled and look-alike objects) must still be
-//! there and the `ca-sbx:*` images must be exactly what they were.
+//! code, output (the JSON read through the typed mirror in `support::report`,
+//! the human text where it matters), and the engine's real state afterwards,
+//! queried through the harness. After every command, the decoys (unlabeled and
+//! look-alike objects) must still be there and the `ca-sbx:*` images the
+//! engine lists must be exactly what they were.
 //!
 //! That everything here works at all against Docker 20.10 shows the API
 //! version is negotiated (1.41).
@@ -20,6 +21,7 @@ use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, StartContainerOptions,
 };
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::support::cli::{Cli, Output};
@@ -27,15 +29,17 @@ use crate::support::docker::{
     Container, ContainerSpec, Decoys, Run, Sandbox, SandboxBox, VolumeSpec, SCOPE_KEY, SLEEP,
     TEST_IMAGE,
 };
+use crate::support::report::{FailureKind, Image, Kept, Kind, Outcome, Plan, Reason, Report};
 
 // ----- local helpers ---------------------------------------------------------
 
 /// Everything of one test as the engine holds it: containers by name (ID and
-/// state), volumes, and the `ca-sbx:*` images.
+/// state), volumes, networks, and the `ca-sbx:*` images.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct World {
     containers: BTreeMap<String, (String, String)>,
     volumes: Vec<String>,
+    networks: Vec<String>,
     images: BTreeSet<String>,
 }
 
@@ -58,27 +62,8 @@ async fn world(sbx: &Sandbox) -> World {
     World {
         containers,
         volumes: remaining.volumes,
+        networks: remaining.networks,
         images: sbx.ca_sbx_images().await,
-    }
-}
-
-/// The state of container `id` (`running`, `exited`, ...), or `None` if it is gone.
-async fn container_state(sbx: &Sandbox, id: &str) -> Option<String> {
-    match sbx
-        .docker()
-        .inspect_container(id, None::<InspectContainerOptions>)
-        .await
-    {
-        Ok(c) => Some(
-            c.state
-                .and_then(|s| s.status)
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-        ),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => None,
-        Err(e) => panic!("inspect container {id}: {e}"),
     }
 }
 
@@ -138,10 +123,11 @@ impl<'a> Invariants<'a> {
         }
     }
 
-    /// No decoy is named anywhere in a JSON document (plan, report, inventory).
-    fn assert_no_decoy_in(&self, doc: &Value, what: &str) {
+    /// No decoy is named anywhere in a document (plan, report, inventory).
+    fn assert_no_decoy_in(&self, doc: &impl Serialize, what: &str) {
+        let doc = serde_json::to_value(doc).expect("serializes");
         let mut strings = BTreeSet::new();
-        collect_strings(doc, &mut strings);
+        collect_strings(&doc, &mut strings);
         for c in &self.decoys.containers {
             assert!(
                 !strings.contains(&c.name) && !strings.contains(&c.id),
@@ -177,129 +163,55 @@ where
     items.into_iter().map(Into::into).collect()
 }
 
-/// The values of `key` in every element of the array `v`.
-fn field(v: &Value, key: &str) -> BTreeSet<String> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("expected an array, got {v}"))
-        .iter()
-        .map(|x| {
-            x[key]
-                .as_str()
-                .unwrap_or_else(|| panic!("{key} missing in {x}"))
-                .to_string()
-        })
-        .collect()
-}
-
-fn array(v: &Value) -> &Vec<Value> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("expected an array, got {v}"))
-}
-
-/// Checks that `r` is a full report: every contract key with the right type,
-/// and every entry with its fields.
-fn assert_report_shape(r: &Value) {
-    let obj = r
-        .as_object()
-        .unwrap_or_else(|| panic!("report is not an object: {r}"));
-    for key in [
-        "converged",
-        "removed",
-        "kept",
-        "retained",
-        "failures",
-        "remainingContainers",
-        "remainingVolumes",
-    ] {
-        assert!(obj.contains_key(key), "report lacks {key:?}: {r:#}");
-    }
-    assert!(r["converged"].is_boolean(), "{r:#}");
-    for c in array(&r["removed"]["containers"]) {
-        for k in ["id", "name", "box"] {
-            assert!(c.get(k).is_some(), "removed container lacks {k}: {c}");
+/// What parsing cannot check: containers and networks are named with their
+/// ID everywhere, volumes never (their name is their identity).
+fn assert_report_shape(r: &Report) {
+    let check = |kind: Kind, id: Option<&String>, what: &str| match kind {
+        Kind::Volume => assert!(id.is_none(), "a volume has no id: {what}"),
+        _ => assert!(
+            id.is_some_and(|i| i.len() == 64),
+            "a {kind} has its full id: {what}"
+        ),
+    };
+    for kind in Kind::ALL {
+        for g in r.removed.of(kind) {
+            check(kind, g.id.as_ref(), &format!("{g:?}"));
+        }
+        for n in r.kept.of(kind) {
+            assert_eq!(n.kind, kind, "{n:?}");
+            check(kind, n.id.as_ref(), &format!("{n:?}"));
+        }
+        for l in r.remaining(kind) {
+            check(kind, l.id.as_ref(), &format!("{l:?}"));
         }
     }
-    for v in array(&r["removed"]["volumes"]) {
-        for k in ["name", "box"] {
-            assert!(v.get(k).is_some(), "removed volume lacks {k}: {v}");
-        }
-        assert!(v.get("id").is_none(), "volumes have no id: {v}");
-    }
-    for c in array(&r["kept"]["containers"]) {
-        for k in ["id", "name", "box", "why"] {
-            assert!(c.get(k).is_some(), "kept container lacks {k}: {c}");
-        }
-    }
-    for v in array(&r["kept"]["volumes"]) {
-        for k in ["name", "box", "why"] {
-            assert!(v.get(k).is_some(), "kept volume lacks {k}: {v}");
-        }
-    }
-    for i in array(&r["retained"]["images"]) {
-        assert!(i["id"].is_string() && i["tags"].is_array(), "{i}");
-    }
-    for f in array(&r["failures"]) {
-        let kind = f["kind"].as_str().unwrap_or_default();
-        assert!(
-            ["container", "volume", "engine"].contains(&kind),
-            "failure kind {kind:?}: {f}"
-        );
-        assert!(f["name"].is_string() && f["error"].is_string(), "{f}");
-        if kind == "container" {
-            assert!(f["id"].is_string(), "a container failure has its id: {f}");
-        }
-    }
-    for c in array(&r["remainingContainers"]) {
-        for k in ["id", "name", "box", "reason"] {
-            assert!(c.get(k).is_some(), "remaining container lacks {k}: {c}");
-        }
-    }
-    for v in array(&r["remainingVolumes"]) {
-        for k in ["name", "box", "reason"] {
-            assert!(v.get(k).is_some(), "remaining volume lacks {k}: {v}");
-        }
+    for f in &r.failures {
+        let kind = match f.kind {
+            FailureKind::Container => Kind::Container,
+            FailureKind::Volume => Kind::Volume,
+            FailureKind::Network => Kind::Network,
+            FailureKind::Engine => continue,
+        };
+        check(kind, f.id.as_ref(), &format!("{f:?}"));
     }
 }
 
 /// A converged report: no failures, nothing remaining.
-fn assert_converged(r: &Value) {
+#[track_caller]
+fn assert_converged(r: &Report) {
     assert_report_shape(r);
-    assert_eq!(r["converged"], true, "{r:#}");
-    assert_eq!(r["failures"], serde_json::json!([]), "{r:#}");
-    assert_eq!(r["remainingContainers"], serde_json::json!([]), "{r:#}");
-    assert_eq!(r["remainingVolumes"], serde_json::json!([]), "{r:#}");
+    assert!(r.is_clean(), "{r:#?}");
+    assert!(!r.interrupted, "{r:#?}");
 }
 
 /// The retained images list names the test image by tag, with its ID.
-fn assert_retains_test_image(images: &Value, sbx: &Sandbox) {
-    let found = array(images)
+#[track_caller]
+fn assert_retains_test_image(images: &[Image], sbx: &Sandbox) {
+    let found = images
         .iter()
-        .find(|i| {
-            array(&i["tags"])
-                .iter()
-                .any(|t| t.as_str() == Some(TEST_IMAGE))
-        })
-        .unwrap_or_else(|| panic!("{TEST_IMAGE} not retained: {images:#}"));
-    assert_eq!(found["id"].as_str(), Some(sbx.image_id()), "{found}");
-}
-
-/// The plan step that removes the object named `name`.
-fn step<'v>(plan: &'v Value, name: &str) -> &'v Value {
-    array(&plan["steps"])
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no step removes {name}: {plan:#}"))
-}
-
-fn step_no(plan: &Value, name: &str) -> u64 {
-    step(plan, name)["step"].as_u64().unwrap()
-}
-
-fn waits_for(plan: &Value, name: &str) -> Vec<u64> {
-    array(&step(plan, name)["waitsFor"])
-        .iter()
-        .map(|w| w.as_u64().unwrap())
-        .collect()
+        .find(|i| i.tags.iter().any(|t| t == TEST_IMAGE))
+        .unwrap_or_else(|| panic!("{TEST_IMAGE} not retained: {images:#?}"));
+    assert_eq!(found.id, sbx.image_id(), "{found:?}");
 }
 
 /// A TCP port on 127.0.0.1 that nothing listens on (bound, then released).
@@ -341,11 +253,14 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     // ---- plan, JSON: every removal with kind/name/id/box/why/waitsFor.
     let out = inv.run(&cli, &["plan", "--format", "json"]).await;
     out.success();
-    let plan = out.json();
-    assert_eq!(plan["version"], 1);
+    let plan = out.plan();
+    assert_eq!(plan.version, 2);
     assert_eq!(
-        plan["scope"],
-        serde_json::json!({ "ca.sandbox": "1", SCOPE_KEY: sbx.scope_value() })
+        plan.scope,
+        BTreeMap::from([
+            ("ca.sandbox".to_string(), "1".to_string()),
+            (SCOPE_KEY.to_string(), sbx.scope_value().to_string())
+        ])
     );
     let removed_containers: Vec<(&Container, Option<&str>, &str)> = vec![
         (&run1.container, Some("run1"), "running"),
@@ -355,25 +270,34 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
         (&leaked_run, None, "running"),
         (&leaked_exited, None, "exited"),
     ];
-    let steps = array(&plan["steps"]);
-    assert_eq!(steps.len(), 10, "6 containers and 4 volumes: {plan:#}");
-    for (i, s) in steps.iter().enumerate() {
-        assert_eq!(s["step"].as_u64(), Some(i as u64 + 1), "{s}");
-        assert!(s["why"].as_str().is_some_and(|w| !w.is_empty()), "{s}");
-        assert!(s["waitsFor"].is_array(), "{s}");
-        assert!(s.get("box").is_some(), "{s}");
+    assert_eq!(
+        plan.steps.len(),
+        10,
+        "6 containers and 4 volumes: {plan:#?}"
+    );
+    for (i, s) in plan.steps.iter().enumerate() {
+        assert_eq!(s.step, i + 1, "{s:?}");
+        assert!(!s.why.text().is_empty(), "{s:?}");
+        for &w in &s.waits_for {
+            assert!(w < s.step, "{s:?}");
+        }
     }
     for (c, b, state) in &removed_containers {
-        let s = step(&plan, &c.name);
-        assert_eq!(s["kind"], "container", "{s}");
-        assert_eq!(s["id"].as_str(), Some(c.id.as_str()), "{s}");
-        assert_eq!(s["box"].as_str(), *b, "{s}");
-        assert_eq!(s["state"], *state, "{s}");
-        assert_eq!(s["waitsFor"], serde_json::json!([]), "{s}");
-        let why = s["why"].as_str().unwrap();
-        match b {
-            Some(b) => assert!(why.contains(&format!("box {b} is not declared")), "{s}"),
-            None => assert!(why.contains("no ca.sandbox.id"), "{s}"),
+        let s = plan.step(&c.name);
+        assert_eq!(s.kind, Kind::Container, "{s:?}");
+        assert_eq!(s.id.as_deref(), Some(c.id.as_str()), "{s:?}");
+        assert_eq!(s.box_id.as_deref(), *b, "{s:?}");
+        assert_eq!(s.state.as_deref(), Some(*state), "{s:?}");
+        assert!(s.waits_for.is_empty(), "{s:?}");
+        match (b, &s.why) {
+            (Some(b), Reason::BoxNotDeclared { box_id, text }) => {
+                assert_eq!(box_id, b);
+                assert_eq!(*text, format!("leaked: box {b} is not declared"));
+            }
+            (None, Reason::NoBoxLabel { text }) => {
+                assert_eq!(text, "leaked: no ca.sandbox.id label")
+            }
+            (_, why) => panic!("{} removed for {why:?}", c.name),
         }
     }
     for (v, b) in [
@@ -382,52 +306,55 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
         (&shared.volume, None),
         (&leaked_vol, None),
     ] {
-        let s = step(&plan, v);
-        assert_eq!(s["kind"], "volume", "{s}");
-        assert_eq!(s["box"].as_str(), b, "{s}");
-        assert!(s.get("id").is_none(), "volumes have no id: {s}");
+        let s = plan.step(v);
+        assert_eq!(s.kind, Kind::Volume, "{s:?}");
+        assert_eq!(s.box_id.as_deref(), b, "{s:?}");
+        assert!(s.id.is_none(), "volumes have no id: {s:?}");
     }
     // A volume waits for every container that mounts it, and for nothing else.
+    let no = |name: &str| plan.step(name).step;
     assert_eq!(
-        waits_for(&plan, &run1.volume),
-        vec![step_no(&plan, &run1.container.name)]
+        plan.step(&run1.volume).waits_for,
+        vec![no(&run1.container.name)]
     );
     assert_eq!(
-        waits_for(&plan, &done1.volume),
-        vec![step_no(&plan, &done1.container.name)]
+        plan.step(&done1.volume).waits_for,
+        vec![no(&done1.container.name)]
     );
-    let mut both = vec![
-        step_no(&plan, &shared.a.name),
-        step_no(&plan, &shared.b.name),
-    ];
+    let mut both = vec![no(&shared.a.name), no(&shared.b.name)];
     both.sort_unstable();
-    assert_eq!(waits_for(&plan, &shared.volume), both);
-    assert!(waits_for(&plan, &leaked_vol).is_empty());
-    for s in steps {
-        for w in array(&s["waitsFor"]) {
-            assert!(w.as_u64().unwrap() < s["step"].as_u64().unwrap(), "{s}");
-        }
-    }
-    assert_eq!(plan["blocked"], serde_json::json!([]));
+    assert_eq!(plan.step(&shared.volume).waits_for, both);
+    assert!(plan.step(&leaked_vol).waits_for.is_empty());
+    assert!(plan.blocked.is_empty(), "{plan:#?}");
     // Kept: the declared box (container and volume) and the kept volume.
-    let kept_c = array(&plan["kept"]["containers"]);
-    assert_eq!(kept_c.len(), 1, "{plan:#}");
-    assert_eq!(kept_c[0]["id"].as_str(), Some(keep.container.id.as_str()));
-    assert_eq!(kept_c[0]["box"], "keepme");
-    assert_eq!(kept_c[0]["why"], "declared box");
+    assert_eq!(plan.kept.containers.len(), 1, "{plan:#?}");
+    let kept_c = &plan.kept.containers[0];
+    assert_eq!(kept_c.id.as_deref(), Some(keep.container.id.as_str()));
+    assert_eq!(kept_c.box_id.as_deref(), Some("keepme"));
+    assert!(
+        matches!(&kept_c.why, Reason::DeclaredBox { box_id, text, .. } if box_id == "keepme" && text == "declared box"),
+        "{kept_c:?}"
+    );
     assert_eq!(
-        field(&plan["kept"]["volumes"], "name"),
+        plan.kept
+            .volumes
+            .iter()
+            .map(|v| v.name.clone())
+            .collect::<BTreeSet<_>>(),
         set([keep.volume.clone(), notes.clone()])
     );
-    for v in array(&plan["kept"]["volumes"]) {
-        let why = if v["name"] == notes.as_str() {
-            "listed in volumes.keep"
+    for v in &plan.kept.volumes {
+        if v.name == notes {
+            assert!(
+                matches!(&v.why, Reason::KeptByFile { line: Some(6), text } if text == "listed in volumes.keep"),
+                "{v:?}"
+            );
         } else {
-            "declared box"
-        };
-        assert_eq!(v["why"], why, "{v}");
+            assert!(matches!(&v.why, Reason::DeclaredBox { .. }), "{v:?}");
+        }
     }
-    assert_retains_test_image(&plan["retained"]["images"], &sbx);
+    assert!(plan.kept.networks.is_empty());
+    assert_retains_test_image(&plan.retained.images, &sbx);
     inv.assert_no_decoy_in(&plan, "plan --format json");
 
     // ---- plan, human: the same, readable, with a summary line.
@@ -457,9 +384,12 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     );
     assert!(text.contains(TEST_IMAGE), "{text}");
     assert!(
-        text.contains("Plan: remove 6 containers and 4 volumes; keep 3 objects; retain "),
+        text.contains(
+            "Plan: remove 6 containers, 4 volumes and 0 networks; keep 3 objects; retain "
+        ),
         "{text}"
     );
+    assert!(text.lines().any(|l| l == plan.summary), "{text}");
     for c in &inv.decoys.containers {
         assert!(
             !text.contains(&format!("{} (", c.name)),
@@ -477,11 +407,14 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     inv.run(&cli, &["plan", "--out", "saved-plan.json"])
         .await
         .success();
-    let saved: Value =
-        serde_json::from_str(&cli.read("saved-plan.json")).expect("saved plan is JSON");
+    let saved = crate::support::report::read_plan(&cli.read("saved-plan.json"));
     assert_eq!(
-        saved, plan,
-        "the saved plan is the plan --format json prints"
+        Plan {
+            now: plan.now.clone(),
+            ..saved
+        },
+        plan,
+        "the saved plan is the plan --format json prints (made a moment later)"
     );
     // A saved plan carries its own scope: --scope with it is a usage error.
     inv.run(&cli, &["apply", "saved-plan.json"])
@@ -516,27 +449,16 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     assert!(text.contains("Images (retained, never removed):"), "{text}");
     assert!(text.contains(TEST_IMAGE), "{text}");
     assert!(
-        text.contains("7 containers and 6 volumes managed;"),
+        text.contains("7 containers, 6 volumes and 0 networks managed;"),
         "{text}"
     );
     let out = inv.run(&cli, &["inventory", "--format", "json"]).await;
     out.success();
-    let view = out.json();
-    let boxes = array(&view["boxes"]);
-    let group = |b: Option<&str>| -> &Value {
-        boxes
-            .iter()
-            .find(|g| g["box"].as_str() == b)
-            .unwrap_or_else(|| panic!("no group {b:?}: {view:#}"))
-    };
-    let by_box: BTreeMap<Option<&str>, (usize, usize)> = boxes
+    let view = out.inventory();
+    let by_box: BTreeMap<Option<&str>, (usize, usize)> = view
+        .boxes
         .iter()
-        .map(|g| {
-            (
-                g["box"].as_str(),
-                (array(&g["containers"]).len(), array(&g["volumes"]).len()),
-            )
-        })
+        .map(|g| (g.box_id.as_deref(), (g.containers.len(), g.volumes.len())))
         .collect();
     assert_eq!(
         by_box,
@@ -549,27 +471,23 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
             (Some("sa"), (1, 0)),
             (Some("sb"), (1, 0)),
         ]),
-        "{view:#}"
+        "{view:#?}"
     );
-    let c = &group(Some("done1"))["containers"][0];
-    assert_eq!(c["id"].as_str(), Some(done1.container.id.as_str()));
-    assert_eq!(c["state"], "exited");
-    assert_eq!(c["mounts"], serde_json::json!([done1.volume]));
-    assert_eq!(group(Some("run1"))["containers"][0]["state"], "running");
+    let c = &view.group(Some("done1")).containers[0];
+    assert_eq!(c.id, done1.container.id);
+    assert_eq!(c.state, "exited");
+    assert_eq!(c.mounts, vec![done1.volume.clone()]);
+    assert!(c.networks.is_empty(), "`none` is not a managed network");
+    assert_eq!(view.group(Some("run1")).containers[0].state, "running");
     assert_eq!(
-        field(&group(None)["containers"], "state"),
+        set(view.group(None).containers.iter().map(|c| c.state.clone())),
         set(["running", "exited"])
     );
     assert_eq!(
-        array(&group(None)["volumes"])
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect::<BTreeSet<_>>(),
+        set(view.group(None).volumes.clone()),
         set([shared.volume.clone(), leaked_vol.clone()])
     );
-    assert!(array(&view["images"])
-        .iter()
-        .any(|i| i["id"].as_str() == Some(sbx.image_id())));
+    assert!(view.images.iter().any(|i| i.id == sbx.image_id()));
     inv.assert_no_decoy_in(&view, "inventory --format json");
 
     // plan and inventory changed nothing.
@@ -582,17 +500,17 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     // ---- apply: converges.
     let out = inv.run(&cli, &["apply", "--format", "json"]).await;
     out.success();
-    let report = out.json();
+    let report = out.report();
     assert_converged(&report);
     assert_eq!(
-        field(&report["removed"]["containers"], "id"),
+        report.removed.ids(Kind::Container),
         removed_containers
             .iter()
             .map(|(c, _, _)| c.id.clone())
             .collect()
     );
     assert_eq!(
-        field(&report["removed"]["volumes"], "name"),
+        report.removed.names(Kind::Volume),
         set([
             run1.volume.clone(),
             done1.volume.clone(),
@@ -600,16 +518,17 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
             leaked_vol.clone()
         ])
     );
-    for c in array(&report["removed"]["containers"]) {
-        let (_, b, _) = removed_containers
+    for c in &report.removed.containers {
+        let (x, b, _) = removed_containers
             .iter()
-            .find(|(x, _, _)| c["id"] == x.id.as_str())
+            .find(|(x, _, _)| c.id.as_deref() == Some(x.id.as_str()))
             .unwrap();
-        assert_eq!(c["box"].as_str(), *b, "{c}");
-        assert!(c["name"].is_string(), "{c}");
+        assert_eq!(c.box_id.as_deref(), *b, "{c:?}");
+        assert_eq!(c.name, x.name, "{c:?}");
+        assert_eq!(c.outcome, Outcome::Removed, "{c:?}");
     }
-    assert_eq!(report["kept"], plan["kept"]);
-    assert_retains_test_image(&report["retained"]["images"], &sbx);
+    assert_eq!(report.kept, plan.kept);
+    assert_retains_test_image(&report.retained.images, &sbx);
     inv.assert_no_decoy_in(&report, "apply --format json");
     // The engine agrees.
     for (c, _, _) in &removed_containers {
@@ -623,7 +542,7 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
         assert!(!sbx.volume_exists(v).await, "{v} survived apply");
     }
     assert_eq!(
-        container_state(&sbx, &keep.container.id).await.as_deref(),
+        sbx.container_state(&keep.container.id).await.as_deref(),
         Some("running"),
         "the declared box keeps running"
     );
@@ -649,19 +568,16 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     );
     assert!(
         out.stdout
-            .contains("Removed 0 containers and 0 volumes; kept 3 objects"),
+            .contains("Removed 0 containers, 0 volumes and 0 networks; kept 3 objects"),
         "{}",
         out.dump()
     );
     assert!(out.stdout.contains("Converged"), "{}", out.dump());
     let out = inv.run(&cli, &["apply", "--format", "json"]).await;
     out.success();
-    let again = out.json();
+    let again = out.report();
     assert_converged(&again);
-    assert_eq!(
-        again["removed"],
-        serde_json::json!({"containers": [], "volumes": []})
-    );
+    assert!(again.removed.is_empty(), "{again:#?}");
     inv.run(&cli, &["plan", "--detailed-exitcode"])
         .await
         .expect_code(0);
@@ -708,18 +624,31 @@ async fn destroy_by_id_keep_volume_and_prune() {
         .run(&sbx.cli(), &["destroy", "a", "--format", "json"])
         .await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
+    let gone = |id: Option<&str>, name: &str| crate::support::report::Gone {
+        engine: "default".into(),
+        id: id.map(str::to_string),
+        name: name.to_string(),
+        box_id: Some("a".into()),
+        outcome: Outcome::Removed,
+    };
     assert_eq!(
-        r["removed"]["containers"],
-        serde_json::json!([{ "id": a.container.id, "name": a.container.name, "box": "a" }])
+        r.removed.containers,
+        vec![gone(Some(&a.container.id), &a.container.name)]
     );
+    assert_eq!(r.removed.volumes, vec![gone(None, &a.volume)]);
+    assert!(r.removed.networks.is_empty());
+    for k in &r.kept.containers {
+        assert_eq!(
+            k.why,
+            Reason::NotNamedByDestroy {
+                text: "not named by destroy".into()
+            }
+        );
+    }
     assert_eq!(
-        r["removed"]["volumes"],
-        serde_json::json!([{ "name": a.volume, "box": "a" }])
-    );
-    assert_eq!(
-        field(&r["kept"]["containers"], "id"),
+        set(r.kept.containers.iter().filter_map(|k| k.id.clone())),
         set([
             b.container.id.clone(),
             c.container.id.clone(),
@@ -727,14 +656,14 @@ async fn destroy_by_id_keep_volume_and_prune() {
             leaked.id.clone()
         ])
     );
-    assert_retains_test_image(&r["retained"]["images"], &sbx);
+    assert_retains_test_image(&r.retained.images, &sbx);
     inv.assert_no_decoy_in(&r, "destroy a");
     assert_eq!(exists(&a).await, (false, false));
     for bx in [&b, &c, &d] {
         assert_eq!(exists(bx).await, (true, true), "box {}", bx.box_id);
     }
     assert_eq!(
-        container_state(&sbx, &c.container.id).await.as_deref(),
+        sbx.container_state(&c.container.id).await.as_deref(),
         Some("running")
     );
     assert!(sbx.container_exists(&leaked.id).await);
@@ -747,7 +676,8 @@ async fn destroy_by_id_keep_volume_and_prune() {
         .await;
     out.success();
     assert!(
-        out.stdout.contains("Removed 1 container and 0 volumes"),
+        out.stdout
+            .contains("Removed 1 container, 0 volumes and 0 networks"),
         "{}",
         out.dump()
     );
@@ -771,18 +701,15 @@ async fn destroy_by_id_keep_volume_and_prune() {
         .run(&cwd_state, &["destroy", "--prune", "--format", "json"])
         .await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
+    assert_eq!(r.removed.ids(Kind::Container), set([leaked.id.clone()]));
     assert_eq!(
-        field(&r["removed"]["containers"], "id"),
-        set([leaked.id.clone()])
-    );
-    assert_eq!(
-        field(&r["removed"]["volumes"], "name"),
+        r.removed.names(Kind::Volume),
         set([leaked_vol.clone(), b.volume.clone()])
     );
     assert_eq!(
-        field(&r["kept"]["volumes"], "name"),
+        set(r.kept.volumes.iter().map(|v| v.name.clone())),
         set([c.volume.clone(), d.volume.clone(), notes.clone()])
     );
     inv.assert_no_decoy_in(&r, "destroy --prune");
@@ -802,16 +729,13 @@ async fn destroy_by_id_keep_volume_and_prune() {
     ));
     let out = inv.run(&explicit, &["destroy", "--format", "json"]).await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
     assert_eq!(
-        field(&r["removed"]["containers"], "id"),
+        r.removed.ids(Kind::Container),
         set([c.container.id.clone()])
     );
-    assert_eq!(
-        field(&r["removed"]["volumes"], "name"),
-        set([c.volume.clone()])
-    );
+    assert_eq!(r.removed.names(Kind::Volume), set([c.volume.clone()]));
     assert_eq!(exists(&c).await, (false, false));
     assert_eq!(exists(&d).await, (true, true));
     assert!(sbx.volume_exists(&notes).await);
@@ -820,20 +744,17 @@ async fn destroy_by_id_keep_volume_and_prune() {
     // object in the scope goes; the decoys stay.
     let out = inv.run(&sbx.cli(), &["destroy", "--format", "json"]).await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
     assert_eq!(
-        field(&r["removed"]["containers"], "id"),
+        r.removed.ids(Kind::Container),
         set([d.container.id.clone()])
     );
     assert_eq!(
-        field(&r["removed"]["volumes"], "name"),
+        r.removed.names(Kind::Volume),
         set([d.volume.clone(), notes.clone()])
     );
-    assert_eq!(
-        r["kept"],
-        serde_json::json!({"containers": [], "volumes": []})
-    );
+    assert_eq!(r.kept, Kept::default());
     let remaining = sbx.remaining().await;
     let decoy_names: BTreeSet<String> = inv
         .decoys
@@ -855,7 +776,7 @@ async fn destroy_by_id_keep_volume_and_prune() {
         .run(&sbx.cli(), &["inventory", "--format", "json"])
         .await;
     out.success();
-    assert_eq!(out.json()["boxes"], serde_json::json!([]));
+    assert!(out.inventory().boxes.is_empty(), "{}", out.dump());
     inv.run(&sbx.cli(), &["destroy", "--prune", "--format", "json"])
         .await
         .success();
@@ -935,7 +856,7 @@ async fn apply_removes_paused_created_and_anonymous_volume_containers() {
         .await
         .expect("pause");
     assert_eq!(
-        container_state(&sbx, &paused.container.id).await.as_deref(),
+        sbx.container_state(&paused.container.id).await.as_deref(),
         Some("paused")
     );
     assert!(sbx.volume_exists(&anon_vol).await);
@@ -960,46 +881,39 @@ async fn apply_removes_paused_created_and_anonymous_volume_containers() {
         )
         .await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
-    assert_eq!(
-        field(&r["removed"]["containers"], "id"),
-        set([extra_box.id.clone()])
-    );
-    assert_eq!(field(&r["removed"]["volumes"], "name"), set([extra_vol]));
+    assert_eq!(r.removed.ids(Kind::Container), set([extra_box.id.clone()]));
+    assert_eq!(r.removed.names(Kind::Volume), set([extra_vol]));
     assert!(sbx.container_exists(&created.id).await);
     assert!(sbx.container_exists(&decoy_user.id).await);
     assert!(sbx.volume_exists(&paused.volume).await);
 
     let out = inv.run(&cli, &["plan", "--format", "json"]).await;
     out.success();
-    let plan = out.json();
+    let plan = out.plan();
+    assert!(plan.step(&decoy_user.name).waits_for.is_empty());
+    assert!(
+        !plan.steps.iter().any(|s| s.name == inv.decoys.volumes[0]),
+        "{plan:#?}"
+    );
     assert_eq!(
-        step(&plan, &decoy_user.name)["waitsFor"],
-        serde_json::json!([])
+        plan.step(&paused.container.name).state.as_deref(),
+        Some("paused")
     );
+    assert_eq!(plan.step(&created.name).state.as_deref(), Some("created"));
+    assert_eq!(plan.step(&anon_box.name).box_id.as_deref(), Some("anon"));
     assert!(
-        !array(&plan["steps"])
-            .iter()
-            .any(|s| s["name"] == inv.decoys.volumes[0].as_str()),
-        "{plan:#}"
-    );
-    assert_eq!(step(&plan, &paused.container.name)["state"], "paused");
-    assert_eq!(step(&plan, &created.name)["state"], "created");
-    assert_eq!(step(&plan, &anon_box.name)["box"], "anon");
-    assert!(
-        !array(&plan["steps"])
-            .iter()
-            .any(|s| s["name"] == anon_vol.as_str()),
-        "an unlabeled anonymous volume is not managed: {plan:#}"
+        !plan.steps.iter().any(|s| s.name == anon_vol),
+        "an unlabeled anonymous volume is not managed: {plan:#?}"
     );
 
     let out = inv.run(&cli, &["apply", "--format", "json"]).await;
     out.success();
-    let r = out.json();
+    let r = out.report();
     assert_converged(&r);
     assert_eq!(
-        field(&r["removed"]["containers"], "id"),
+        r.removed.ids(Kind::Container),
         set([
             paused.container.id.clone(),
             created.id.clone(),
@@ -1007,10 +921,7 @@ async fn apply_removes_paused_created_and_anonymous_volume_containers() {
             decoy_user.id.clone()
         ])
     );
-    assert_eq!(
-        field(&r["removed"]["volumes"], "name"),
-        set([paused.volume.clone()])
-    );
+    assert_eq!(r.removed.names(Kind::Volume), set([paused.volume.clone()]));
     for id in [&paused.container.id, &created.id, &anon_box.id] {
         assert!(!sbx.container_exists(id).await, "{id} survived apply");
     }
@@ -1040,18 +951,25 @@ async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
 
     let out = inv.run(&cli, &["plan", "--format", "json"]).await;
     out.success();
-    let plan = out.json();
-    let blocked = array(&plan["blocked"]);
-    assert_eq!(blocked.len(), 1, "{plan:#}");
-    assert_eq!(blocked[0]["kind"], "volume");
-    assert_eq!(blocked[0]["name"].as_str(), Some(held.volume.as_str()));
-    assert_eq!(blocked[0]["box"], "held");
-    assert!(
-        blocked[0]["why"].as_str().unwrap().contains(&user.name),
-        "{plan:#}"
-    );
+    let plan = out.plan();
+    assert_eq!(plan.blocked.len(), 1, "{plan:#?}");
+    let blocked = plan.blocked(&held.volume);
+    assert_eq!(blocked.kind, Kind::Volume);
+    assert_eq!(blocked.box_id.as_deref(), Some("held"));
+    let holders: Vec<(&str, Option<&str>, Option<&str>)> = blocked
+        .why
+        .holders()
+        .iter()
+        .map(|h| (h.name.as_str(), h.id.as_deref(), h.how.as_deref()))
+        .collect();
     assert_eq!(
-        field(&plan["steps"], "name"),
+        holders,
+        vec![(user.name.as_str(), Some(user.id.as_str()), Some("mounts"))],
+        "{blocked:?}"
+    );
+    assert_eq!(blocked.why.code(), "heldByUnmanaged");
+    assert_eq!(
+        set(plan.steps.iter().map(|s| s.name.clone())),
         set([
             held.container.name.clone(),
             other.container.name.clone(),
@@ -1062,36 +980,36 @@ async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
     let out = inv.run(&cli, &["plan"]).await;
     out.success();
     assert!(out.stdout.contains("Blocked"), "{}", out.dump());
-    assert!(out.stdout.contains("1 volume blocked"), "{}", out.dump());
+    assert!(out.stdout.contains("1 object blocked"), "{}", out.dump());
     inv.run(&cli, &["plan", "--detailed-exitcode"])
         .await
         .expect_code(2);
 
     let out = inv.run(&cli, &["apply", "--format", "json"]).await;
     out.expect_code(1);
-    let r = out.json();
+    let r = out.report();
     assert_report_shape(&r);
-    assert_eq!(r["converged"], false);
-    let left = array(&r["remainingVolumes"]);
-    assert_eq!(left.len(), 1, "{r:#}");
-    assert_eq!(left[0]["name"].as_str(), Some(held.volume.as_str()));
-    assert_eq!(left[0]["box"], "held");
-    let reason = left[0]["reason"].as_str().unwrap();
-    assert!(reason.contains(&user.name), "{reason}");
-    assert!(reason.contains(&user.id[..12]), "{reason}");
-    assert_eq!(r["remainingContainers"], serde_json::json!([]));
+    assert!(!r.converged);
+    assert_eq!(r.remaining_volumes.len(), 1, "{r:#?}");
+    let left = r.leftover(Kind::Volume, &held.volume);
+    assert_eq!(left.box_id.as_deref(), Some("held"));
+    assert_eq!(left.reason, blocked.why, "the plan's reason, unchanged");
+    let text = left.reason.text();
+    assert!(text.contains(&user.name), "{text}");
+    assert!(text.contains(&user.id[..12]), "{text}");
+    assert!(r.remaining_containers.is_empty(), "{r:#?}");
     assert_eq!(
-        field(&r["removed"]["containers"], "id"),
+        r.removed.ids(Kind::Container),
         set([held.container.id.clone(), other.container.id.clone()])
     );
     assert_eq!(
-        field(&r["removed"]["volumes"], "name"),
+        r.removed.names(Kind::Volume),
         set([other.volume.clone(), leaked_vol.clone()])
     );
     // The engine: the volume and its unmanaged user are still there; the rest is gone.
     assert!(sbx.volume_exists(&held.volume).await);
     assert_eq!(
-        container_state(&sbx, &user.id).await.as_deref(),
+        sbx.container_state(&user.id).await.as_deref(),
         Some("running")
     );
     assert!(!sbx.container_exists(&held.container.id).await);
@@ -1153,22 +1071,14 @@ async fn unreachable_engine_fails_with_a_report() {
             let out = inv.run(&cli, args).await;
             out.expect_code(1);
             assert!(out.stderr.contains(&message), "{}", out.dump());
-            let r = out.json();
+            let r = out.report();
             assert_report_shape(&r);
-            assert_eq!(r["converged"], false, "{r:#}");
-            assert_eq!(
-                r["removed"],
-                serde_json::json!({"containers": [], "volumes": []})
-            );
-            assert_eq!(r["remainingContainers"], serde_json::json!([]));
-            assert_eq!(r["remainingVolumes"], serde_json::json!([]));
-            let failures = array(&r["failures"]);
-            assert_eq!(failures.len(), 1, "{r:#}");
-            assert_eq!(failures[0]["kind"], "engine", "{r:#}");
-            assert!(
-                failures[0]["error"].as_str().unwrap().contains(&message),
-                "{r:#}"
-            );
+            assert!(!r.converged, "{r:#?}");
+            assert!(r.removed.is_empty(), "{r:#?}");
+            assert!(r.all_remaining().next().is_none(), "{r:#?}");
+            let f = r.only_failure();
+            assert_eq!(f.kind, FailureKind::Engine, "{r:#?}");
+            assert!(f.error.contains(&message), "{r:#?}");
         }
         let out = inv.run(&cli, &["apply"]).await;
         out.expect_code(1);
@@ -1299,7 +1209,7 @@ async fn broken_state_and_bad_invocations_touch_nothing() {
     );
 }
 
-// ----- contract points (see the report to the lead) -----------------------
+// ----- contract points ------------------------------------------------------
 
 /// The contract's plan JSON has a `summary` key, the same line `plan` prints.
 #[tokio::test]
@@ -1316,13 +1226,13 @@ async fn plan_json_carries_the_summary_line() {
         .unwrap_or_else(|| panic!("no summary line\n{}", human.dump()))
         .to_string();
     assert!(
-        summary.starts_with("Plan: remove 0 containers and 1 volume;"),
+        summary.starts_with("Plan: remove 0 containers, 1 volume and 0 networks;"),
         "{summary}"
     );
     let out = cli.run_with(["plan", "--format", "json"]);
     out.success();
-    let plan = out.json();
-    assert_eq!(plan["summary"].as_str(), Some(summary.as_str()), "{plan:#}");
+    let plan = out.plan();
+    assert_eq!(plan.summary, summary, "{plan:#?}");
 }
 
 /// With `--format json`, apply and destroy print the report (every key) on
@@ -1342,18 +1252,16 @@ async fn json_report_also_when_the_state_file_is_broken() {
         let out = cli.run_with(args);
         out.expect_code(1);
         assert!(out.stderr.contains("state.toml:3:1:"), "{}", out.dump());
-        let r: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "`{}` printed no JSON report ({e})\n{}",
-                out.command,
-                out.dump()
-            )
-        });
+        let r = out.report();
         assert_report_shape(&r);
-        assert_eq!(r["converged"], false);
-        assert!(array(&r["failures"]).iter().any(|f| f["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("state.toml:3:1"))));
+        assert!(!r.converged);
+        assert!(r.removed.is_empty(), "{r:#?}");
+        assert!(
+            r.failures
+                .iter()
+                .any(|f| f.error.contains("state.toml:3:1")),
+            "{r:#?}"
+        );
     }
     assert!(sbx.volume_exists(&leaked).await);
 }

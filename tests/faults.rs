@@ -2,30 +2,26 @@
 //! fault-injection proxy (`support::proxy`).
 //!
 //! Each scenario runs the built binary (`apply --format json`) against its own
-//! scope, then checks three things: the exit code, the JSON report, and what
-//! the engine really holds afterwards, listed directly (not through the proxy).
-//! [`assert_honest`] runs after every run: exit 0 only if nothing in the scope
-//! is left to remove, and every object left to remove is named in the report.
+//! scope, then checks three things: the exit code, the typed JSON report
+//! (`support::report`), and what the engine really holds afterwards, listed
+//! directly (not through the proxy). [`assert_honest`] runs after every run:
+//! exit 0 only if nothing in the scope is left to remove, and every object left
+//! to remove is named in the report.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use serde_json::Value;
+use sandboxctl::model::short_id;
 
-use sandboxctl::engine::Engine;
-use sandboxctl::inventory::Inventory;
-use sandboxctl::model::{short_id, Scope};
-use sandboxctl::plan::{Goal, Object, Plan};
-
+use crate::support::assert::{assert_honest, goal};
 use crate::support::cli::{Cli, Output};
-use crate::support::docker::{Run, Sandbox, SandboxBox, VolumeSpec};
+use crate::support::docker::{require_engine, Run, Sandbox, SandboxBox, VolumeSpec};
 use crate::support::proxy::Proxy;
-
-// ----- helpers shared with races.rs -------------------------------------------
+use crate::support::report::{FailureKind, Kind, Reason, Report};
 
 /// A run of the binary through `proxy`, scoped to `sbx` by a state file that
 /// declares nothing (so every managed object of the scope should go), JSON output.
-pub fn cli(sbx: &Sandbox, proxy: &Proxy) -> Cli {
+fn cli(sbx: &Sandbox, proxy: &Proxy) -> Cli {
     Cli::new()
         .docker_host(&proxy.docker_host())
         .state_toml(&sbx.scope_toml())
@@ -33,149 +29,15 @@ pub fn cli(sbx: &Sandbox, proxy: &Proxy) -> Cli {
         .deadline(Duration::from_secs(60))
 }
 
-/// The goal of a state file that declares `boxes` and nothing else.
-pub fn goal(boxes: &[&str]) -> Goal {
-    Goal::Reconcile {
-        boxes: boxes.iter().map(|b| b.to_string()).collect(),
-        keep_volumes: BTreeSet::new(),
-    }
-}
-
-/// The `name`s of the objects in report list `key` (e.g. `remainingVolumes`).
-pub fn names(report: &Value, key: &str) -> BTreeSet<String> {
-    list(report, key)
-        .iter()
-        .map(|o| o["name"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-/// The array at `key` (a dotted path such as `removed.containers`).
-pub fn list<'a>(report: &'a Value, key: &str) -> &'a Vec<Value> {
-    let mut v = report;
-    for part in key.split('.') {
-        v = &v[part];
-    }
-    v.as_array()
-        .unwrap_or_else(|| panic!("report has no array {key}: {report:#}"))
-}
-
-/// The reason given for leftover `name` in `remainingContainers`/`remainingVolumes`.
-pub fn reason<'a>(report: &'a Value, key: &str, name: &str) -> &'a str {
-    list(report, key)
-        .iter()
-        .find(|o| o["name"] == name)
-        .and_then(|o| o["reason"].as_str())
-        .unwrap_or_else(|| panic!("{name} is not in {key}: {report:#}"))
-}
-
-/// The failures as `(kind, name, error)`.
-pub fn failures(report: &Value) -> Vec<(String, String, String)> {
-    list(report, "failures")
-        .iter()
-        .map(|f| {
-            let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
-            (s("kind"), s("name"), s("error"))
-        })
-        .collect()
-}
-
-/// What is left to remove in `sbx`'s scope under `goal`, from a fresh listing
-/// taken directly from the engine (not through any proxy).
-pub async fn left_to_remove(sbx: &Sandbox, goal: &Goal) -> Plan {
-    let engine = sbx.engine().await;
-    let scope = Scope::new(sbx.scope_labels());
-    let inventory = Inventory::list(&engine, &scope)
-        .await
-        .unwrap_or_else(|e| panic!("list {} directly: {e}", engine.endpoint()));
-    Plan::build(goal, &inventory)
-}
-
-/// Zero false successes, every leftover named. Compares a finished run with
-/// what the engine really holds now:
-/// - exit 0 if and only if the report says converged, and then nothing is left
-///   to remove or blocked in the scope and the report names no leftover and no failure;
-/// - every object that is still to be removed (or blocked) is named in the
-///   report's `remainingContainers` / `remainingVolumes`.
-pub async fn assert_honest(sbx: &Sandbox, goal: &Goal, out: &Output, report: &Value) {
-    let left = left_to_remove(sbx, goal).await;
-    let converged = report["converged"].as_bool().expect("converged is a bool");
-    assert_eq!(
-        out.code() == 0,
-        converged,
-        "exit code and `converged` disagree\n{}",
-        out.dump()
-    );
-    if out.code() == 0 {
-        assert!(
-            left.is_empty(),
-            "FALSE SUCCESS: exit 0 but the engine still holds {:?} {:?}\n{}",
-            left.steps
-                .iter()
-                .map(|s| s.object.label())
-                .collect::<Vec<_>>(),
-            left.blocked
-                .iter()
-                .map(|b| b.object.label())
-                .collect::<Vec<_>>(),
-            out.dump()
-        );
-        assert!(list(report, "failures").is_empty(), "{}", out.dump());
-        assert!(
-            list(report, "remainingContainers").is_empty(),
-            "{}",
-            out.dump()
-        );
-        assert!(
-            list(report, "remainingVolumes").is_empty(),
-            "{}",
-            out.dump()
-        );
-    }
-    // A run that failed before apply (listing, connection, stale plan) knows
-    // nothing of the inventory, so it cannot name leftovers: it must say that
-    // it removed nothing (and the caller checks the engine agrees).
-    let before_apply = failures(report)
-        .iter()
-        .any(|(kind, _, error)| kind == "engine" && !error.starts_with("verification failed"));
-    if before_apply {
-        assert_ne!(out.code(), 0, "{}", out.dump());
-        assert!(
-            list(report, "removed.containers").is_empty(),
-            "{}",
-            out.dump()
-        );
-        assert!(list(report, "removed.volumes").is_empty(), "{}", out.dump());
-        return;
-    }
-    let named_containers: BTreeSet<String> = list(report, "remainingContainers")
-        .iter()
-        .filter_map(|c| c["id"].as_str().map(str::to_string))
-        .collect();
-    let named_volumes = names(report, "remainingVolumes");
-    let objects = left
-        .steps
-        .iter()
-        .map(|s| &s.object)
-        .chain(left.blocked.iter().map(|b| &b.object));
-    for object in objects {
-        let named = match object {
-            Object::Container { id, .. } => named_containers.contains(id),
-            Object::Volume { name, .. } => named_volumes.contains(name),
-        };
-        assert!(
-            named,
-            "{} is still in the engine but the report does not name it\n{}",
-            object.label(),
-            out.dump()
-        );
-    }
-}
-
-/// Runs `apply` and parses its report.
-pub fn apply(cli: &Cli) -> (Output, Value) {
+/// Runs `apply` and reads its report.
+fn apply(cli: &Cli) -> (Output, Report) {
     let out = cli.run_with(["apply"]);
-    let report = out.json();
+    let report = out.report();
     (out, report)
+}
+
+fn set<S: AsRef<str>>(items: impl IntoIterator<Item = S>) -> BTreeSet<String> {
+    items.into_iter().map(|s| s.as_ref().to_string()).collect()
 }
 
 /// Two leaked boxes, one running and one exited, each a container mounting its volume.
@@ -187,53 +49,41 @@ async fn two_boxes(sbx: &Sandbox) -> (SandboxBox, SandboxBox) {
     (a, b)
 }
 
-fn contains_all(names: &BTreeSet<String>, expected: &[&str]) -> bool {
-    expected.iter().all(|e| names.contains(*e))
-}
-
 // ----- listing failures ---------------------------------------------------------
 
 /// A listing fails: nothing is removed (no DELETE reaches the engine), exit 1,
-/// and the JSON report has every key, `converged: false`, one engine failure.
+/// and the JSON report (every key: it parses as a full report) is
+/// `converged: false` with one engine failure.
 async fn listing_failure_removes_nothing(test: &str, method: &str, path: &str, what: &str) {
     let sbx = Sandbox::new(test).await;
     let (a, b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
+    let net = sbx.add_box_with_network("netbox", Run::Exited).await;
     let before = sbx.remaining().await;
     let proxy = Proxy::start();
-    proxy
-        .on(method, path)
-        .always()
-        .respond(500, &format!("{what} listing exploded"));
+    let message = format!("{what} listing exploded");
+    proxy.on(method, path).always().respond(500, &message);
 
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    assert_eq!(report["converged"], false);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
-    assert_eq!(f[0].0, "engine");
+    assert!(!report.converged);
+    let f = report.only_failure();
+    assert_eq!(f.kind, FailureKind::Engine);
     assert!(
-        f[0].2.contains("HTTP 500") && f[0].2.contains(&format!("{what} listing exploded")),
+        f.error.contains("HTTP 500") && f.error.contains(&message),
         "{}",
         out.dump()
     );
-    for key in ["removed.containers", "removed.volumes"] {
-        assert!(list(&report, key).is_empty(), "{key}: {}", out.dump());
-    }
-    for key in [
-        "kept.containers",
-        "kept.volumes",
-        "retained.images",
-        "remainingContainers",
-        "remainingVolumes",
-    ] {
-        list(&report, key);
-    }
+    assert!(report.removed.is_empty(), "{}", out.dump());
     assert!(out.stderr.contains("could not list"), "{}", out.dump());
     // The engine's message is given once, not repeated by the error chain.
-    let message = format!("{what} listing exploded");
-    assert_eq!(f[0].2.matches(&message).count(), 1, "repeated: {}", f[0].2);
+    assert_eq!(
+        f.error.matches(&message).count(),
+        1,
+        "repeated: {}",
+        f.error
+    );
     assert_eq!(
         out.stderr.matches(&message).count(),
         1,
@@ -243,9 +93,10 @@ async fn listing_failure_removes_nothing(test: &str, method: &str, path: &str, w
     assert!(proxy.count(method, path) >= 1, "{}", proxy.dump());
     assert_eq!(proxy.count("DELETE", ""), 0, "{}", proxy.dump());
     assert_eq!(sbx.remaining().await, before, "nothing may be removed");
-    for name in [&a.volume, &b.volume, &leak] {
+    for name in [&a.volume, &b.volume, &leak, &net.volume] {
         assert!(sbx.volume_exists(name).await);
     }
+    assert!(sbx.network_exists(&net.network.id).await);
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
@@ -263,6 +114,11 @@ async fn listing_containers_fails_removes_nothing() {
 #[tokio::test]
 async fn listing_volumes_fails_removes_nothing() {
     listing_failure_removes_nothing("fault-list-volumes", "GET", "/volumes?", "volumes").await;
+}
+
+#[tokio::test]
+async fn listing_networks_fails_removes_nothing() {
+    listing_failure_removes_nothing("fault-list-networks", "GET", "/networks?", "networks").await;
 }
 
 #[tokio::test]
@@ -286,31 +142,41 @@ async fn container_removal_500_skips_its_volume_and_names_both() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    assert_eq!(report["converged"], false);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    assert!(!report.converged);
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("container", a.container.name.as_str())
+        (f.kind, f.name.as_str(), f.id.as_deref()),
+        (
+            FailureKind::Container,
+            a.container.name.as_str(),
+            Some(a.container.id.as_str())
+        )
     );
-    assert_eq!(list(&report, "failures")[0]["id"], a.container.id.as_str());
-    assert!(f[0].2.contains("HTTP 500: driver failed"), "{}", out.dump());
-    // Both the container and its volume are named, each with its own reason.
-    assert_eq!(
-        names(&report, "remainingContainers"),
-        BTreeSet::from([a.container.name.clone()])
-    );
-    assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([a.volume.clone()])
-    );
-    assert!(reason(&report, "remainingContainers", &a.container.name).contains("HTTP 500"));
     assert!(
-        reason(&report, "remainingVolumes", &a.volume)
-            .starts_with("not attempted: it waits for step"),
+        f.error.contains("HTTP 500: driver failed"),
         "{}",
         out.dump()
     );
+    // Both the container and its volume are named, each with its own reason.
+    assert_eq!(
+        report.remaining_names(Kind::Container),
+        set([&a.container.name])
+    );
+    assert_eq!(report.remaining_names(Kind::Volume), set([&a.volume]));
+    match &report.leftover(Kind::Container, &a.container.name).reason {
+        Reason::RemovalFailed { error, .. } => assert!(error.contains("HTTP 500"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+    match &report.leftover(Kind::Volume, &a.volume).reason {
+        Reason::WaitsForFailed { object, text, .. } => {
+            assert_eq!(object.name, a.container.name);
+            assert!(
+                text.starts_with("not attempted: it waits for step"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     // The volume was never attempted; everything else went.
     assert_eq!(
         proxy.count("DELETE", &format!("/volumes/{}", a.volume)),
@@ -319,13 +185,10 @@ async fn container_removal_500_skips_its_volume_and_names_both() {
         proxy.dump()
     );
     assert_eq!(
-        names(&report, "removed.containers"),
-        BTreeSet::from([b.container.name.clone()])
+        report.removed.names(Kind::Container),
+        set([&b.container.name])
     );
-    assert_eq!(
-        names(&report, "removed.volumes"),
-        BTreeSet::from([b.volume.clone(), leak.clone()])
-    );
+    assert_eq!(report.removed.names(Kind::Volume), set([&b.volume, &leak]));
     assert!(sbx.container_exists(&a.container.id).await);
     assert!(sbx.volume_exists(&a.volume).await);
     assert!(!sbx.container_exists(&b.container.id).await);
@@ -346,37 +209,72 @@ async fn volume_removal_500_is_named_and_the_rest_goes() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("volume", b.volume.as_str())
+        (f.kind, f.name.as_str()),
+        (FailureKind::Volume, b.volume.as_str())
     );
     assert!(
-        f[0].2.contains("HTTP 500: volume driver unavailable"),
+        f.error.contains("HTTP 500: volume driver unavailable"),
         "{}",
         out.dump()
     );
-    assert!(
-        list(&report, "remainingContainers").is_empty(),
-        "{}",
-        out.dump()
-    );
+    assert!(report.remaining_containers.is_empty(), "{}", out.dump());
+    assert_eq!(report.remaining_names(Kind::Volume), set([&b.volume]));
+    assert!(report
+        .leftover(Kind::Volume, &b.volume)
+        .reason
+        .text()
+        .contains("volume driver unavailable"));
     assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([b.volume.clone()])
+        report.removed.names(Kind::Container),
+        set([&a.container.name, &b.container.name])
     );
-    assert!(reason(&report, "remainingVolumes", &b.volume).contains("volume driver unavailable"));
-    assert_eq!(
-        names(&report, "removed.containers"),
-        BTreeSet::from([a.container.name.clone(), b.container.name.clone()])
-    );
-    assert_eq!(
-        names(&report, "removed.volumes"),
-        BTreeSet::from([a.volume.clone()])
-    );
+    assert_eq!(report.removed.names(Kind::Volume), set([&a.volume]));
     assert!(sbx.volume_exists(&b.volume).await);
     assert!(!sbx.volume_exists(&a.volume).await);
+    assert_honest(&sbx, &goal(&[]), &out, &report).await;
+}
+
+/// A network whose removal fails is named with the engine's error; the
+/// containers that were attached to it are gone.
+#[tokio::test]
+async fn network_removal_500_is_named_and_the_rest_goes() {
+    let sbx = Sandbox::new("fault-network-500").await;
+    let net = sbx.add_box_with_network("netbox", Run::Running).await;
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", &format!("/networks/{}", net.network.id))
+        .respond(500, "network driver unavailable");
+
+    let (out, report) = apply(&cli(&sbx, &proxy));
+
+    out.expect_code(1);
+    let f = report.only_failure();
+    assert_eq!(
+        (f.kind, f.name.as_str(), f.id.as_deref()),
+        (
+            FailureKind::Network,
+            net.network.name.as_str(),
+            Some(net.network.id.as_str())
+        )
+    );
+    assert!(
+        f.error.contains("HTTP 500: network driver unavailable"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        report.remaining_names(Kind::Network),
+        set([&net.network.name])
+    );
+    assert_eq!(
+        report.removed.names(Kind::Container),
+        set([&net.container.name])
+    );
+    assert_eq!(report.removed.names(Kind::Volume), set([&net.volume]));
+    assert!(sbx.network_exists(&net.network.id).await);
+    assert!(!sbx.container_exists(&net.container.id).await);
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
@@ -394,26 +292,22 @@ async fn connection_dropped_on_a_removal_names_that_object() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("container", a.container.name.as_str())
+        (f.kind, f.name.as_str()),
+        (FailureKind::Container, a.container.name.as_str())
     );
     assert!(
-        f[0].2
+        f.error
             .contains(&format!("remove container {}", short_id(&a.container.id))),
         "{}",
         out.dump()
     );
     assert_eq!(
-        names(&report, "remainingContainers"),
-        BTreeSet::from([a.container.name.clone()])
+        report.remaining_names(Kind::Container),
+        set([&a.container.name])
     );
-    assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([a.volume.clone()])
-    );
+    assert_eq!(report.remaining_names(Kind::Volume), set([&a.volume]));
     assert_eq!(proxy.count("DELETE", &format!("/volumes/{}", a.volume)), 0);
     // The engine never got the request: the container is still there.
     assert!(sbx.container_exists(&a.container.id).await);
@@ -437,11 +331,10 @@ async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("volume", a.volume.as_str())
+        (f.kind, f.name.as_str()),
+        (FailureKind::Volume, a.volume.as_str())
     );
     let seen = proxy.requests("DELETE", &format!("/volumes/{}", a.volume));
     assert_eq!(seen.len(), 1);
@@ -452,11 +345,7 @@ async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
         proxy.dump()
     );
     assert!(!sbx.volume_exists(&a.volume).await);
-    assert!(
-        list(&report, "remainingVolumes").is_empty(),
-        "{}",
-        out.dump()
-    );
+    assert!(report.remaining_volumes.is_empty(), "{}", out.dump());
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
@@ -484,10 +373,9 @@ async fn engine_slower_than_the_timeout_fails_fast() {
         "took {:?}",
         out.elapsed
     );
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
-    assert_eq!(f[0].0, "engine");
-    assert!(f[0].2.contains("no answer within 1s"), "{}", out.dump());
+    let f = report.only_failure();
+    assert_eq!(f.kind, FailureKind::Engine);
+    assert!(f.error.contains("no answer within 1s"), "{}", out.dump());
     assert!(out.stderr.contains("no answer within 1s"), "{}", out.dump());
     assert_eq!(proxy.count("DELETE", ""), 0);
     assert_eq!(sbx.remaining().await, before);
@@ -510,7 +398,7 @@ async fn engine_slower_than_the_timeout_fails_fast() {
         "took {:?}",
         out.elapsed
     );
-    let error = failures(&report)[0].2.to_lowercase();
+    let error = report.failures[0].error.to_lowercase();
     assert!(
         error.contains("no answer") || error.contains("timeout"),
         "{}",
@@ -526,29 +414,35 @@ async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
     let proxy = Proxy::start();
     let target = format!("/containers/{}", a.container.id);
     proxy.on("DELETE", &target).delay(Duration::from_secs(30));
+    // 3 s, not 1: the listings before the removal must not time out on a
+    // daemon busy with the other tests.
     let cli = cli(&sbx, &proxy)
-        .args(["--timeout", "1"])
-        .deadline(Duration::from_secs(20));
+        .args(["--timeout", "3"])
+        .deadline(Duration::from_secs(30));
 
     let (out, report) = apply(&cli);
 
     out.expect_code(1);
     assert!(
-        out.elapsed < Duration::from_secs(10),
+        out.elapsed < Duration::from_secs(15),
         "took {:?}",
         out.elapsed
     );
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("container", a.container.name.as_str())
+        (f.kind, f.name.as_str()),
+        (FailureKind::Container, a.container.name.as_str())
     );
-    assert!(f[0].2.contains("no answer within 1s"), "{}", out.dump());
-    assert!(
-        reason(&report, "remainingContainers", &a.container.name).contains("no answer within 1s")
-    );
-    assert!(reason(&report, "remainingVolumes", &a.volume).starts_with("not attempted"));
+    assert!(f.error.contains("no answer within 3s"), "{}", out.dump());
+    assert!(report
+        .leftover(Kind::Container, &a.container.name)
+        .reason
+        .text()
+        .contains("no answer within 3s"));
+    assert!(matches!(
+        report.leftover(Kind::Volume, &a.volume).reason,
+        Reason::WaitsForFailed { .. }
+    ));
     // sandboxctl gave up on the request; the proxy dropped it unanswered.
     let seen = proxy.requests("DELETE", &target);
     assert_eq!(seen.len(), 1);
@@ -576,20 +470,19 @@ async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeede
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    assert_eq!(report["converged"], false);
+    assert!(!report.converged);
     assert_eq!(
-        names(&report, "removed.containers"),
-        BTreeSet::from([a.container.name.clone(), b.container.name.clone()])
+        report.removed.names(Kind::Container),
+        set([&a.container.name, &b.container.name])
     );
     assert_eq!(
-        names(&report, "removed.volumes"),
-        BTreeSet::from([a.volume.clone(), b.volume.clone()])
+        report.removed.names(Kind::Volume),
+        set([&a.volume, &b.volume])
     );
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
-    assert_eq!(f[0].0, "engine");
+    let f = report.only_failure();
+    assert_eq!(f.kind, FailureKind::Engine);
     assert!(
-        f[0].2.contains("verification failed") && f[0].2.contains("listing broke after apply"),
+        f.error.contains("verification failed") && f.error.contains("listing broke after apply"),
         "{}",
         out.dump()
     );
@@ -605,37 +498,39 @@ async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeede
 
 // ----- other actors -----------------------------------------------------------------------
 
-/// Another actor removes a container and a volume just before sandboxctl
-/// does: the engine answers 404, which is "already gone", not a failure.
+/// Another actor removes a container, a volume and a network just before
+/// sandboxctl does: the engine answers 404, which is "already gone", not a failure.
 #[tokio::test]
 async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
     let sbx = Sandbox::new("fault-404").await;
     let (a, b) = two_boxes(&sbx).await;
+    let net = sbx.add_box_with_network("netbox", Run::Exited).await;
     let proxy = Proxy::start();
     let container = format!("/containers/{}", a.container.id);
     let volume = format!("/volumes/{}", b.volume);
-    proxy.on("DELETE", &container).actor_first();
-    proxy.on("DELETE", &volume).actor_first();
+    let network = format!("/networks/{}", net.network.id);
+    for path in [&container, &volume, &network] {
+        proxy.on("DELETE", path).actor_first();
+    }
 
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(0);
-    assert_eq!(report["converged"], true);
-    assert!(failures(&report).is_empty());
+    assert!(report.is_clean(), "{}", out.dump());
     // The scenario really happened: sandboxctl's own requests got real 404s.
-    for path in [&container, &volume] {
+    for path in [&container, &volume, &network] {
         let seen = proxy.requests("DELETE", path);
         assert_eq!(seen.len(), 1, "{}", proxy.dump());
         assert_eq!(seen[0].status, Some(404), "{}", proxy.dump());
     }
-    assert!(contains_all(
-        &names(&report, "removed.containers"),
-        &[&a.container.name, &b.container.name]
-    ));
-    assert!(contains_all(
-        &names(&report, "removed.volumes"),
-        &[&a.volume, &b.volume]
-    ));
+    let removed = |kind| report.removed.names(kind);
+    assert!(removed(Kind::Container).is_superset(&set([&a.container.name, &b.container.name])));
+    assert!(removed(Kind::Volume).is_superset(&set([&a.volume, &b.volume])));
+    assert_eq!(removed(Kind::Network), set([&net.network.name]));
+    assert_eq!(
+        report.removed.networks[0].outcome,
+        crate::support::report::Outcome::AlreadyGone
+    );
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
     assert!(sbx.remaining().await.containers.is_empty());
 }
@@ -660,10 +555,12 @@ async fn removal_already_in_progress_is_waited_out() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(0);
-    assert_eq!(report["converged"], true);
-    assert!(failures(&report).is_empty(), "{}", out.dump());
-    assert!(names(&report, "removed.containers").contains(&a.container.name));
-    assert!(names(&report, "removed.volumes").contains(&a.volume));
+    assert!(report.is_clean(), "{}", out.dump());
+    assert!(report
+        .removed
+        .names(Kind::Container)
+        .contains(&a.container.name));
+    assert!(report.removed.names(Kind::Volume).contains(&a.volume));
     let seen = proxy.seen();
     let at = |pred: &dyn Fn(&crate::support::proxy::Seen) -> bool| seen.iter().position(pred);
     let conflict = at(&|s| s.by_client() && s.method == "DELETE" && s.path.starts_with(&container))
@@ -703,17 +600,19 @@ async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
     let (out, report) = apply(&cli(&sbx, &proxy));
 
     out.expect_code(1);
-    assert_eq!(report["converged"], false);
-    assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([leak.clone()])
-    );
-    let why = reason(&report, "remainingVolumes", &leak);
-    assert!(
-        why.contains(&user.name),
-        "the leftover names its user: {why}"
-    );
-    assert!(list(&report, "remainingContainers").is_empty());
+    assert!(!report.converged);
+    assert_eq!(report.remaining_names(Kind::Volume), set([&leak]));
+    match &report.leftover(Kind::Volume, &leak).reason {
+        Reason::HeldByUnmanaged { holders, .. } => {
+            let named: Vec<(&str, Option<&str>)> = holders
+                .iter()
+                .map(|h| (h.name.as_str(), h.id.as_deref()))
+                .collect();
+            assert_eq!(named, vec![(user.name.as_str(), Some(user.id.as_str()))]);
+        }
+        other => panic!("the leftover names its user: {other:?}"),
+    }
+    assert!(report.remaining_containers.is_empty());
     assert_eq!(
         proxy.count("DELETE", &format!("/volumes/{leak}")),
         0,
@@ -753,25 +652,21 @@ async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
     );
     let user = sbx.unmanaged_user(&leak, Run::Created).await;
     let out = running.wait();
-    let report = out.json();
+    let report = out.report();
 
     out.expect_code(1);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
+    let f = report.only_failure();
     assert_eq!(
-        (f[0].0.as_str(), f[0].1.as_str()),
-        ("volume", leak.as_str())
+        (f.kind, f.name.as_str()),
+        (FailureKind::Volume, leak.as_str())
     );
-    assert!(f[0].2.contains("volume is in use"), "{}", out.dump());
+    assert!(f.error.contains("volume is in use"), "{}", out.dump());
     assert!(
-        f[0].2.contains(short_id(&user.id)),
+        f.error.contains(short_id(&user.id)),
         "names the user: {}",
         out.dump()
     );
-    assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([leak.clone()])
-    );
+    assert_eq!(report.remaining_names(Kind::Volume), set([&leak]));
     let seen = proxy.requests("DELETE", &inspect);
     assert_eq!(seen.len(), 1, "{}", proxy.dump());
     assert_eq!(seen[0].status, Some(409));
@@ -816,26 +711,27 @@ async fn volume_recreated_after_the_listing_is_left_alone() {
         .await;
     sbx.volume(VolumeSpec::new().name(unlabeled.clone())).await;
     let out = running.wait();
-    let report = out.json();
+    let report = out.report();
 
     out.expect_code(1);
-    let f = failures(&report);
-    assert_eq!(f.len(), 2, "{}", out.dump());
+    assert_eq!(report.failures.len(), 2, "{}", out.dump());
     let error_for = |name: &str| {
-        f.iter()
-            .find(|(kind, n, _)| kind == "volume" && n == name)
-            .map(|(_, _, e)| e.clone())
+        report
+            .failures
+            .iter()
+            .find(|f| f.kind == FailureKind::Volume && f.name == name)
+            .map(|f| f.error.clone())
             .unwrap_or_else(|| panic!("no failure for {name}: {}", out.dump()))
     };
     assert!(error_for(&same_labels).contains("was recreated since it was listed"));
     assert!(error_for(&unlabeled).contains("no longer carries the scope labels"));
     // The recreated managed volume is still to be removed, and named; the
     // unlabeled one is no longer sandboxctl's business.
-    assert_eq!(
-        names(&report, "remainingVolumes"),
-        BTreeSet::from([same_labels.clone()])
-    );
-    assert!(reason(&report, "remainingVolumes", &same_labels).contains("recreated"));
+    assert_eq!(report.remaining_names(Kind::Volume), set([&same_labels]));
+    match &report.leftover(Kind::Volume, &same_labels).reason {
+        Reason::Changed { detail, .. } => assert!(detail.contains("recreated"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
     for v in [&same_labels, &unlabeled] {
         assert_eq!(
             proxy.count("DELETE", &format!("/volumes/{v}")),
@@ -853,6 +749,7 @@ async fn volume_recreated_after_the_listing_is_left_alone() {
 #[tokio::test]
 async fn proxy_forwards_keep_alive_exchanges() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    require_engine();
     let proxy = Proxy::start();
     let mut s = tokio::net::UnixStream::connect(proxy.socket())
         .await

@@ -5,8 +5,17 @@ mod support;
 
 mod cli_docker;
 mod docker_engine;
+mod engine_endpoints;
+mod engines;
+mod engines_harness;
+mod explain;
 mod faults;
+mod graph;
+mod networks;
+mod operator;
 mod planner;
 mod properties;
 mod races;
 mod state_files;
+mod validate;
+mod watch;

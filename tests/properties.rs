@@ -3,19 +3,26 @@
 //!
 //! Inventories mix managed objects with look-alikes (`ca.sandbox=0`, `true`,
 //! `"1 "`, `ca.sandboxx=1`, no label), random scope labels, random box labels,
-//! random named-volume mounts and random `ca-sbx:*` images; goals are random
-//! reconciles (declared boxes, kept volumes) and random destroys.
+//! random named-volume mounts, random network attachments (to managed and
+//! unmanaged networks, by managed and unmanaged containers), random joins of
+//! another container's network or pid namespace, and random `ca-sbx:*` images;
+//! goals are random reconciles (declared boxes, kept volumes) and random
+//! destroys. Plans are made as `plan` and `apply` make them
+//! (`reconcile::plan_once`: list, plan, inspect unmanaged containers).
 //!
 //! For every case:
 //! - the plan removes only managed objects, never an image;
-//! - it never removes a declared box's container or volume, nor a kept volume
-//!   (reconcile), nor anything outside the named boxes (destroy);
-//! - a volume is never removed while a container that stays mounts it, and it
-//!   comes after (and waits for) every removed container that mounts it;
-//! - the engine ignoring label filters changes nothing (client-side check);
+//! - it never removes a declared box's object, nor a kept volume (reconcile),
+//!   nor anything outside the named boxes (destroy);
+//! - a volume or network with an unmanaged holder, and a container whose
+//!   namespace an unmanaged container joined, is never a step;
+//! - an object is never removed while a container that stays uses it; every
+//!   removed user comes before it and is in its `waits_for`;
+//! - planning is deterministic: again, with the listings in another order, or
+//!   with an engine ignoring label filters (client-side check), the same bytes;
 //! - applying the plan on the in-memory engine converges (a fresh plan is
-//!   empty) unless something is blocked, and leaves every object the plan does
-//!   not name exactly as it was.
+//!   empty) unless something is blocked, removes exactly the planned objects
+//!   and leaves every other object exactly as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
@@ -24,18 +31,31 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use sandboxctl::apply::{apply, ApplyOptions, Silent};
-use sandboxctl::engine::memory::{MemoryEngine, World};
+use sandboxctl::engine::memory::{ContainerInfo, MemoryEngine, NetworkInfo, Op, VolumeInfo, World};
 use sandboxctl::inventory::Inventory;
-use sandboxctl::model::{ContainerInfo, ImageInfo, Labels, Scope, VolumeInfo};
-use sandboxctl::plan::{Goal, Object, Plan};
+use sandboxctl::model::{ImageInfo, Kind, Labels, ObjectKey, Scope, DEFAULT_ENGINE};
+use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
+use sandboxctl::reconcile::plan_once;
 use sandboxctl::render;
 use sandboxctl::verify::verify;
 
 const BOXES: [&str; 4] = ["b0", "b1", "b2", "b3"];
 const VOLUMES: usize = 6;
+const NETWORKS: usize = 4;
+const CONTAINERS: usize = 8;
+/// The time plans are made for; no grace and no expiry here, so it only shows in the JSON.
+const NOW: i64 = 1_796_083_200;
 
 fn volume_name(i: usize) -> String {
     format!("v{i}")
+}
+
+fn network_id(i: usize) -> String {
+    format!("{:064x}", 0x7e70_0000 + i)
+}
+
+fn container_id(i: usize) -> String {
+    format!("{:064x}", 0xc0ff_ee00_usize + i)
 }
 
 /// The `ca.sandbox` label or one of its look-alikes (or nothing).
@@ -77,26 +97,38 @@ fn labels() -> impl Strategy<Value = Labels> {
         })
 }
 
+/// A namespace join as Docker reports it: `(pid?, target container index, by name?)`.
+type JoinSpec = (bool, usize, bool);
+
 fn world() -> impl Strategy<Value = World> {
     let volumes = proptest::collection::vec(
         proptest::option::weighted(0.8, (labels(), proptest::option::of(0u32..3))),
         VOLUMES,
     );
+    // Networks: mostly labeled like any other object; some with no labels at
+    // all, like Docker's own `bridge`.
+    let networks = proptest::collection::vec(
+        proptest::option::weighted(0.8, prop_oneof![4 => labels(), 1 => Just(Labels::new())]),
+        NETWORKS,
+    );
     let containers = proptest::collection::vec(
         (
             labels(),
             proptest::collection::btree_set(0..VOLUMES, 0..=1),
+            proptest::collection::btree_set(0..NETWORKS, 0..=2),
             select(vec!["running", "exited", "created"]),
             // Box-shaped: the labels of volume i, and mounting it (as sandboxes are).
             proptest::option::of(0..VOLUMES),
+            // Joins an earlier container's network or pid namespace.
+            proptest::option::weighted(0.25, (any::<bool>(), 0..CONTAINERS, any::<bool>())),
         ),
-        0..8,
+        0..CONTAINERS,
     );
     let images = proptest::collection::vec(
         select(vec!["ca-sbx:repo-1", "ca-sbx:repo-2", "other:latest"]),
         0..3,
     );
-    (volumes, containers, images).prop_map(|(volumes, containers, images)| {
+    (volumes, networks, containers, images).prop_map(|(volumes, networks, containers, images)| {
         let volumes: Vec<VolumeInfo> = volumes
             .into_iter()
             .enumerate()
@@ -108,28 +140,59 @@ fn world() -> impl Strategy<Value = World> {
                 })
             })
             .collect();
+        let networks: Vec<NetworkInfo> = networks
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, labels)| {
+                labels.map(|labels| NetworkInfo {
+                    id: network_id(i),
+                    name: format!("n{i}"),
+                    labels,
+                    created_at: None,
+                })
+            })
+            .collect();
         let existing: BTreeMap<String, Labels> = volumes
             .iter()
             .map(|v| (v.name.clone(), v.labels.clone()))
             .collect();
+        let existing_networks: BTreeSet<String> = networks.iter().map(|n| n.id.clone()).collect();
         let containers = containers
             .into_iter()
             .enumerate()
-            .map(|(i, (labels, mounts, state, shape))| {
+            .map(|(i, (labels, mounts, nets, state, shape, join))| {
                 let own = shape.map(volume_name).filter(|v| existing.contains_key(v));
-                ContainerInfo {
-                    id: format!("{:064x}", 0xc0ffee00 + i),
-                    name: format!("c{i}"),
-                    state: state.to_string(),
-                    labels: own.as_ref().map_or(labels, |v| existing[v].clone()),
-                    // Docker only mounts volumes that exist.
-                    mounts: mounts
-                        .into_iter()
-                        .map(volume_name)
-                        .chain(own)
-                        .filter(|v| existing.contains_key(v))
-                        .collect(),
+                let labels = own.as_ref().map_or(labels, |v| existing[v].clone());
+                let mut c = ContainerInfo::new(&container_id(i), &format!("c{i}"), labels);
+                c.state = state.to_string();
+                // Docker only mounts volumes and attaches networks that exist.
+                c.mounts = mounts
+                    .into_iter()
+                    .map(volume_name)
+                    .chain(own)
+                    .filter(|v| existing.contains_key(v))
+                    .collect();
+                c.networks = nets
+                    .into_iter()
+                    .map(network_id)
+                    .filter(|n| existing_networks.contains(n))
+                    .collect();
+                // Only an existing (earlier) container can be joined.
+                if let Some((pid, target, by_name)) = join.filter(|&(_, t, _): &JoinSpec| t < i) {
+                    let target = if by_name {
+                        format!("container:c{target}")
+                    } else {
+                        format!("container:{}", container_id(target))
+                    };
+                    if pid {
+                        c.pid_mode = Some(target);
+                    } else {
+                        // A container in another's network namespace has no networks of its own.
+                        c.networks.clear();
+                        c.network_mode = Some(target);
+                    }
                 }
+                c
             })
             .collect();
         let images = images
@@ -143,6 +206,7 @@ fn world() -> impl Strategy<Value = World> {
         World {
             containers,
             volumes,
+            networks,
             images,
         }
     })
@@ -170,15 +234,26 @@ fn subset(items: Vec<String>) -> impl Strategy<Value = BTreeSet<String>> {
         .prop_map(|s| s.into_iter().collect())
 }
 
+fn reconcile(boxes: &BTreeSet<String>, keep_volumes: &BTreeSet<String>) -> Goal {
+    Goal::Reconcile {
+        boxes: boxes.iter().map(|b| DeclaredBox::new(b)).collect(),
+        keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
+        grace: None,
+    }
+}
+
 fn goal() -> impl Strategy<Value = Goal> {
     let boxes: Vec<String> = BOXES.iter().map(|b| b.to_string()).collect();
     let volumes: Vec<String> = (0..VOLUMES).map(volume_name).collect();
     prop_oneof![
-        3 => (subset(boxes.clone()), subset(volumes.clone())).prop_map(|(boxes, keep_volumes)| {
-            Goal::Reconcile { boxes, keep_volumes }
-        }),
+        3 => (subset(boxes.clone()), subset(volumes.clone()))
+            .prop_map(|(boxes, keep_volumes)| reconcile(&boxes, &keep_volumes)),
         1 => (subset(boxes), any::<bool>(), subset(volumes)).prop_map(|(ids, keep_volume, keep_volumes)| {
-            Goal::Destroy { ids, keep_volume, keep_volumes }
+            Goal::Destroy {
+                ids,
+                keep_volume,
+                keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
+            }
         }),
     ]
 }
@@ -190,16 +265,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// May the plan for `goal` remove an object labeled with `box_id` (and, for a
-/// volume, named `volume`)? The safety rules, stated independently of the planner.
-fn may_remove(goal: &Goal, box_id: Option<&str>, volume: Option<&str>) -> bool {
+/// May the plan for `goal` remove an object of `kind` labeled with `box_id`
+/// (and, for a volume, named `volume`)? The safety rules, stated
+/// independently of the planner.
+fn may_remove(goal: &Goal, kind: Kind, box_id: Option<&str>, volume: Option<&str>) -> bool {
+    let is_volume = kind == Kind::Volume;
     match goal {
         Goal::Reconcile {
             boxes,
             keep_volumes,
+            ..
         } => {
-            box_id.is_none_or(|b| !boxes.contains(b))
-                && volume.is_none_or(|v| !keep_volumes.contains(v))
+            box_id.is_none_or(|b| !boxes.iter().any(|d| d.id == b))
+                && (!is_volume || volume.is_none_or(|v| !keep_volumes.iter().any(|k| k.name == v)))
         }
         Goal::Destroy {
             ids,
@@ -207,78 +285,125 @@ fn may_remove(goal: &Goal, box_id: Option<&str>, volume: Option<&str>) -> bool {
             keep_volumes,
         } => {
             box_id.is_some_and(|b| ids.contains(b))
-                && volume.is_none_or(|v| !keep_volumes.contains(v) && !keep_volume)
+                && (!is_volume
+                    || volume
+                        .is_none_or(|v| !keep_volumes.iter().any(|k| k.name == v) && !keep_volume))
         }
+    }
+}
+
+/// The container `container:<target>` names (by ID or by name).
+fn joined<'a>(world: &'a World, mode: &Option<String>) -> Option<&'a ContainerInfo> {
+    let target = mode.as_deref()?.strip_prefix("container:")?;
+    world
+        .containers
+        .iter()
+        .find(|c| c.id == target || c.name == target)
+}
+
+/// Whether the planner sees the pid and ipc namespaces a *managed* container
+/// joined. Listings show only the network mode; `reconcile::plan_once`
+/// inspects the unmanaged containers and the managed ones that stay, so a
+/// kept container in a removed container's pid namespace protects it (see
+/// `planner::a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it`).
+/// Between two removed containers a pid or ipc join orders nothing (both go).
+const SEES_MANAGED_PID_JOINS: bool = true;
+
+/// Does `c` use the object through what a listing shows (mounts, networks,
+/// network mode)? Those uses order removals even between removed containers.
+fn uses_listed(world: &World, c: &ContainerInfo, kind: Kind, id: &str) -> bool {
+    match kind {
+        Kind::Volume => c.mounts.contains(id),
+        Kind::Network => c.networks.contains(id),
+        Kind::Container => joined(world, &c.network_mode).is_some_and(|t| t.id == id),
+    }
+}
+
+/// Does container `c` use the object of `kind` identified by `id` (a volume's
+/// name, a network's or container's ID)? Mounts, attachments and namespace joins.
+fn uses(world: &World, scope: &Scope, c: &ContainerInfo, kind: Kind, id: &str) -> bool {
+    let seen = SEES_MANAGED_PID_JOINS || !scope.manages(&c.labels);
+    match kind {
+        Kind::Volume => c.mounts.contains(id),
+        Kind::Network => c.networks.contains(id),
+        Kind::Container => std::iter::once(&c.network_mode)
+            .chain([&c.pid_mode, &c.ipc_mode].into_iter().filter(|_| seen))
+            .any(|mode| joined(world, mode).is_some_and(|t| t.id == id)),
     }
 }
 
 /// Checks the plan's safety properties against the world it was made from.
 fn check_plan(world: &World, scope: &Scope, goal: &Goal, plan: &Plan) -> Result<(), TestCaseError> {
     plan.validate().map_err(TestCaseError::fail)?;
-    let containers: BTreeMap<&str, &ContainerInfo> = world
-        .containers
-        .iter()
-        .map(|c| (c.id.as_str(), c))
-        .collect();
-    let volumes: BTreeMap<&str, &VolumeInfo> =
-        world.volumes.iter().map(|v| (v.name.as_str(), v)).collect();
     let image_ids: BTreeSet<&str> = world.images.iter().map(|i| i.id.as_str()).collect();
-    // Step number of each removed container, by ID.
-    let removed: BTreeMap<&str, usize> = plan
+    // Step number of each removed object, by kind and identity.
+    let removed: BTreeMap<(Kind, String), usize> = plan
         .steps
         .iter()
-        .filter_map(|s| s.object.id().map(|id| (id, s.step)))
+        .map(|s| ((s.object.kind, s.object.key().id), s.step))
         .collect();
 
     for step in &plan.steps {
-        match &step.object {
-            Object::Container { id, .. } => {
-                prop_assert!(!image_ids.contains(id.as_str()), "image {id} in the plan");
-                let c = containers
-                    .get(id.as_str())
-                    .ok_or_else(|| TestCaseError::fail(format!("unknown container {id}")))?;
-                prop_assert!(
-                    scope.manages(&c.labels),
-                    "unmanaged container {} planned",
-                    c.name
-                );
-                prop_assert!(
-                    may_remove(goal, c.box_id(), None),
-                    "container {} of box {:?} must stay under {goal:?}",
-                    c.name,
-                    c.box_id()
-                );
-            }
-            Object::Volume { name, .. } => {
-                let v = volumes
-                    .get(name.as_str())
-                    .ok_or_else(|| TestCaseError::fail(format!("unknown volume {name}")))?;
-                prop_assert!(scope.manages(&v.labels), "unmanaged volume {name} planned");
-                prop_assert!(
-                    may_remove(goal, v.box_id(), Some(name)),
-                    "volume {name} of box {:?} must stay under {goal:?}",
-                    v.box_id()
-                );
-                for c in world.containers.iter().filter(|c| c.mounts.contains(name)) {
-                    match removed.get(c.id.as_str()) {
-                        // A removed user goes first and the volume waits for it.
-                        Some(&user_step) => {
-                            prop_assert!(
-                                user_step < step.step && step.waits_for.contains(&user_step),
-                                "volume {name} (step {}) does not wait for container {} (step {user_step}): {:?}",
-                                step.step,
-                                c.name,
-                                step.waits_for
-                            );
-                        }
-                        // A user that stays (kept, or not managed) forbids removal.
-                        None => prop_assert!(
-                            false,
-                            "volume {name} is removed although container {} stays and mounts it",
-                            c.name
-                        ),
-                    }
+        let kind = step.object.kind;
+        let id = step.object.key().id;
+        prop_assert!(!image_ids.contains(id.as_str()), "image {id} in the plan");
+        let (labels, name) = match kind {
+            Kind::Container => world
+                .containers
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| (&c.labels, &c.name)),
+            Kind::Volume => world
+                .volumes
+                .iter()
+                .find(|v| v.name == id)
+                .map(|v| (&v.labels, &v.name)),
+            Kind::Network => world
+                .networks
+                .iter()
+                .find(|n| n.id == id)
+                .map(|n| (&n.labels, &n.name)),
+        }
+        .ok_or_else(|| TestCaseError::fail(format!("unknown {kind} {id}")))?;
+        prop_assert!(scope.manages(labels), "unmanaged {kind} {name} planned");
+        let box_id = labels.get("ca.sandbox.id").map(String::as_str);
+        prop_assert!(
+            may_remove(goal, kind, box_id, Some(name)),
+            "{kind} {name} of box {box_id:?} must stay under {goal:?}"
+        );
+        let users: Vec<&ContainerInfo> = world
+            .containers
+            .iter()
+            .filter(|c| uses(world, scope, c, kind, &id))
+            .collect();
+        // An unmanaged holder (mounts, is attached, joined a namespace) forbids removal.
+        if let Some(holder) = users.iter().find(|c| !scope.manages(&c.labels)) {
+            prop_assert!(
+                false,
+                "{kind} {name} is a step although unmanaged container {} uses it",
+                holder.name
+            );
+        }
+        for c in users {
+            match removed.get(&(Kind::Container, c.id.clone())) {
+                // Two removed containers sharing a pid/ipc namespace: no order needed.
+                Some(_) if !uses_listed(world, c, kind, &id) => {}
+                // A removed user goes first and the object waits for it.
+                Some(&user_step) => {
+                    prop_assert!(
+                        user_step < step.step && step.waits_for.contains(&user_step),
+                        "{kind} {name} (step {}) does not wait for container {} (step {user_step}): {:?}",
+                        step.step,
+                        c.name,
+                        step.waits_for
+                    );
                 }
+                // A user that stays (kept, blocked, or not managed) forbids removal.
+                None => prop_assert!(
+                    false,
+                    "{kind} {name} is removed although container {} stays and uses it",
+                    c.name
+                ),
             }
         }
     }
@@ -294,6 +419,34 @@ fn config() -> ProptestConfig {
     }
 }
 
+fn engine_for(world: &World, ignore_filters: bool) -> MemoryEngine {
+    if ignore_filters {
+        MemoryEngine::ignoring_filters(world.clone())
+    } else {
+        MemoryEngine::new(world.clone())
+    }
+}
+
+/// Plans as `plan` and `apply` do.
+fn plan_on(
+    rt: &tokio::runtime::Runtime,
+    engine: &MemoryEngine,
+    scope: &Scope,
+    goal: &Goal,
+) -> Plan {
+    rt.block_on(plan_once(engine, goal, scope, NOW)).unwrap().1
+}
+
+/// `world` with every list in the opposite order.
+fn reversed(world: &World) -> World {
+    let mut w = world.clone();
+    w.containers.reverse();
+    w.volumes.reverse();
+    w.networks.reverse();
+    w.images.reverse();
+    w
+}
+
 /// One case: plan, check, apply on the memory engine, verify, re-plan.
 fn run_case(
     world: &World,
@@ -302,23 +455,28 @@ fn run_case(
     ignore_filters: bool,
 ) -> Result<Plan, TestCaseError> {
     let rt = runtime();
-    let engine = if ignore_filters {
-        MemoryEngine::ignoring_filters(world.clone())
-    } else {
-        MemoryEngine::new(world.clone())
-    };
-    let inventory = rt.block_on(Inventory::list(&engine, scope)).unwrap();
-    let plan = Plan::build(goal, &inventory);
+    let engine = engine_for(world, ignore_filters);
+    let plan = plan_on(&rt, &engine, scope, goal);
     check_plan(world, scope, goal, &plan)?;
 
-    // The client-side check makes a filter-ignoring engine irrelevant.
-    let other = if ignore_filters {
-        MemoryEngine::new(world.clone())
-    } else {
-        MemoryEngine::ignoring_filters(world.clone())
-    };
-    let same = Plan::build(goal, &rt.block_on(Inventory::list(&other, scope)).unwrap());
-    prop_assert_eq!(render::plan_json(&plan), render::plan_json(&same));
+    // Deterministic: the same engine again; the other kind of engine (the
+    // client-side check makes a filter-ignoring engine irrelevant); the
+    // listings in another order.
+    let json = render::plan_json(&plan);
+    prop_assert_eq!(
+        &json,
+        &render::plan_json(&plan_on(&rt, &engine, scope, goal))
+    );
+    let other = engine_for(world, !ignore_filters);
+    prop_assert_eq!(
+        &json,
+        &render::plan_json(&plan_on(&rt, &other, scope, goal))
+    );
+    let shuffled = engine_for(&reversed(world), ignore_filters);
+    prop_assert_eq!(
+        &json,
+        &render::plan_json(&plan_on(&rt, &shuffled, scope, goal))
+    );
 
     let applied = rt.block_on(apply(
         &engine,
@@ -338,37 +496,55 @@ fn run_case(
 
     // Re-planning finds nothing more to remove; only the blocked remain.
     let after = engine.world();
-    let again = Plan::build(goal, &rt.block_on(Inventory::list(&engine, scope)).unwrap());
+    let again = plan_on(&rt, &engine, scope, goal);
     prop_assert!(again.steps.is_empty(), "left to remove: {:?}", again.steps);
     prop_assert_eq!(again.blocked.len(), plan.blocked.len());
 
     // Exactly the planned objects are gone; everything else is untouched.
-    let planned: BTreeSet<String> = plan.steps.iter().map(|s| s.object.key()).collect();
+    let planned: BTreeSet<String> = plan
+        .steps
+        .iter()
+        .map(|s| s.object.key().to_string())
+        .collect();
+    let stays = |kind: Kind, id: &str| {
+        !planned.contains(&ObjectKey::new(DEFAULT_ENGINE, kind, id).to_string())
+    };
     let expected_containers: Vec<&ContainerInfo> = world
         .containers
         .iter()
-        .filter(|c| !planned.contains(&format!("container/{}", c.id)))
+        .filter(|c| stays(Kind::Container, &c.id))
         .collect();
     let expected_volumes: Vec<&VolumeInfo> = world
         .volumes
         .iter()
-        .filter(|v| !planned.contains(&format!("volume/{}", v.name)))
+        .filter(|v| stays(Kind::Volume, &v.name))
+        .collect();
+    let expected_networks: Vec<&NetworkInfo> = world
+        .networks
+        .iter()
+        .filter(|n| stays(Kind::Network, &n.id))
         .collect();
     prop_assert_eq!(
         after.containers.iter().collect::<Vec<_>>(),
         expected_containers
     );
     prop_assert_eq!(after.volumes.iter().collect::<Vec<_>>(), expected_volumes);
+    prop_assert_eq!(after.networks.iter().collect::<Vec<_>>(), expected_networks);
     prop_assert_eq!(&after.images, &world.images);
-    prop_assert!(engine
-        .calls()
+    // Every removal the engine served was a planned step (there is no image removal at all).
+    let planned_calls: BTreeSet<String> = plan
+        .steps
         .iter()
-        .all(|c| !c.contains("Image") || c.starts_with("ListImages")));
+        .map(|s| format!("{:?} {}", Op::Remove(s.object.kind), s.object.key().id))
+        .collect();
+    for call in engine.calls().iter().filter(|c| c.starts_with("Remove")) {
+        prop_assert!(planned_calls.contains(call), "unplanned removal {}", call);
+    }
     Ok(plan)
 }
 
 /// `world` with every object labeled exactly `ca.sandbox=1` and no scope-like
-/// labels: everything is managed, so ordering is exercised on every mount.
+/// labels: everything is managed, so ordering is exercised on every use.
 fn all_managed(mut world: World) -> World {
     let fix = |labels: &mut Labels| {
         labels.retain(|k, _| k == "ca.sandbox.id");
@@ -376,6 +552,7 @@ fn all_managed(mut world: World) -> World {
     };
     world.containers.iter_mut().for_each(|c| fix(&mut c.labels));
     world.volumes.iter_mut().for_each(|v| fix(&mut v.labels));
+    world.networks.iter_mut().for_each(|n| fix(&mut n.labels));
     world
 }
 
@@ -393,77 +570,112 @@ proptest! {
     }
 
     #[test]
-    fn with_nothing_declared_everything_managed_goes_in_mount_order(
+    fn with_nothing_declared_everything_managed_goes_in_dependency_order(
         world in world().prop_map(all_managed),
         ignore_filters in any::<bool>(),
     ) {
-        let goal = Goal::Reconcile { boxes: BTreeSet::new(), keep_volumes: BTreeSet::new() };
+        let goal = reconcile(&BTreeSet::new(), &BTreeSet::new());
         let plan = run_case(&world, &Scope::default(), &goal, ignore_filters)?;
-        prop_assert_eq!(plan.steps.len(), world.containers.len() + world.volumes.len());
+        prop_assert_eq!(
+            plan.steps.len(),
+            world.containers.len() + world.volumes.len() + world.networks.len()
+        );
         prop_assert!(plan.blocked.is_empty());
-        // Every container precedes every volume it mounts, and the volume waits for it.
-        let mounts: usize = world.containers.iter().map(|c| c.mounts.len()).sum();
+        // Every container precedes every volume it mounts, every network it is
+        // attached to and the container whose network namespace it joined, and
+        // each of those waits for it: one edge per use. (A pid join between two
+        // removed containers orders nothing: only the listing is used here.)
+        let uses: usize = world
+            .containers
+            .iter()
+            .map(|c| {
+                c.mounts.len()
+                    + c.networks.len()
+                    + usize::from(joined(&world, &c.network_mode).is_some())
+            })
+            .sum();
         let edges: usize = plan.steps.iter().map(|s| s.waits_for.len()).sum();
-        prop_assert_eq!(edges, mounts);
+        prop_assert_eq!(edges, uses);
     }
+}
+
+fn managed(box_id: &str) -> Labels {
+    Labels::from([
+        ("ca.sandbox".to_string(), "1".to_string()),
+        ("ca.sandbox.id".to_string(), box_id.to_string()),
+    ])
 }
 
 /// The checker itself catches what it is meant to catch.
 #[test]
 fn the_plan_checker_rejects_unsafe_plans() {
-    let mut managed = Labels::new();
-    managed.insert("ca.sandbox".into(), "1".into());
-    managed.insert("ca.sandbox.id".into(), "b0".into());
+    let mut c0 = ContainerInfo::new(&container_id(0), "c0", managed("b0"));
+    c0.state = "running".into();
+    c0.mounts = BTreeSet::from(["v0".to_string()]);
+    c0.networks = BTreeSet::from([network_id(0)]);
     let world = World {
-        containers: vec![ContainerInfo {
-            id: format!("{:064x}", 1),
-            name: "c0".into(),
-            state: "running".into(),
-            labels: managed.clone(),
-            mounts: BTreeSet::from(["v0".to_string()]),
-        }],
+        containers: vec![c0],
         volumes: vec![VolumeInfo {
             name: "v0".into(),
-            labels: managed,
+            labels: managed("b0"),
+            created_at: None,
+        }],
+        networks: vec![NetworkInfo {
+            id: network_id(0),
+            name: "n0".into(),
+            labels: managed("b0"),
             created_at: None,
         }],
         images: vec![],
     };
-    let nothing = Goal::Reconcile {
-        boxes: BTreeSet::new(),
-        keep_volumes: BTreeSet::new(),
-    };
+    let nothing = reconcile(&BTreeSet::new(), &BTreeSet::new());
     let scope = Scope::default();
     let engine = MemoryEngine::new(world.clone());
     let inventory = runtime()
         .block_on(Inventory::list(&engine, &scope))
         .unwrap();
-    let plan = Plan::build(&nothing, &inventory);
-    assert_eq!(plan.steps.len(), 2);
+    let plan = Plan::build(&nothing, &inventory, NOW);
+    assert_eq!(plan.steps.len(), 3);
     check_plan(&world, &scope, &nothing, &plan).unwrap();
 
-    // The volume no longer waits for its container.
-    let mut unordered = plan.clone();
-    unordered.steps[1].waits_for.clear();
-    assert!(check_plan(&world, &scope, &nothing, &unordered).is_err());
+    // The volume, or the network, no longer waits for its container.
+    for i in [1, 2] {
+        let mut unordered = plan.clone();
+        unordered.steps[i].waits_for.clear();
+        assert!(check_plan(&world, &scope, &nothing, &unordered).is_err());
+    }
     // The same removals when box b0 is declared, or v0 kept.
-    let declared = Goal::Reconcile {
-        boxes: BTreeSet::from(["b0".to_string()]),
-        keep_volumes: BTreeSet::new(),
-    };
+    let declared = reconcile(&BTreeSet::from(["b0".to_string()]), &BTreeSet::new());
     assert!(check_plan(&world, &scope, &declared, &plan).is_err());
-    let kept = Goal::Reconcile {
-        boxes: BTreeSet::new(),
-        keep_volumes: BTreeSet::from(["v0".to_string()]),
-    };
+    let kept = reconcile(&BTreeSet::new(), &BTreeSet::from(["v0".to_string()]));
     assert!(check_plan(&world, &scope, &kept, &plan).is_err());
     // The same removals under a scope these objects are not in.
     let narrower = Scope::new(Labels::from([("owner".to_string(), "a".to_string())]));
     assert!(check_plan(&world, &narrower, &nothing, &plan).is_err());
-    // A volume removed while its container stays.
-    let mut volume_only = plan.clone();
-    volume_only.steps.remove(0);
-    volume_only.steps[0].step = 1;
-    volume_only.steps[0].waits_for.clear();
-    assert!(check_plan(&world, &scope, &nothing, &volume_only).is_err());
+    // A volume and a network removed while their container stays.
+    let mut uses_only = plan.clone();
+    uses_only.steps.remove(0);
+    for (i, s) in uses_only.steps.iter_mut().enumerate() {
+        s.step = i + 1;
+        s.waits_for.clear();
+    }
+    assert!(check_plan(&world, &scope, &nothing, &uses_only).is_err());
+    // The same plan when an unmanaged container is attached to the network,
+    // or joined the managed container's pid namespace.
+    let mut attached = world.clone();
+    let mut web = ContainerInfo::new(&container_id(9), "web", Labels::new());
+    web.networks = BTreeSet::from([network_id(0)]);
+    attached.containers.push(web);
+    assert!(check_plan(&attached, &scope, &nothing, &plan).is_err());
+    let mut joining = world.clone();
+    let mut sidecar = ContainerInfo::new(&container_id(9), "sidecar", Labels::new());
+    sidecar.pid_mode = Some("container:c0".into());
+    joining.containers.push(sidecar);
+    assert!(check_plan(&joining, &scope, &nothing, &plan).is_err());
+    // ... and the planner, inspecting, blocks the joined container and what it uses.
+    let engine = MemoryEngine::new(joining.clone());
+    let planned = plan_on(&runtime(), &engine, &scope, &nothing);
+    assert!(planned.steps.is_empty(), "{:?}", planned.steps);
+    assert_eq!(planned.blocked.len(), 3);
+    check_plan(&joining, &scope, &nothing, &planned).unwrap();
 }

@@ -11,10 +11,11 @@ use bollard::query_parameters::RemoveContainerOptionsBuilder;
 use futures_util::future::join_all;
 use serde_json::Value;
 
-use crate::faults::{assert_honest, failures, goal, left_to_remove, list, names};
+use crate::support::assert::{assert_honest, goal, left_to_remove};
 use crate::support::cli::Cli;
 use crate::support::docker::{ContainerSpec, Run, Sandbox, SandboxBox};
 use crate::support::proxy::Proxy;
+use crate::support::report::{read_plan, Kind, Plan, Reason};
 
 /// A state file for `sbx`'s scope declaring `boxes`.
 fn state(sbx: &Sandbox, boxes: &[&str]) -> String {
@@ -68,9 +69,8 @@ async fn two_concurrent_applies_both_converge_without_false_failures() {
 
     for (out, proxy) in [(&o1, &p1), (&o2, &p2)] {
         out.expect_code(0);
-        let report = out.json();
-        assert_eq!(report["converged"], true, "{}", out.dump());
-        assert!(failures(&report).is_empty(), "{}", out.dump());
+        let report = out.report();
+        assert!(report.is_clean(), "{}", out.dump());
         assert_honest(&sbx, &goal(&["keeper"]), out, &report).await;
         // Each process removed only planned objects, each at most once.
         let deletes: Vec<String> = proxy
@@ -91,9 +91,11 @@ async fn two_concurrent_applies_both_converge_without_false_failures() {
             unique.difference(&planned).collect::<Vec<_>>()
         );
         // Reported removals are planned objects too.
-        let removed: BTreeSet<String> = names(&report, "removed.containers")
+        let removed: BTreeSet<String> = report
+            .removed
+            .names(Kind::Container)
             .into_iter()
-            .chain(names(&report, "removed.volumes"))
+            .chain(report.removed.names(Kind::Volume))
             .collect();
         let expected: BTreeSet<String> = boxes
             .iter()
@@ -145,20 +147,18 @@ async fn two_concurrent_applies_both_converge_without_false_failures() {
 }
 
 /// Runs `plan --out plan.json`; returns the saved plan.
-fn save_plan(cli: &Cli) -> (std::path::PathBuf, Value) {
+fn save_plan(cli: &Cli) -> (std::path::PathBuf, Plan) {
     let path = cli.dir().join("plan.json");
     let out = cli.run_with(["plan".as_ref(), "--out".as_ref(), path.as_os_str()]);
     out.expect_code(0);
-    let saved: Value = serde_json::from_str(&cli.read("plan.json")).expect("saved plan is JSON");
-    assert_eq!(saved["version"], 1);
-    assert!(saved["fingerprint"]
-        .as_str()
-        .unwrap()
-        .starts_with("sha256:"));
+    let saved = read_plan(&cli.read("plan.json"));
+    assert_eq!(saved.version, 2);
+    assert!(saved.fingerprint.starts_with("sha256:"), "{saved:#?}");
     (path, saved)
 }
 
-/// The stale-plan refusal: exit 1, no DELETE sent, the explanation names `changes`.
+/// The stale-plan refusal: exit 1, no DELETE sent, the explanation names `changes`
+/// and says nothing was removed.
 async fn assert_refused_as_stale(
     sbx: &Sandbox,
     cli: &Cli,
@@ -170,21 +170,21 @@ async fn assert_refused_as_stale(
     let deletes_before = proxy.count("DELETE", "");
     let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
     out.expect_code(1);
-    let report = out.json();
-    assert_eq!(report["converged"], false);
-    let f = failures(&report);
-    assert_eq!(f.len(), 1, "{}", out.dump());
-    assert!(f[0].2.contains("is stale"), "{}", out.dump());
-    assert!(out.stderr.contains("is stale"), "{}", out.dump());
+    let report = out.report();
+    assert!(!report.converged);
+    let f = report.only_failure();
+    for says in ["changed since it was made", "nothing was removed"] {
+        assert!(f.error.contains(says), "{}", out.dump());
+        assert!(out.stderr.contains(says), "{}", out.dump());
+    }
     for change in changes {
         assert!(
-            f[0].2.contains(change.as_str()),
+            f.error.contains(change.as_str()),
             "explains {change:?}: {}",
             out.dump()
         );
     }
-    assert!(list(&report, "removed.containers").is_empty());
-    assert!(list(&report, "removed.volumes").is_empty());
+    assert!(report.removed.is_empty(), "{}", out.dump());
     assert_eq!(
         proxy.count("DELETE", ""),
         deletes_before,
@@ -205,12 +205,7 @@ async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
     let proxy = Proxy::start();
     let cli = cli(&sbx, &proxy, &["alpha"]);
     let (path, saved) = save_plan(&cli);
-    let steps: Vec<&str> = saved["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let steps: Vec<&str> = saved.steps.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         steps,
         vec![beta.container.name.as_str(), beta.volume.as_str()]
@@ -239,7 +234,10 @@ async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
     let proxy = Proxy::start();
     let cli = cli(&sbx, &proxy, &["alpha"]);
     let (path, saved) = save_plan(&cli);
-    assert_eq!(saved["steps"][0]["id"], beta.container.id.as_str());
+    assert_eq!(
+        saved.steps[0].id.as_deref(),
+        Some(beta.container.id.as_str())
+    );
 
     // Someone removes box beta's container and recreates it: same name, new ID.
     let options = RemoveContainerOptionsBuilder::new().force(true).build();
@@ -288,13 +286,12 @@ async fn fresh_saved_plan_is_applied_exactly() {
     let proxy = Proxy::start();
     let cli = cli(&sbx, &proxy, &["alpha"]);
     let (path, saved) = save_plan(&cli);
-    let planned: BTreeSet<String> = saved["steps"]
-        .as_array()
-        .unwrap()
+    let planned: BTreeSet<String> = saved
+        .steps
         .iter()
-        .map(|s| match s["kind"].as_str().unwrap() {
-            "container" => format!("/containers/{}", s["id"].as_str().unwrap()),
-            _ => format!("/volumes/{}", s["name"].as_str().unwrap()),
+        .map(|s| match s.kind {
+            Kind::Volume => format!("/volumes/{}", s.name),
+            kind => format!("/{}/{}", kind.plural(), s.id.as_deref().unwrap()),
         })
         .collect();
     let expected: BTreeSet<String> = removal_paths(&beta)
@@ -306,15 +303,14 @@ async fn fresh_saved_plan_is_applied_exactly() {
 
     let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
     out.expect_code(0);
-    let report = out.json();
-    assert_eq!(report["converged"], true);
-    assert!(failures(&report).is_empty());
+    let report = out.report();
+    assert!(report.is_clean(), "{}", out.dump());
     assert_eq!(
-        names(&report, "removed.containers"),
+        report.removed.names(Kind::Container),
         BTreeSet::from([beta.container.name.clone(), gamma.container.name.clone()])
     );
     assert_eq!(
-        names(&report, "removed.volumes"),
+        report.removed.names(Kind::Volume),
         BTreeSet::from([beta.volume.clone(), gamma.volume.clone(), leak.clone()])
     );
     // Exactly the plan's removals were sent, each once.
@@ -327,7 +323,11 @@ async fn fresh_saved_plan_is_applied_exactly() {
     assert_eq!(sent.into_iter().collect::<BTreeSet<_>>(), planned);
     assert!(sbx.container_exists(&alpha.container.id).await);
     assert!(sbx.volume_exists(&alpha.volume).await);
-    assert!(left_to_remove(&sbx, &goal(&["alpha"])).await.is_empty());
+    let left = left_to_remove(&sbx, &goal(&["alpha"])).await;
+    assert!(
+        left.steps.is_empty() && left.blocked.is_empty(),
+        "{left:#?}"
+    );
     assert_honest(&sbx, &goal(&["alpha"]), &out, &report).await;
 }
 
@@ -345,8 +345,13 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
     );
     let proxy = Proxy::start();
     let cli = cli(&sbx, &proxy, &["alpha"]);
-    let (path, mut saved) = save_plan(&cli);
-    assert_eq!(saved["steps"][0]["id"], beta.container.id.as_str());
+    let (path, plan) = save_plan(&cli);
+    assert_eq!(
+        plan.steps[0].id.as_deref(),
+        Some(beta.container.id.as_str())
+    );
+    // Edited as text, the way a person would: only the step's id and name change.
+    let mut saved: Value = serde_json::from_str(&cli.read("plan.json")).unwrap();
     saved["steps"][0]["id"] = Value::from(bystander.id.as_str());
     saved["steps"][0]["name"] = Value::from(bystander.name.as_str());
     std::fs::write(&path, serde_json::to_string_pretty(&saved).unwrap()).unwrap();
@@ -397,28 +402,27 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
     running.interrupt();
     let out = running.wait();
     out.expect_code(130);
-    let report = out.json();
-    assert_eq!(report["interrupted"], Value::Bool(true), "{}", out.dump());
-    assert_eq!(report["converged"], Value::Bool(false));
-    assert!(failures(&report).is_empty(), "{}", out.dump());
+    let report = out.report();
+    assert!(report.interrupted, "{}", out.dump());
+    assert!(!report.converged);
+    assert!(report.failures.is_empty(), "{}", out.dump());
     // The removal in flight finished; nothing after it was started.
     let deletes = proxy.count("DELETE", "/containers/");
     assert_eq!(deletes, 1, "{}", proxy.dump());
-    let removed = report["removed"]["containers"].as_array().unwrap().len();
-    assert_eq!(removed, 1, "{}", out.dump());
+    assert_eq!(report.removed.containers.len(), 1, "{}", out.dump());
     // Everything still there is named, each as not attempted because of Ctrl-C.
     let left = left_to_remove(&sbx, &goal(&[])).await;
     assert_eq!(left.steps.len(), 2 * 6 - 1);
-    let remaining: Vec<&Value> = list(&report, "remainingContainers")
-        .iter()
-        .chain(list(&report, "remainingVolumes").iter())
-        .collect();
-    assert_eq!(remaining.len(), left.steps.len(), "{}", out.dump());
-    for r in remaining {
-        assert_eq!(
-            r["reason"].as_str(),
-            Some("not attempted: the run was interrupted"),
-            "{}",
+    assert_eq!(
+        report.all_remaining().count(),
+        left.steps.len(),
+        "{}",
+        out.dump()
+    );
+    for r in report.all_remaining() {
+        assert!(
+            matches!(&r.reason, Reason::Interrupted { text } if text == "not attempted: the run was interrupted"),
+            "{r:?}\n{}",
             out.dump()
         );
     }

@@ -1,5 +1,6 @@
 //! State files: every file in `tests/bad_states/` is refused with exactly the
-//! message in its `.expected`; every shipped state file parses; files too large
+//! messages in its `.expected` (every problem `check_file` finds, one a line in
+//! file order; the first is what `load` reports); every shipped state file parses; files too large
 //! to commit are generated here; and the parser never panics (nor prints an
 //! out-of-range position or a raw control character) on random or mutated input.
 //!
@@ -10,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use sandboxctl::desired::{
-    DesiredError, DesiredState, DEFAULT_STATE_PATH, MAX_NESTING, MAX_STATE_BYTES,
+    check_file, DesiredState, Expiry, StateError, StateErrorKind, DEFAULT_STATE_PATH, MAX_NESTING,
+    MAX_STATE_BYTES,
 };
 
 /// Relative on purpose: the expected messages name the file as it is passed.
@@ -32,7 +34,7 @@ fn toml_files_in(dir: &Path) -> Vec<PathBuf> {
 /// Checks the properties every error must have, for input `bytes`: a position
 /// inside the input (1-based, column in characters, at most one past the end
 /// of its line), and a one-line message free of control characters.
-fn check_error(bytes: &[u8], error: &DesiredError, path: &str) -> Result<(), String> {
+fn check_error(bytes: &[u8], error: &StateError, path: &str) -> Result<(), String> {
     let message = error.to_string();
     if let Some(c) = message.chars().find(|c| c.is_control()) {
         return Err(format!(
@@ -42,13 +44,11 @@ fn check_error(bytes: &[u8], error: &DesiredError, path: &str) -> Result<(), Str
     if message.chars().count() > 1200 {
         return Err(format!("message of {} characters", message.chars().count()));
     }
-    match error {
-        DesiredError::NotFound { .. }
-        | DesiredError::NotAFile { .. }
-        | DesiredError::Read { .. } => {
+    match error.kind {
+        StateErrorKind::NotFound | StateErrorKind::NotAFile | StateErrorKind::Read(_) => {
             return Err(format!("parse() cannot produce a file error: {message}"));
         }
-        DesiredError::TooLarge { .. } => {
+        StateErrorKind::TooLarge { .. } => {
             if bytes.len() as u64 <= MAX_STATE_BYTES {
                 return Err(format!("{} bytes called too large", bytes.len()));
             }
@@ -86,14 +86,25 @@ fn parse_checked(bytes: &[u8]) -> Result<(), String> {
     match DesiredState::parse(bytes, Path::new("fuzz.toml")) {
         Ok(state) => {
             // Whatever was accepted obeys the rules.
-            for id in &state.boxes {
-                sandboxctl::desired::check_box_id(id)?;
+            for b in &state.boxes {
+                sandboxctl::desired::check_box_id(&b.id)?;
             }
-            for name in &state.keep_volumes {
-                sandboxctl::desired::check_volume_name(name)?;
+            for k in &state.keep_volumes {
+                sandboxctl::desired::check_volume_name(&k.name)?;
             }
             for (key, value) in &state.scope {
                 sandboxctl::desired::check_label(key, value)?;
+            }
+            let engines: Vec<&str> = state.engines.iter().map(|e| e.name.as_str()).collect();
+            for name in &engines {
+                sandboxctl::desired::check_box_id(name)?;
+            }
+            let refs = state.boxes.iter().map(|b| &b.engine);
+            let refs = refs.chain(state.keep_volumes.iter().map(|k| &k.engine));
+            for engine in refs.flatten() {
+                if !engines.contains(&engine.as_str()) {
+                    return Err(format!("undeclared engine {engine:?} accepted"));
+                }
             }
             Ok(())
         }
@@ -118,19 +129,34 @@ fn every_bad_state_is_refused_with_its_expected_message() {
     let mut failures = Vec::new();
     for file in &files {
         let expected_path = file.with_extension("expected");
-        let actual = match DesiredState::load(file) {
+        let errors = match check_file(file) {
             Ok(state) => {
                 failures.push(format!("{}: accepted: {state:?}", file.display()));
                 continue;
             }
-            Err(error) => {
-                let bytes = std::fs::read(file).unwrap();
-                if let Err(why) = check_error(&bytes, &error, &file.display().to_string()) {
-                    failures.push(format!("{}: {why}", file.display()));
-                }
-                error.to_string()
-            }
+            Err(errors) => errors,
         };
+        let bytes = std::fs::read(file).unwrap();
+        for error in &errors {
+            if let Err(why) = check_error(&bytes, error, &file.display().to_string()) {
+                failures.push(format!("{}: {why}", file.display()));
+            }
+        }
+        if !errors.is_sorted_by_key(|e| e.line_col()) {
+            failures.push(format!("{}: problems not in file order", file.display()));
+        }
+        // load() reports the first of them.
+        match DesiredState::load(file) {
+            Ok(_) => failures.push(format!("{}: load accepted it", file.display())),
+            Err(first) if first.to_string() != errors[0].to_string() => failures.push(format!(
+                "{}: load says {first}, check says {}",
+                file.display(),
+                errors[0]
+            )),
+            Err(_) => {}
+        }
+        let actual: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let actual = actual.join("\n");
         if bless {
             std::fs::write(&expected_path, format!("{actual}\n")).unwrap();
             continue;
@@ -140,7 +166,7 @@ fn every_bad_state_is_refused_with_its_expected_message() {
                 "{}: {e}; it should hold:\n{actual}",
                 expected_path.display()
             )),
-            Ok(expected) if expected.trim_end_matches(['\n', '\r']) != actual => {
+            Ok(expected) if expected.replace("\r\n", "\n").trim_end_matches('\n') != actual => {
                 failures.push(format!(
                     "{}:\n  expected: {}\n  actual:   {actual}",
                     file.display(),
@@ -188,6 +214,7 @@ fn every_shipped_state_file_parses() {
     // state/examples/ may be empty or missing: nothing to check then.
     let mut files = toml_files_in(Path::new("state"));
     files.extend(toml_files_in(Path::new("state/examples")));
+    files.extend(toml_files_in(Path::new("state/examples/engines")));
     for file in files {
         if let Err(e) = DesiredState::load(&file) {
             panic!("{}: shipped state file refused: {e}", file.display());
@@ -213,6 +240,30 @@ fn the_shipped_default_teaches_every_table() {
     assert!(!state.scope.is_empty(), "{uncommented}");
     assert!(!state.boxes.is_empty(), "{uncommented}");
     assert!(!state.keep_volumes.is_empty(), "{uncommented}");
+    assert!(state.policy.grace.is_some(), "{uncommented}");
+    assert!(!state.engines.is_empty(), "{uncommented}");
+    assert!(
+        state.boxes.iter().any(|b| b.engine.is_some()),
+        "{uncommented}"
+    );
+    assert!(
+        state
+            .boxes
+            .iter()
+            .any(|b| matches!(b.expiry, Some(Expiry::Ttl(_)))),
+        "{uncommented}"
+    );
+    assert!(
+        state
+            .boxes
+            .iter()
+            .any(|b| matches!(b.expiry, Some(Expiry::At(_)))),
+        "{uncommented}"
+    );
+    assert!(
+        state.keep_volumes.iter().any(|k| k.engine.is_some()),
+        "{uncommented}"
+    );
 }
 
 #[test]
@@ -261,8 +312,8 @@ fn bom_and_crlf_files_are_accepted() {
     std::fs::write(&path, text).unwrap();
     let state = DesiredState::load(&path).unwrap();
     assert_eq!(state.scope.get("ca.sandbox.owner").unwrap(), "team-a");
-    assert!(state.boxes.contains("explore-ripgrep"));
-    assert!(state.keep_volumes.contains("ca-sbx-notes"));
+    assert_eq!(state.boxes[0].id, "explore-ripgrep");
+    assert_eq!(state.keep_volumes[0].name, "ca-sbx-notes");
 }
 
 #[test]
@@ -302,6 +353,7 @@ fn read_seeds() -> Vec<Vec<u8>> {
     let mut files = toml_files_in(Path::new(BAD_STATES));
     files.extend(toml_files_in(Path::new("state")));
     files.extend(toml_files_in(Path::new("state/examples")));
+    files.extend(toml_files_in(Path::new("state/examples/engines")));
     let mut seeds: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     seeds.push(
         b"[scope]\nlabels = { \"ca.sandbox.owner\" = \"team-a\", b = 'c' }\n\n[[box]]\n\
@@ -385,6 +437,21 @@ fn document_strategy() -> impl Strategy<Value = String> {
         "\r\n",
         "\u{feff}",
         "x = [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]\n",
+        "[policy]\n",
+        "grace = \"10m\"\n",
+        "grace = \"10\"\n",
+        "[[engine]]\n",
+        "name = \"ci-1\"\n",
+        "name = \"ci 1\"\n",
+        "host = \"ssh://runner@ci-1\"\n",
+        "host = \"ftp://x\"\n",
+        "context = \"colima\"\n",
+        "engine = \"ci-1\"\n",
+        "ttl = \"8h\"\n",
+        "ttl = \"0s\"\n",
+        "expires = \"2026-12-24T18:00:00Z\"\n",
+        "expires = 2026-12-24T18:00:00\n",
+        "keep = [{ engine = \"ci-1\", name = \"v1\" }, \"v1\"]\n",
     ]);
     prop::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
 }

@@ -5,16 +5,16 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use sandboxctl::desired::{DesiredError, DesiredState, MAX_STATE_BYTES};
+use sandboxctl::desired::{DesiredState, StateErrorKind, MAX_STATE_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let error = match DesiredState::parse(data, Path::new("fuzz.toml")) {
         Ok(state) => {
-            for id in &state.boxes {
-                sandboxctl::desired::check_box_id(id).unwrap();
+            for b in &state.boxes {
+                sandboxctl::desired::check_box_id(&b.id).unwrap();
             }
-            for name in &state.keep_volumes {
-                sandboxctl::desired::check_volume_name(name).unwrap();
+            for k in &state.keep_volumes {
+                sandboxctl::desired::check_volume_name(&k.name).unwrap();
             }
             for (key, value) in &state.scope {
                 sandboxctl::desired::check_label(key, value).unwrap();
@@ -28,13 +28,11 @@ fuzz_target!(|data: &[u8]| {
         !message.chars().any(char::is_control),
         "raw control character in {message:?}"
     );
-    match error {
-        DesiredError::NotFound { .. }
-        | DesiredError::NotAFile { .. }
-        | DesiredError::Read { .. } => {
+    match error.kind {
+        StateErrorKind::NotFound | StateErrorKind::NotAFile | StateErrorKind::Read(_) => {
             panic!("parse() produced a file error: {message}")
         }
-        DesiredError::TooLarge { .. } => {
+        StateErrorKind::TooLarge { .. } => {
             assert!(data.len() as u64 > MAX_STATE_BYTES, "{message}");
             return;
         }

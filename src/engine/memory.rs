@@ -7,16 +7,160 @@
 //! nothing more. It must never be used to claim something about Docker itself:
 //! tests of that run against the real engine.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::{Engine, EngineError};
-use crate::model::{ContainerInfo, ImageInfo, Labels, VolumeInfo};
+use futures_util::stream::{BoxStream, StreamExt};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+use super::{Engine, EngineError, ErrorKind, Event};
+use crate::engine::docker::parse_time;
+use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey, DEFAULT_ENGINE};
+
+/// A container in a fixture or a test world.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerInfo {
+    /// Full container ID.
+    pub id: String,
+    pub name: String,
+    /// Docker's state word: `running`, `exited`, `created`, ...
+    #[serde(default = "default_state")]
+    pub state: String,
+    #[serde(default)]
+    pub labels: Labels,
+    /// Names of the named volumes it mounts.
+    #[serde(default)]
+    pub mounts: BTreeSet<String>,
+    /// IDs of the networks it is attached to.
+    #[serde(default)]
+    pub networks: BTreeSet<String>,
+    /// `container:<id>` when it joined another container's network namespace.
+    #[serde(default)]
+    pub network_mode: Option<String>,
+    /// `container:<id>` when it joined another container's pid namespace (seen only by inspect).
+    #[serde(default)]
+    pub pid_mode: Option<String>,
+    /// `container:<id>` when it joined another container's ipc namespace (seen only by inspect).
+    #[serde(default)]
+    pub ipc_mode: Option<String>,
+    /// Creation time, RFC 3339.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+fn default_state() -> String {
+    "exited".to_string()
+}
+
+impl ContainerInfo {
+    /// A container with only an ID, a name and labels.
+    pub fn new(id: &str, name: &str, labels: Labels) -> Self {
+        ContainerInfo {
+            id: id.into(),
+            name: name.into(),
+            state: default_state(),
+            labels,
+            mounts: BTreeSet::new(),
+            networks: BTreeSet::new(),
+            network_mode: None,
+            pid_mode: None,
+            ipc_mode: None,
+            created_at: None,
+            image: None,
+        }
+    }
+
+    /// As the engine reports it: listings show only the network mode;
+    /// inspect also shows the pid and ipc modes.
+    fn object(&self, engine: &str, inspected: bool) -> Object {
+        let mut o = Object::new(engine, Kind::Container, &self.id, &self.name);
+        o.state = Some(self.state.clone());
+        o.labels = self.labels.clone();
+        o.created = self.created_at.as_deref().and_then(parse_time);
+        o.image = self.image.clone();
+        o.depends_on = self
+            .mounts
+            .iter()
+            .map(|v| ObjectKey::new(engine, Kind::Volume, v))
+            .chain(
+                self.networks
+                    .iter()
+                    .map(|n| ObjectKey::new(engine, Kind::Network, n)),
+            )
+            .collect();
+        o.depends_on.sort();
+        let mut modes = vec![(Namespace::Network, &self.network_mode)];
+        if inspected {
+            modes.push((Namespace::Pid, &self.pid_mode));
+            modes.push((Namespace::Ipc, &self.ipc_mode));
+        }
+        o.joins = modes
+            .into_iter()
+            .filter_map(|(namespace, mode)| {
+                let target = mode.as_deref()?.strip_prefix("container:")?;
+                Some(Join {
+                    namespace,
+                    target: target.to_string(),
+                })
+            })
+            .collect();
+        o.joins.sort();
+        o
+    }
+}
+
+/// A named volume in a fixture or a test world.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeInfo {
+    pub name: String,
+    #[serde(default)]
+    pub labels: Labels,
+    /// Creation time, RFC 3339.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: Option<String>,
+}
+
+impl VolumeInfo {
+    fn object(&self, engine: &str) -> Object {
+        let mut o = Object::new(engine, Kind::Volume, &self.name, &self.name);
+        o.labels = self.labels.clone();
+        o.created = self.created_at.as_deref().and_then(parse_time);
+        o
+    }
+}
+
+/// A network in a fixture or a test world.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkInfo {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub labels: Labels,
+    /// Creation time, RFC 3339.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: Option<String>,
+}
+
+impl NetworkInfo {
+    fn object(&self, engine: &str) -> Object {
+        let mut o = Object::new(engine, Kind::Network, &self.id, &self.name);
+        o.labels = self.labels.clone();
+        o.created = self.created_at.as_deref().and_then(parse_time);
+        o
+    }
+}
 
 /// The objects an in-memory engine holds. Deserializes from a fixture file:
-/// `[[container]]`, `[[volume]]` and `[[image]]` tables.
+/// `[[container]]`, `[[volume]]`, `[[network]]` and `[[image]]` tables.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct World {
@@ -24,6 +168,8 @@ pub struct World {
     pub containers: Vec<ContainerInfo>,
     #[serde(default, rename = "volume")]
     pub volumes: Vec<VolumeInfo>,
+    #[serde(default, rename = "network")]
+    pub networks: Vec<NetworkInfo>,
     #[serde(default, rename = "image")]
     pub images: Vec<ImageInfo>,
 }
@@ -38,13 +184,10 @@ impl World {
 /// An engine call, as fault scripts name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
-    ListContainers,
-    ListVolumes,
+    List(Kind),
     ListImages,
-    InspectContainer,
-    InspectVolume,
-    RemoveContainer,
-    RemoveVolume,
+    Inspect(Kind),
+    Remove(Kind),
 }
 
 /// What a scripted fault does when its call arrives.
@@ -65,7 +208,7 @@ pub enum FaultAction {
 #[derive(Debug, Clone)]
 struct Fault {
     op: Op,
-    /// Container ID or volume name; `None` matches any target.
+    /// Container or network ID, or volume name; `None` matches any target.
     target: Option<String>,
     action: FaultAction,
     /// How many more calls this fault applies to.
@@ -73,19 +216,26 @@ struct Fault {
 }
 
 /// The in-memory engine. Cheap to build; safe to share between concurrent calls.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryEngine {
+    name: String,
     world: Mutex<World>,
     faults: Mutex<Vec<Fault>>,
     log: Mutex<Vec<String>>,
     ignore_filters: bool,
+    /// The open event streams.
+    followers: Mutex<Vec<UnboundedSender<Result<Event, EngineError>>>>,
 }
 
 impl MemoryEngine {
     pub fn new(world: World) -> Self {
         MemoryEngine {
+            name: DEFAULT_ENGINE.to_string(),
             world: Mutex::new(world),
-            ..Default::default()
+            faults: Mutex::default(),
+            log: Mutex::default(),
+            ignore_filters: false,
+            followers: Mutex::default(),
         }
     }
 
@@ -97,6 +247,12 @@ impl MemoryEngine {
         }
     }
 
+    /// The same engine under another name (a fleet entry's).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+
     /// Scripts a fault for the next `times` calls of `op` on `target` (any target if `None`).
     pub fn inject(&self, op: Op, target: Option<&str>, action: FaultAction, times: usize) {
         self.faults.lock().unwrap().push(Fault {
@@ -105,6 +261,24 @@ impl MemoryEngine {
             action,
             remaining: times,
         });
+    }
+
+    /// Sends `event` to every open event stream.
+    pub fn emit(&self, event: Result<Event, EngineError>) {
+        self.followers
+            .lock()
+            .unwrap()
+            .retain(|f| f.send(event.clone()).is_ok());
+    }
+
+    /// Ends every open event stream, as a dropped connection does.
+    pub fn cut_events(&self) {
+        self.followers.lock().unwrap().clear();
+    }
+
+    /// Changes the world, as another actor does (no event is sent).
+    pub fn change(&self, f: impl FnOnce(&mut World)) {
+        f(&mut self.world.lock().unwrap());
     }
 
     /// The world as it is now.
@@ -146,6 +320,7 @@ impl MemoryEngine {
                 let mut world = self.world.lock().unwrap();
                 world.containers.retain(|c| c.id != target);
                 world.volumes.retain(|v| v.name != target);
+                world.networks.retain(|n| n.id != target);
                 serve(&mut world)
             }
             Some(FaultAction::DoThenFail(e)) => {
@@ -164,35 +339,40 @@ impl MemoryEngine {
     }
 }
 
-fn not_found(call: String, what: &str) -> EngineError {
-    EngineError::NotFound {
-        message: format!("No such {what}"),
+fn not_found(call: String, kind: Kind) -> EngineError {
+    EngineError::new(
         call,
-    }
+        ErrorKind::NotFound {
+            message: format!("No such {kind}"),
+        },
+    )
 }
 
+#[async_trait]
 impl Engine for MemoryEngine {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn endpoint(&self) -> &str {
         "memory"
     }
 
-    async fn list_containers(&self, filters: &[String]) -> Result<Vec<ContainerInfo>, EngineError> {
-        self.call(Op::ListContainers, "", |w| {
-            Ok(w.containers
-                .iter()
-                .filter(|c| self.filter_match(&c.labels, filters))
-                .cloned()
-                .collect())
-        })
-        .await
-    }
-
-    async fn list_volumes(&self, filters: &[String]) -> Result<Vec<VolumeInfo>, EngineError> {
-        self.call(Op::ListVolumes, "", |w| {
-            Ok(w.volumes
-                .iter()
-                .filter(|v| self.filter_match(&v.labels, filters))
-                .cloned()
+    async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {
+        let engine = self.name.as_str();
+        self.call(Op::List(kind), "", |w| {
+            let all: Vec<Object> = match kind {
+                Kind::Container => w
+                    .containers
+                    .iter()
+                    .map(|c| c.object(engine, false))
+                    .collect(),
+                Kind::Volume => w.volumes.iter().map(|v| v.object(engine)).collect(),
+                Kind::Network => w.networks.iter().map(|n| n.object(engine)).collect(),
+            };
+            Ok(all
+                .into_iter()
+                .filter(|o| self.filter_match(&o.labels, filters))
                 .collect())
         })
         .await
@@ -210,59 +390,108 @@ impl Engine for MemoryEngine {
         .await
     }
 
-    async fn inspect_container(&self, id: &str) -> Result<ContainerInfo, EngineError> {
-        self.call(Op::InspectContainer, id, |w| {
-            w.containers
-                .iter()
-                .find(|c| c.id == id)
-                .cloned()
-                .ok_or_else(|| not_found(format!("inspect container {id}"), "container"))
+    async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
+        let engine = self.name.as_str();
+        let id = key.id.as_str();
+        self.call(Op::Inspect(key.kind), id, |w| {
+            let found = match key.kind {
+                Kind::Container => w
+                    .containers
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map(|c| c.object(engine, true)),
+                Kind::Volume => w
+                    .volumes
+                    .iter()
+                    .find(|v| v.name == id)
+                    .map(|v| v.object(engine)),
+                Kind::Network => w
+                    .networks
+                    .iter()
+                    .find(|n| n.id == id)
+                    .map(|n| n.object(engine)),
+            };
+            found.ok_or_else(|| not_found(format!("inspect {} {id}", key.kind), key.kind))
         })
         .await
     }
 
-    async fn inspect_volume(&self, name: &str) -> Result<VolumeInfo, EngineError> {
-        self.call(Op::InspectVolume, name, |w| {
-            w.volumes
-                .iter()
-                .find(|v| v.name == name)
-                .cloned()
-                .ok_or_else(|| not_found(format!("inspect volume {name}"), "volume"))
-        })
-        .await
+    fn events(&self, _label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {
+        let (tx, rx) = unbounded_channel();
+        self.followers.lock().unwrap().push(tx);
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
+            .boxed()
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
-        self.call(Op::RemoveContainer, id, |w| {
-            let before = w.containers.len();
-            w.containers.retain(|c| c.id != id);
-            if w.containers.len() == before {
-                return Err(not_found(format!("remove container {id}"), "container"));
-            }
-            Ok(())
-        })
-        .await
+    async fn remove(&self, key: &ObjectKey) -> Result<(), EngineError> {
+        let removed = self.remove_now(key).await;
+        if removed.is_ok() {
+            self.emit(Ok(Event {
+                kind: Some(key.kind),
+                action: "destroy".into(),
+                id: key.id.clone(),
+            }));
+        }
+        removed
     }
+}
 
-    async fn remove_volume(&self, name: &str) -> Result<(), EngineError> {
-        self.call(Op::RemoveVolume, name, |w| {
-            if !w.volumes.iter().any(|v| v.name == name) {
-                return Err(not_found(format!("remove volume {name}"), "volume"));
+impl MemoryEngine {
+    async fn remove_now(&self, key: &ObjectKey) -> Result<(), EngineError> {
+        let id = key.id.as_str();
+        let call = format!("remove {} {id}", key.kind);
+        self.call(Op::Remove(key.kind), id, |w| match key.kind {
+            Kind::Container => {
+                let before = w.containers.len();
+                w.containers.retain(|c| c.id != id);
+                if w.containers.len() == before {
+                    return Err(not_found(call, key.kind));
+                }
+                Ok(())
             }
-            let users: Vec<&str> = w
-                .containers
-                .iter()
-                .filter(|c| c.mounts.contains(name))
-                .map(|c| c.id.as_str())
-                .collect();
-            if !users.is_empty() {
-                return Err(EngineError::Conflict {
-                    call: format!("remove volume {name}"),
-                    message: format!("remove {name}: volume is in use - [{}]", users.join(", ")),
-                });
+            Kind::Volume => {
+                if !w.volumes.iter().any(|v| v.name == id) {
+                    return Err(not_found(call, key.kind));
+                }
+                let users: Vec<String> = w
+                    .containers
+                    .iter()
+                    .filter(|c| c.mounts.contains(id))
+                    .map(|c| c.id.clone())
+                    .collect();
+                if !users.is_empty() {
+                    let message = format!("remove {id}: volume is in use - [{}]", users.join(", "));
+                    return Err(EngineError::new(
+                        call,
+                        ErrorKind::InUse {
+                            holders: users,
+                            message,
+                        },
+                    ));
+                }
+                w.volumes.retain(|v| v.name != id);
+                Ok(())
             }
-            w.volumes.retain(|v| v.name != name);
-            Ok(())
+            Kind::Network => {
+                let Some(n) = w.networks.iter().find(|n| n.id == id) else {
+                    return Err(not_found(call, key.kind));
+                };
+                if w.containers.iter().any(|c| c.networks.contains(id)) {
+                    let message = format!(
+                        "error while removing network: network {} id {id} has active endpoints",
+                        n.name
+                    );
+                    return Err(EngineError::new(
+                        call,
+                        ErrorKind::InUse {
+                            holders: Vec::new(),
+                            message,
+                        },
+                    ));
+                }
+                w.networks.retain(|n| n.id != id);
+                Ok(())
+            }
         })
         .await
     }

@@ -28,7 +28,7 @@ const DEFAULT_DEADLINE: Duration = Duration::from_secs(120);
 /// ```ignore
 /// let cli = Cli::new().scope(&sbx.scope_arg()).json().state_toml("[[box]]\nid = \"a\"\n");
 /// let out = cli.run_with(["destroy", "--prune"]).success();
-/// assert_eq!(out.json()["converged"], true);
+/// assert!(out.report().converged); // support::report: the typed JSON
 /// ```
 #[derive(Debug)]
 pub struct Cli {
@@ -183,11 +183,47 @@ impl Cli {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let args = self.args_with(extra);
+        let command = format!("sandboxctl {}", shell_words(&args));
+        self.spawn(Command::new(BIN).args(&args), command)
+    }
+
+    /// Runs `script` under `bash -o pipefail -c`, as a user's shell runs a
+    /// pipeline, and waits: `$SANDBOXCTL` is the binary under test and `"$@"`
+    /// the builder's arguments followed by `extra`, so
+    /// `run_bash(r#""$SANDBOXCTL" "$@" | head -1"#, ["plan"])` is
+    /// `sandboxctl ... plan | head -1`. The exit code is the pipeline's (the
+    /// status the user sees); directory, environment and deadline as `run`.
+    pub fn run_bash<I, S>(&self, script: &str, extra: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args = self.args_with(extra);
+        let command = format!(
+            "bash -o pipefail -c '{script}' sandboxctl {}",
+            shell_words(&args)
+        );
+        let mut cmd = Command::new("bash");
+        cmd.args(["-o", "pipefail", "-c", script, "sandboxctl"])
+            .args(&args)
+            .env("SANDBOXCTL", BIN);
+        self.spawn(&mut cmd, command).wait()
+    }
+
+    fn args_with<I, S>(&self, extra: I) -> Vec<OsString>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut args = self.args.clone();
         args.extend(extra.into_iter().map(|a| a.as_ref().to_owned()));
-        let mut cmd = Command::new(BIN);
-        cmd.args(&args)
-            .current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()))
+        args
+    }
+
+    /// Starts `cmd` in the run's directory with its environment and piped output.
+    fn spawn(&self, cmd: &mut Command, command: String) -> Running {
+        cmd.current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -197,15 +233,10 @@ impl Cli {
                 None => cmd.env_remove(key),
             };
         }
-        let command = format!(
-            "sandboxctl {}",
-            args.iter()
-                .map(|a| a.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
         let started = Instant::now();
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn `{command}`: {e}"));
         let stdout = capture(child.stdout.take().unwrap());
         let stderr = capture(child.stderr.take().unwrap());
         Running {
@@ -217,6 +248,14 @@ impl Cli {
             stderr,
         }
     }
+}
+
+/// Arguments joined by spaces, for messages.
+fn shell_words(args: &[OsString]) -> String {
+    args.iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 type Captured = (Arc<Mutex<Vec<u8>>>, JoinHandle<()>);
@@ -312,13 +351,15 @@ impl Running {
         let (stderr, err_reader) = self.stderr;
         let _ = out_reader.join();
         let _ = err_reader.join();
-        let text =
-            |b: Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+        let bytes = |b: Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+        let (stdout_bytes, stderr_bytes) = (bytes(stdout), bytes(stderr));
         Output {
             command: self.command,
             code: status.code(),
-            stdout: text(stdout),
-            stderr: text(stderr),
+            stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr_bytes).into_owned(),
+            stdout_bytes,
+            stderr_bytes,
             elapsed,
         }
     }
@@ -331,8 +372,14 @@ pub struct Output {
     pub command: String,
     /// The exit code; `None` if a signal ended the process.
     pub code: Option<i32>,
+    /// Stdout as text (invalid UTF-8 replaced).
     pub stdout: String,
+    /// Stderr as text (invalid UTF-8 replaced).
     pub stderr: String,
+    /// Stdout exactly as written, for checks on raw bytes (control characters).
+    pub stdout_bytes: Vec<u8>,
+    /// Stderr exactly as written.
+    pub stderr_bytes: Vec<u8>,
     /// Wall time from spawn to exit.
     pub elapsed: Duration,
 }
@@ -371,6 +418,19 @@ impl Output {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout of `{}` is not JSON: {e}\n{}",
+                self.command,
+                self.dump()
+            )
+        })
+    }
+
+    /// Stdout read as JSON into `T` (e.g. the typed report in `support::report`),
+    /// failing the test (showing both streams) if it is not `what`.
+    #[track_caller]
+    pub fn parse<T: serde::de::DeserializeOwned>(&self, what: &str) -> T {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout of `{}` is not {what}: {e}\n{}",
                 self.command,
                 self.dump()
             )

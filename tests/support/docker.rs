@@ -4,25 +4,34 @@
 //! Owns isolation. Every object a `Sandbox` creates carries the test's unique
 //! scope label `ca.sandbox.test=<value>` or is recorded by name (the
 //! unlabeled decoys), and its cleanup (on drop, also after a panic) removes
-//! exactly those objects and nothing else. Talks to Docker through bollard
-//! directly, never through `sandboxctl`'s own engine, so that it can check
-//! what the engine under test did. Never removes an image.
+//! exactly those objects and nothing else: containers first, then volumes and
+//! networks. Talks to Docker through bollard directly, never through
+//! `sandboxctl`'s own engine, so that it can check what the engine under test
+//! did. Never removes an image.
+//!
+//! Owns the "no engine" outcome too: the first `Sandbox::new` (or
+//! [`require_engine`]) of the process pings the engine once; without one,
+//! every real-engine test fails at once, and the first of them prints one line
+//! saying how to start an engine (no panic message, no backtrace).
 //!
 //! Tests run in parallel threads of one process: the only state shared
-//! between them is the imported test image.
+//! between them is the imported test image and the engine check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, HostConfig, VolumeCreateRequest};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkConnectRequest, NetworkCreateRequest,
+    VolumeCreateRequest,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, InspectContainerOptions,
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListVolumesOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder, StartContainerOptions,
-    WaitContainerOptionsBuilder,
+    InspectNetworkOptions, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    ListNetworksOptionsBuilder, ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveVolumeOptionsBuilder, StartContainerOptions, WaitContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::future::join_all;
@@ -40,6 +49,8 @@ pub const TEST_IMAGE: &str = "ca-sbx:sandboxctl-test-sleep";
 pub const SLEEP: &str = "/sleep";
 /// Deadline for every harness call to Docker.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the engine check waits for `/_ping`.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Labels as `(key, value)` pairs.
 pub type Labels = BTreeMap<String, String>;
@@ -51,6 +62,93 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
+
+// ----- is there an engine? ----------------------------------------------------
+
+/// The panic payload of a real-engine test run without an engine. Raised with
+/// `resume_unwind`, which skips the panic hook: no "panicked at", no backtrace.
+#[derive(Debug)]
+pub struct NoEngine;
+
+/// Where the harness looks for the engine: `DOCKER_HOST`, or the local socket.
+pub fn engine_endpoint() -> String {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string())
+}
+
+/// Pings the engine once per process: `Ok(server version)`, or `Err(one line
+/// saying what failed and how to start an engine)`.
+pub fn engine_status() -> &'static Result<String, String> {
+    static STATUS: OnceLock<Result<String, String>> = OnceLock::new();
+    STATUS.get_or_init(|| {
+        // Its own thread and runtime: callable from sync tests and from any
+        // test's runtime, and the answer outlives both.
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("engine check runtime");
+            rt.block_on(ping())
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the engine check panicked".to_string()))
+        .map_err(|detail| {
+            format!(
+                "no Docker engine answers at {} ({detail}): the real-engine tests need one; start it (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running engine",
+                engine_endpoint()
+            )
+        })
+    })
+}
+
+async fn ping() -> Result<String, String> {
+    let docker = Docker::connect_with_defaults()
+        .map_err(|e| e.to_string())?
+        .with_timeout(PING_TIMEOUT);
+    match tokio::time::timeout(PING_TIMEOUT, docker.ping()).await {
+        Err(_) => return Err(format!("no answer to /_ping within {PING_TIMEOUT:?}")),
+        Ok(Err(e)) => return Err(root_cause(&e)),
+        Ok(Ok(_)) => {}
+    }
+    let version = tokio::time::timeout(PING_TIMEOUT, docker.version())
+        .await
+        .map_err(|_| format!("no answer to /version within {PING_TIMEOUT:?}"))?
+        .map_err(|e| root_cause(&e))?;
+    Ok(format!(
+        "{} (API {})",
+        version.version.unwrap_or_default(),
+        version.api_version.unwrap_or_default()
+    ))
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut root = e;
+    while let Some(s) = root.source() {
+        root = s;
+    }
+    root.to_string()
+}
+
+/// Fails the calling test unless an engine answered the process's one ping.
+/// Without an engine the first caller prints the how-to line (shown under the
+/// test's output); later callers fail silently, so a run without an engine
+/// says it once. Returns the engine's version.
+pub fn require_engine() -> &'static str {
+    static TOLD: AtomicBool = AtomicBool::new(false);
+    match engine_status() {
+        Ok(version) => version,
+        Err(line) => {
+            if !TOLD.swap(true, Ordering::SeqCst) {
+                eprintln!("{line}");
+            }
+            std::panic::resume_unwind(Box::new(NoEngine))
+        }
+    }
+}
+
+// ----- what the harness creates -------------------------------------------------
 
 /// What a created container is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +170,14 @@ pub struct Container {
     pub name: String,
 }
 
+/// A network the harness created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Network {
+    /// Full ID.
+    pub id: String,
+    pub name: String,
+}
+
 /// A box: one named volume and one container mounting it, both labeled
 /// `ca.sandbox=1`, `ca.sandbox.id=<box_id>` and the scope label.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +185,16 @@ pub struct SandboxBox {
     pub box_id: String,
     pub container: Container,
     pub volume: String,
+}
+
+/// A box with a network of its own: the container mounts the volume and is
+/// attached to the network; all three carry the box's labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkedBox {
+    pub box_id: String,
+    pub container: Container,
+    pub volume: String,
+    pub network: Network,
 }
 
 /// A managed volume mounted by two boxes' containers.
@@ -101,6 +217,7 @@ pub struct Decoys {
 pub struct Remaining {
     pub containers: Vec<String>,
     pub volumes: Vec<String>,
+    pub networks: Vec<String>,
 }
 
 /// How to create one container; see [`Sandbox::container`].
@@ -113,10 +230,14 @@ pub struct ContainerSpec {
     tmpfs: Vec<String>,
     run: Run,
     scoped: bool,
+    network_mode: String,
+    pid_mode: Option<String>,
+    ipc_mode: Option<String>,
 }
 
 impl ContainerSpec {
-    /// A running container with only the scope label, named `<scope>-c<n>`.
+    /// A running container with only the scope label, named `<scope>-c<n>`,
+    /// without networking (`NetworkMode` `none`).
     pub fn new() -> Self {
         ContainerSpec {
             name: None,
@@ -126,6 +247,9 @@ impl ContainerSpec {
             tmpfs: Vec::new(),
             run: Run::Running,
             scoped: true,
+            network_mode: "none".to_string(),
+            pid_mode: None,
+            ipc_mode: None,
         }
     }
 
@@ -180,6 +304,37 @@ impl ContainerSpec {
     pub fn unscoped(mut self) -> Self {
         self.scoped = false;
         self
+    }
+
+    /// Attaches the container to network `name` at creation (`NetworkMode`
+    /// is the network's name): `bridge`, `host`, `none` or a created network.
+    pub fn network(mut self, name: &str) -> Self {
+        self.network_mode = name.to_string();
+        self
+    }
+
+    /// Shares container `id`'s network namespace (`--network container:<id>`).
+    pub fn joins_network_of(self, id: &str) -> Self {
+        self.network(&format!("container:{id}"))
+    }
+
+    /// Shares container `id`'s pid namespace (`--pid container:<id>`).
+    pub fn joins_pid_of(mut self, id: &str) -> Self {
+        self.pid_mode = Some(format!("container:{id}"));
+        self
+    }
+
+    /// Sets `IpcMode`: `shareable` for a container others join, or
+    /// `container:<id>` (see [`ContainerSpec::joins_ipc_of`]).
+    pub fn ipc_mode(mut self, mode: &str) -> Self {
+        self.ipc_mode = Some(mode.to_string());
+        self
+    }
+
+    /// Shares container `id`'s ipc namespace (`--ipc container:<id>`; that
+    /// container must have been made with `ipc_mode("shareable")`).
+    pub fn joins_ipc_of(self, id: &str) -> Self {
+        self.ipc_mode(&format!("container:{id}"))
     }
 }
 
@@ -242,12 +397,67 @@ impl Default for VolumeSpec {
     }
 }
 
-/// Objects created but not necessarily labeled: cleanup removes these by name.
-#[derive(Debug, Default)]
-struct Created {
-    /// Container names (Docker resolves them like IDs; ours never look like an ID).
+/// How to create one network; see [`Sandbox::network`]. Bridge driver,
+/// internal (no route out, no port publishing), no fixed subnet.
+#[derive(Debug, Clone)]
+pub struct NetworkSpec {
+    name: Option<String>,
+    labels: Labels,
+    scoped: bool,
+}
+
+impl NetworkSpec {
+    /// A network with only the scope label, named `<scope>-n<n>`.
+    pub fn new() -> Self {
+        NetworkSpec {
+            name: None,
+            labels: Labels::new(),
+            scoped: true,
+        }
+    }
+
+    /// Uses this exact name (make it unique, e.g. with [`Sandbox::unique`]).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Adds `ca.sandbox=1`.
+    pub fn managed(self) -> Self {
+        self.label("ca.sandbox", "1")
+    }
+
+    /// Adds `ca.sandbox=1` and `ca.sandbox.id=<box_id>`.
+    pub fn in_box(self, box_id: &str) -> Self {
+        self.managed().label("ca.sandbox.id", box_id)
+    }
+
+    /// Leaves the scope label off (still recorded by name and removed on cleanup).
+    pub fn unscoped(mut self) -> Self {
+        self.scoped = false;
+        self
+    }
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec::new()
+    }
+}
+
+/// Objects created but not necessarily labeled: cleanup removes these by
+/// name (names are unique to the test; ours never look like an ID).
+#[derive(Debug, Clone, Default)]
+struct Owned {
     containers: Vec<String>,
     volumes: Vec<String>,
+    networks: Vec<String>,
 }
 
 /// One test's isolated corner of the Docker daemon. Create it first in every
@@ -261,17 +471,17 @@ pub struct Sandbox {
     scope_value: String,
     image_id: String,
     counter: AtomicU64,
-    created: Mutex<Created>,
+    created: Mutex<Owned>,
 }
 
 impl Sandbox {
-    /// Connects to Docker (as sandboxctl does: `DOCKER_HOST` or the local
-    /// socket), imports the test image once per process, and picks a scope
-    /// value `<test>-<pid>-<nanos>-<n>` no other test can have.
-    ///
-    /// Panics if Docker is not reachable.
+    /// Checks that an engine answers (see [`require_engine`]), connects to it
+    /// (as sandboxctl does: `DOCKER_HOST` or the local socket), imports the
+    /// test image once per process, and picks a scope value
+    /// `<test>-<pid>-<nanos>-<n>` no other test can have.
     pub async fn new(test: &str) -> Sandbox {
         static SEQ: AtomicU64 = AtomicU64::new(0);
+        require_engine();
         let docker = connect().await;
         let image_id = test_image(&docker).await;
         let nanos = SystemTime::now()
@@ -301,7 +511,7 @@ impl Sandbox {
             scope_value,
             image_id,
             counter: AtomicU64::new(0),
-            created: Mutex::new(Created::default()),
+            created: Mutex::new(Owned::default()),
         }
     }
 
@@ -353,9 +563,11 @@ impl Sandbox {
         super::cli::Cli::new().scope(&self.scope_arg())
     }
 
-    /// A sandboxctl engine on the same daemon, with a 30 s deadline.
+    /// A sandboxctl engine on the same daemon (`DOCKER_HOST`, or the local
+    /// socket), with a 30 s deadline.
     pub async fn engine(&self) -> DockerEngine {
-        DockerEngine::connect(Duration::from_secs(30))
+        let host = std::env::var("DOCKER_HOST").ok();
+        DockerEngine::connect_to(host.as_deref(), Duration::from_secs(30))
             .await
             .expect("connect sandboxctl's DockerEngine")
     }
@@ -388,6 +600,43 @@ impl Sandbox {
         name
     }
 
+    /// Creates a network as `spec` says (bridge, internal, no fixed subnet).
+    pub async fn network(&self, spec: NetworkSpec) -> Network {
+        let name = spec.name.unwrap_or_else(|| self.next('n'));
+        let mut labels = spec.labels;
+        if spec.scoped {
+            labels.insert(SCOPE_KEY.to_string(), self.scope_value.clone());
+        }
+        // Recorded by name before it exists (see `container`).
+        self.created.lock().unwrap().networks.push(name.clone());
+        let request = NetworkCreateRequest {
+            name: name.clone(),
+            driver: Some("bridge".to_string()),
+            internal: Some(true),
+            labels: Some(labels.into_iter().collect()),
+            ..Default::default()
+        };
+        let id = within("create network", self.docker.create_network(request))
+            .await
+            .unwrap_or_else(|e| panic!("create network {name}: {e}"))
+            .id;
+        Network { id, name }
+    }
+
+    /// Attaches `container` to `network` (a second network, after creation).
+    pub async fn connect(&self, container: &Container, network: &Network) {
+        let request = NetworkConnectRequest {
+            container: container.id.clone(),
+            endpoint_config: Some(EndpointSettings::default()),
+        };
+        within(
+            "connect network",
+            self.docker.connect_network(&network.id, request),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("connect {} to {}: {e}", container.name, network.name));
+    }
+
     /// Creates (and starts, unless `Run::Created`) a container as `spec` says.
     pub async fn container(&self, spec: ContainerSpec) -> Container {
         let name = spec.name.unwrap_or_else(|| self.next('c'));
@@ -416,7 +665,9 @@ impl Sandbox {
             host_config: Some(HostConfig {
                 binds: Some(binds),
                 tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
-                network_mode: Some("none".to_string()),
+                network_mode: Some(spec.network_mode),
+                pid_mode: spec.pid_mode,
+                ipc_mode: spec.ipc_mode,
                 ..Default::default()
             }),
             ..Default::default()
@@ -475,6 +726,41 @@ impl Sandbox {
             box_id: box_id.to_string(),
             container,
             volume,
+        }
+    }
+
+    /// A box `box_id` with a network of its own: a managed network
+    /// `<scope>-<box_id>-net`, a managed volume `<scope>-<box_id>-data`, and a
+    /// managed container `<scope>-<box_id>` attached to the one and mounting
+    /// the other, all three with `ca.sandbox.id=<box_id>`.
+    pub async fn add_box_with_network(&self, box_id: &str, run: Run) -> NetworkedBox {
+        let (network, volume) = tokio::join!(
+            self.network(
+                NetworkSpec::new()
+                    .in_box(box_id)
+                    .name(self.unique(&format!("{box_id}-net")))
+            ),
+            self.volume(
+                VolumeSpec::new()
+                    .in_box(box_id)
+                    .name(self.unique(&format!("{box_id}-data")))
+            ),
+        );
+        let container = self
+            .container(
+                ContainerSpec::new()
+                    .in_box(box_id)
+                    .name(self.unique(box_id))
+                    .volume(&volume)
+                    .network(&network.name)
+                    .run(run),
+            )
+            .await;
+        NetworkedBox {
+            box_id: box_id.to_string(),
+            container,
+            volume,
+            network,
         }
     }
 
@@ -577,7 +863,7 @@ impl Sandbox {
 
     // ----- queries --------------------------------------------------------
 
-    /// True if container `id` exists (in any state).
+    /// True if container `id` (or name) exists (in any state).
     pub async fn container_exists(&self, id: &str) -> bool {
         match within(
             "inspect container",
@@ -601,12 +887,47 @@ impl Sandbox {
         }
     }
 
+    /// True if network `id` (or name) exists.
+    pub async fn network_exists(&self, id: &str) -> bool {
+        match within(
+            "inspect network",
+            self.docker
+                .inspect_network(id, None::<InspectNetworkOptions>),
+        )
+        .await
+        {
+            Ok(_) => true,
+            Err(e) if is_404(&e) => false,
+            Err(e) => panic!("inspect network {id}: {e}"),
+        }
+    }
+
+    /// The state of container `id` (`running`, `exited`, ...), or `None` if it is gone.
+    pub async fn container_state(&self, id: &str) -> Option<String> {
+        match within(
+            "inspect container",
+            self.docker
+                .inspect_container(id, None::<InspectContainerOptions>),
+        )
+        .await
+        {
+            Ok(c) => Some(
+                c.state
+                    .and_then(|s| s.status)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+            ),
+            Err(e) if is_404(&e) => None,
+            Err(e) => panic!("inspect container {id}: {e}"),
+        }
+    }
+
     /// Every existing object of this test: those with the scope label and the
     /// recorded ones, as sorted names.
     pub async fn remaining(&self) -> Remaining {
-        let (names, vols) = self.owned().await.expect("list this test's objects");
+        let owned = self.owned().await.expect("list this test's objects");
         let mut containers = Vec::new();
-        for id in names {
+        for id in owned.containers {
             let c = within(
                 "inspect container",
                 self.docker
@@ -625,16 +946,24 @@ impl Sandbox {
             }
         }
         let mut volumes = Vec::new();
-        for v in vols {
+        for v in owned.volumes {
             if self.volume_exists(&v).await {
                 volumes.push(v);
             }
         }
+        let mut networks = Vec::new();
+        for n in owned.networks {
+            if self.network_exists(&n).await {
+                networks.push(n);
+            }
+        }
         containers.sort();
         volumes.sort();
+        networks.sort();
         Remaining {
             containers,
             volumes,
+            networks,
         }
     }
 
@@ -643,7 +972,7 @@ impl Sandbox {
         list_scoped(&self.docker, &self.scope_value)
             .await
             .expect("list scoped containers")
-            .0
+            .containers
             .into_iter()
             .map(|c| c.id)
             .collect()
@@ -654,7 +983,17 @@ impl Sandbox {
         list_scoped(&self.docker, &self.scope_value)
             .await
             .expect("list scoped volumes")
-            .1
+            .volumes
+            .into_iter()
+            .collect()
+    }
+
+    /// Names of the networks that carry this test's scope label.
+    pub async fn scoped_network_names(&self) -> BTreeSet<String> {
+        list_scoped(&self.docker, &self.scope_value)
+            .await
+            .expect("list scoped networks")
+            .networks
             .into_iter()
             .collect()
     }
@@ -673,34 +1012,30 @@ impl Sandbox {
 
     // ----- cleanup --------------------------------------------------------
 
+    fn recorded(&self) -> Owned {
+        self.created
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Scoped objects (listed) plus recorded ones, deduplicated.
-    async fn owned(&self) -> Result<(Vec<String>, Vec<String>), String> {
-        let created = {
-            let c = self.created.lock().unwrap();
-            (c.containers.clone(), c.volumes.clone())
-        };
-        owned(&self.docker, &self.scope_value, created).await
+    async fn owned(&self) -> Result<Owned, String> {
+        owned(&self.docker, &self.scope_value, self.recorded()).await
     }
 
     /// Removes everything this test created or labeled with its scope, now.
     /// Returns what could not be removed (empty when all went). Drop does the
     /// same; call this to assert on it.
     pub async fn cleanup(&self) -> Vec<String> {
-        let created = {
-            let c = self.created.lock().unwrap();
-            (c.containers.clone(), c.volumes.clone())
-        };
-        cleanup(&self.docker, &self.scope_value, created).await
+        cleanup(&self.docker, &self.scope_value, self.recorded()).await
     }
 }
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
         let scope = self.scope_value.clone();
-        let created = {
-            let c = self.created.lock().unwrap_or_else(|e| e.into_inner());
-            (c.containers.clone(), c.volumes.clone())
-        };
+        let created = self.recorded();
         // Drop is sync and may run inside the test's runtime: clean up on a
         // thread of its own with its own runtime and its own client.
         let worker = std::thread::spawn(move || {
@@ -758,24 +1093,33 @@ fn is_404(e: &BollardError) -> bool {
     )
 }
 
-fn is_409(e: &BollardError) -> bool {
+/// A 409, or Docker 20.10's 403 for a network that still has endpoints.
+fn is_conflict(e: &BollardError) -> bool {
     matches!(
         e,
         BollardError::DockerResponseServerError {
-            status_code: 409,
+            status_code: 409 | 403,
             ..
         }
     )
 }
 
-/// Containers and volumes carrying exactly `ca.sandbox.test=<scope>`.
-async fn list_scoped(
-    docker: &Docker,
-    scope: &str,
-) -> Result<(Vec<Container>, Vec<String>), String> {
+/// Objects carrying exactly `ca.sandbox.test=<scope>`, checked on the client too.
+struct Scoped {
+    containers: Vec<Container>,
+    volumes: Vec<String>,
+    networks: Vec<String>,
+}
+
+async fn list_scoped(docker: &Docker, scope: &str) -> Result<Scoped, String> {
     assert!(!scope.is_empty(), "refusing to list with an empty scope");
     let label = format!("{SCOPE_KEY}={scope}");
     let filters = HashMap::from([("label", vec![label.as_str()])]);
+    let ours = |labels: Option<&HashMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(SCOPE_KEY))
+            .is_some_and(|v| v == scope)
+    };
     let options = ListContainersOptionsBuilder::new()
         .all(true)
         .filters(&filters)
@@ -785,12 +1129,7 @@ async fn list_scoped(
         .map_err(|e| format!("list containers: {e}"))?
         .into_iter()
         // Re-check on the client: never act on a filter the daemon ignored.
-        .filter(|c| {
-            c.labels
-                .as_ref()
-                .and_then(|l| l.get(SCOPE_KEY))
-                .is_some_and(|v| v == scope)
-        })
+        .filter(|c| ours(c.labels.as_ref()))
         .map(|c| Container {
             id: c.id.unwrap_or_default(),
             name: c
@@ -808,52 +1147,82 @@ async fn list_scoped(
         .volumes
         .unwrap_or_default()
         .into_iter()
-        .filter(|v| v.labels.get(SCOPE_KEY).is_some_and(|l| l == scope))
+        .filter(|v| ours(Some(&v.labels)))
         .map(|v| v.name)
         .collect();
-    Ok((containers, volumes))
+    let options = ListNetworksOptionsBuilder::new().filters(&filters).build();
+    let networks = within("list networks", docker.list_networks(Some(options)))
+        .await
+        .map_err(|e| format!("list networks: {e}"))?
+        .into_iter()
+        .filter(|n| ours(n.labels.as_ref()))
+        .filter_map(|n| n.name)
+        .collect();
+    Ok(Scoped {
+        containers,
+        volumes,
+        networks,
+    })
 }
 
-async fn owned(
-    docker: &Docker,
-    scope: &str,
-    (created_containers, created_volumes): (Vec<String>, Vec<String>),
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let (containers, volumes) = list_scoped(docker, scope).await?;
-    let containers: BTreeSet<String> = containers
-        .into_iter()
-        .map(|c| c.name)
-        .chain(created_containers)
-        .collect();
-    let volumes: BTreeSet<String> = volumes.into_iter().chain(created_volumes).collect();
-    Ok((
-        containers.into_iter().collect(),
-        volumes.into_iter().collect(),
-    ))
+async fn owned(docker: &Docker, scope: &str, recorded: Owned) -> Result<Owned, String> {
+    let scoped = list_scoped(docker, scope).await?;
+    let union = |a: Vec<String>, b: Vec<String>| -> Vec<String> {
+        a.into_iter()
+            .chain(b)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    Ok(Owned {
+        containers: union(
+            scoped.containers.into_iter().map(|c| c.name).collect(),
+            recorded.containers,
+        ),
+        volumes: union(scoped.volumes, recorded.volumes),
+        networks: union(scoped.networks, recorded.networks),
+    })
 }
 
 /// Removes the scoped and recorded containers (force, with anonymous volumes),
-/// then the scoped and recorded volumes. Returns what failed.
-async fn cleanup(docker: &Docker, scope: &str, created: (Vec<String>, Vec<String>)) -> Vec<String> {
-    let (containers, volumes) = match owned(docker, scope, created.clone()).await {
+/// then the scoped and recorded volumes and networks. Returns what failed.
+async fn cleanup(docker: &Docker, scope: &str, recorded: Owned) -> Vec<String> {
+    let found = match owned(docker, scope, recorded.clone()).await {
         Ok(found) => found,
         // Listing failed: still remove what we know we made.
         Err(e) => {
             eprintln!("sandbox cleanup: {e}");
-            created
+            recorded
         }
     };
     let mut failed = Vec::new();
-    let removals = containers.iter().map(|id| remove_container(docker, id));
-    for (id, r) in containers.iter().zip(join_all(removals).await) {
+    let removals = found
+        .containers
+        .iter()
+        .map(|id| remove_container(docker, id));
+    for (id, r) in found.containers.iter().zip(join_all(removals).await) {
         if let Err(e) = r {
             failed.push(format!("container {id}: {e}"));
         }
     }
-    let removals = volumes.iter().map(|name| remove_volume(docker, name));
-    for (name, r) in volumes.iter().zip(join_all(removals).await) {
+    // Only once every container is gone: volumes and networks they used.
+    let (volumes, networks) = tokio::join!(
+        join_all(found.volumes.iter().map(|name| remove_volume(docker, name))),
+        join_all(
+            found
+                .networks
+                .iter()
+                .map(|name| remove_network(docker, name))
+        ),
+    );
+    for (name, r) in found.volumes.iter().zip(volumes) {
         if let Err(e) = r {
             failed.push(format!("volume {name}: {e}"));
+        }
+    }
+    for (name, r) in found.networks.iter().zip(networks) {
+        if let Err(e) = r {
+            failed.push(format!("network {name}: {e}"));
         }
     }
     failed
@@ -876,7 +1245,7 @@ async fn remove_container(docker: &Docker, id: &str) -> Result<(), String> {
         {
             Ok(()) => return Ok(()),
             Err(e) if is_404(&e) => return Ok(()),
-            Err(e) if is_409(&e) && Instant::now() < deadline => {
+            Err(e) if is_conflict(&e) && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await
             }
             Err(e) => return Err(e.to_string()),
@@ -897,7 +1266,23 @@ async fn remove_volume(docker: &Docker, name: &str) -> Result<(), String> {
         {
             Ok(()) => return Ok(()),
             Err(e) if is_404(&e) => return Ok(()),
-            Err(e) if is_409(&e) && Instant::now() < deadline => {
+            Err(e) if is_conflict(&e) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Removes a network, retrying while a container attached to it is still
+/// being removed (Docker 20.10 answers 403 "has active endpoints").
+async fn remove_network(docker: &Docker, name: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match within("remove network", docker.remove_network(name)).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_404(&e) => return Ok(()),
+            Err(e) if is_conflict(&e) && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await
             }
             Err(e) => return Err(e.to_string()),

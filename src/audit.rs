@@ -1,0 +1,707 @@
+//! Audit log: the file behind `--audit FILE` (apply, destroy, watch).
+//!
+//! Owns the on-disk format: one JSON object per line, one line per removal
+//! attempt, so that "what removed my container, when, and why" is answered
+//! from this file alone. Owns opening the file (append-only, created `0600`)
+//! and writing a line so that concurrent writers never interleave.
+//!
+//! Must not read the clock (the time of an entry is an input), decide
+//! anything about removals, swallow an error (every failure is returned,
+//! naming the file), or print.
+//!
+//! # Format
+//! ```json
+//! {"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container",
+//!  "id":"3f2a…","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},
+//!  "image":"alpine:3","reason":{"code":"notDeclared","text":"box a is not in the state file"},
+//!  "outcome":"failed","error":"engine answered 500: …"}
+//! ```
+//! (one line in the file). Keys always appear in this order. `id` is left
+//! out when the engine gave none, `image` when none applies (volumes,
+//! networks), `error` unless `outcome` is `failed`. `time` is RFC 3339 in
+//! UTC with milliseconds. `labels` keys are sorted. Text from the engine is
+//! JSON-escaped, and DEL and the C1 control characters (U+007F–U+009F),
+//! which JSON allows raw, are escaped as `\u00XX` too, so `cat`ing the file
+//! cannot drive a terminal.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What kind of object a removal was attempted on: the model's own kinds.
+pub use crate::model::Kind;
+
+/// How a removal attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// The engine removed the object.
+    Removed,
+    /// The object was already gone when the removal was attempted.
+    AlreadyGone,
+    /// The removal failed; the entry's `error` says why.
+    Failed,
+}
+
+impl Outcome {
+    /// The name used in the audit log and in metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Removed => "removed",
+            Outcome::AlreadyGone => "alreadyGone",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// Why an object was chosen for removal: a stable machine-readable `code`,
+/// a human `text`, and any extra fields (serialized after those two, sorted
+/// by key).
+///
+/// Build one with [`Reason::new`] and [`Reason::with`], or convert a typed
+/// reason with [`Reason::from_value`] (e.g. `serde_json::to_value(&reason)`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reason {
+    code: String,
+    text: String,
+    #[serde(flatten)]
+    extra: BTreeMap<String, Value>,
+}
+
+impl Reason {
+    /// A reason with its `code` and `text`.
+    pub fn new(code: impl Into<String>, text: impl Into<String>) -> Self {
+        Reason {
+            code: code.into(),
+            text: text.into(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an extra field. `code` and `text` cannot be replaced: the call
+    /// returns the reason unchanged for those keys.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        let key = key.into();
+        if key != "code" && key != "text" {
+            self.extra.insert(key, value.into());
+        }
+        self
+    }
+
+    /// Takes a reason serialized elsewhere. It must be a JSON object whose
+    /// `code` and `text` are strings; other fields are kept as extras.
+    pub fn from_value(value: Value) -> Result<Self, AuditError> {
+        let Value::Object(mut map) = value else {
+            return Err(AuditError::BadReason {
+                problem: format!("expected a JSON object, got {value}"),
+            });
+        };
+        let mut take = |key: &str| match map.remove(key) {
+            Some(Value::String(s)) => Ok(s),
+            other => Err(format!(
+                "`{key}` must be a string, got {}",
+                other.map_or("nothing".to_string(), |v| v.to_string())
+            )),
+        };
+        let (code, text) = match (take("code"), take("text")) {
+            (Ok(code), Ok(text)) => (code, text),
+            (Err(problem), _) | (_, Err(problem)) => return Err(AuditError::BadReason { problem }),
+        };
+        Ok(Reason {
+            code,
+            text,
+            extra: map.into_iter().collect(),
+        })
+    }
+
+    /// The machine-readable code.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+}
+
+/// One removal attempt, as the caller knows it. Borrowed, so recording an
+/// attempt copies nothing but the line written.
+#[derive(Debug, Clone)]
+pub struct Entry<'a> {
+    /// When the attempt ended (the caller's clock).
+    pub time: SystemTime,
+    /// The engine's name as the user knows it (e.g. a context name).
+    pub engine: &'a str,
+    pub kind: Kind,
+    /// The engine's id for the object, when it gave one.
+    pub id: Option<&'a str>,
+    pub name: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    /// The image of a container (never set for volumes and networks).
+    pub image: Option<&'a str>,
+    pub reason: &'a Reason,
+    pub outcome: Outcome,
+    /// The engine's error: required when `outcome` is `Failed`, refused otherwise.
+    pub error: Option<&'a str>,
+}
+
+/// The line as written: field order here is the order in the file.
+#[derive(Serialize)]
+struct Line<'a> {
+    time: String,
+    engine: &'a str,
+    kind: Kind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    name: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<&'a str>,
+    reason: &'a Reason,
+    outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+}
+
+/// An audit log could not be opened or written, or an entry was malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    // The OS reason follows as the error's source ("caused by: ..."), so it is not repeated here.
+    #[error("cannot open audit log {path}: create its directory, or pass a writable path to --audit", path = path.display())]
+    Open { path: PathBuf, source: io::Error },
+    #[error("cannot write audit log {path}: {source}; the removal was attempted but not recorded: free space or fix the file, then check the engine for what was removed", path = path.display())]
+    Write { path: PathBuf, source: io::Error },
+    #[error("audit log {path}: the system wrote {written} of {len} bytes of a line; the last line of the file is cut short: free space, then check the engine for what was removed", path = path.display())]
+    ShortWrite {
+        path: PathBuf,
+        written: usize,
+        len: usize,
+    },
+    #[error("audit entry for {kind} {name:?} cannot be written: {problem}", kind = kind.as_str())]
+    BadEntry {
+        kind: Kind,
+        name: String,
+        problem: String,
+    },
+    #[error("audit reason is malformed: {problem}")]
+    BadReason { problem: String },
+}
+
+/// An open audit log. Appends only; cheap to share between threads (`&self`
+/// methods, one `write(2)` per line, no lock and no user-space buffer).
+#[derive(Debug)]
+pub struct AuditLog {
+    file: File,
+    path: PathBuf,
+}
+
+impl AuditLog {
+    /// Opens `path` for appending, creating it with mode `0600` (owner read
+    /// and write only, further narrowed by the umask) if it does not exist.
+    /// An existing file is appended to and its mode is left as it is: a
+    /// user who made it group-readable keeps that choice.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
+        let path = path.as_ref().to_path_buf();
+        let mut options = OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        match options.open(&path) {
+            Ok(file) => Ok(AuditLog { file, path }),
+            Err(source) => Err(AuditError::Open { path, source }),
+        }
+    }
+
+    /// The path the log was opened with, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one line for `entry` with a single `write` call on a file
+    /// opened `O_APPEND`, so lines from other threads or processes appending
+    /// to the same file never interleave with it. Returns when the line is in
+    /// the kernel (no user-space buffering); see [`AuditLog::sync`] for
+    /// durability across a crash of the machine.
+    ///
+    /// Errors: a malformed entry (`BadEntry`, nothing written); a failed
+    /// write (`Write`, e.g. disk full) or a partial one (`ShortWrite`), both
+    /// naming the file. The caller must report these, never drop them.
+    pub fn append(&self, entry: &Entry<'_>) -> Result<(), AuditError> {
+        let line = format_line(entry)?;
+        let mut file = &self.file;
+        let written = loop {
+            match file.write(line.as_bytes()) {
+                Ok(n) => break n,
+                // Nothing was written: trying again cannot split the line.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => return Err(self.write_error(source)),
+            }
+        };
+        if written != line.len() {
+            return Err(AuditError::ShortWrite {
+                path: self.path.clone(),
+                written,
+                len: line.len(),
+            });
+        }
+        file.flush().map_err(|source| self.write_error(source))
+    }
+
+    /// Asks the system to put the lines written so far on disk (`fdatasync`).
+    /// Not done per line: call it at the end of a run or cycle.
+    pub fn sync(&self) -> Result<(), AuditError> {
+        self.file
+            .sync_data()
+            .map_err(|source| self.write_error(source))
+    }
+
+    fn write_error(&self, source: io::Error) -> AuditError {
+        AuditError::Write {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// The line for `entry`, newline included.
+fn format_line(entry: &Entry<'_>) -> Result<String, AuditError> {
+    let bad = |problem: String| AuditError::BadEntry {
+        kind: entry.kind,
+        name: entry.name.to_string(),
+        problem,
+    };
+    match (entry.outcome, entry.error) {
+        (Outcome::Failed, None) => {
+            return Err(bad("outcome is failed but no error was given".into()))
+        }
+        (Outcome::Removed | Outcome::AlreadyGone, Some(error)) => {
+            return Err(bad(format!(
+                "outcome is {} but an error was given: {error:?}",
+                entry.outcome.as_str()
+            )))
+        }
+        _ => {}
+    }
+    let time = rfc3339_utc(entry.time).map_err(bad)?;
+    let line = Line {
+        time,
+        engine: entry.engine,
+        kind: entry.kind,
+        id: entry.id,
+        name: entry.name,
+        labels: entry.labels,
+        image: entry.image,
+        reason: entry.reason,
+        outcome: entry.outcome,
+        error: entry.error,
+    };
+    let json = serde_json::to_string(&line).map_err(|e| bad(e.to_string()))?;
+    let mut out = String::with_capacity(json.len() + 1);
+    escape_raw_controls(&json, &mut out);
+    out.push('\n');
+    Ok(out)
+}
+
+/// Copies JSON text, escaping DEL and C1 controls that serde_json leaves
+/// raw. They can only occur inside strings (the rest is ASCII), where
+/// `\u00XX` is a valid escape, so the result is the same JSON value.
+fn escape_raw_controls(json: &str, out: &mut String) {
+    for c in json.chars() {
+        if ('\u{7f}'..='\u{9f}').contains(&c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+/// RFC 3339 UTC with milliseconds; times before 1970 or after 9999 are refused
+/// (the formatter would panic or fail on them).
+fn rfc3339_utc(time: SystemTime) -> Result<String, String> {
+    const YEAR_10000: Duration = Duration::from_secs(253_402_300_800);
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(since) if since < YEAR_10000 => Ok(humantime::format_rfc3339_millis(time).to_string()),
+        _ => Err(format!(
+            "its time {time:?} is outside 1970-01-01..9999-12-31"
+        )),
+    }
+}
+
+/// Records every removal attempt of a reconcile in an audit log: an
+/// `apply::Observer` fed the plan's inventory (for labels and images). A write
+/// failure is kept (the first one) for the caller to report; it never stops
+/// the run, which has already acted.
+pub struct Recorder {
+    log: std::sync::Arc<AuditLog>,
+    clock: fn() -> SystemTime,
+    objects: BTreeMap<crate::model::ObjectKey, (crate::model::Labels, Option<String>)>,
+    /// The first write failure, if any.
+    pub error: Option<AuditError>,
+    /// Lines written.
+    pub written: usize,
+}
+
+impl Recorder {
+    pub fn new(log: std::sync::Arc<AuditLog>, clock: fn() -> SystemTime) -> Self {
+        Recorder {
+            log,
+            clock,
+            objects: BTreeMap::new(),
+            error: None,
+            written: 0,
+        }
+    }
+
+    /// Learns the labels and images of what a plan may remove.
+    pub fn know(&mut self, inventory: &crate::inventory::Inventory) {
+        self.objects = inventory
+            .objects
+            .values()
+            .map(|o| (o.key.clone(), (o.labels.clone(), o.image.clone())))
+            .collect();
+    }
+}
+
+impl crate::apply::Observer for Recorder {
+    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::apply::Outcome) {
+        use crate::apply::Outcome as O;
+        let outcome_code = match outcome {
+            O::Removed => Outcome::Removed,
+            O::AlreadyGone => Outcome::AlreadyGone,
+            O::Failed(_) | O::GaveUpWaiting { .. } | O::Refused(_) => Outcome::Failed,
+            O::Skipped(_) | O::Interrupted => return,
+        };
+        let key = step.object.key();
+        let empty = (crate::model::Labels::new(), None);
+        let (labels, image) = self.objects.get(&key).unwrap_or(&empty);
+        let reason = serde_json::to_value(&step.why)
+            .ok()
+            .and_then(|mut v| {
+                v.as_object_mut()?
+                    .insert("text".into(), crate::render::reason_text(&step.why).into());
+                Reason::from_value(v).ok()
+            })
+            .unwrap_or_else(|| Reason::new("unknown", crate::render::reason_text(&step.why)));
+        let error = (outcome_code == Outcome::Failed).then(|| crate::render::outcome_text(outcome));
+        let entry = Entry {
+            time: (self.clock)(),
+            engine: &step.object.engine,
+            kind: step.object.kind,
+            id: step.object.id.as_deref(),
+            name: &step.object.name,
+            labels,
+            image: image.as_deref(),
+            reason: &reason,
+            outcome: outcome_code,
+            error: error.as_deref(),
+        };
+        match self.log.append(&entry) {
+            Ok(()) => self.written += 1,
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Builds entries for tests; every field set unless a test clears it.
+    struct Attempt {
+        time: SystemTime,
+        engine: String,
+        kind: Kind,
+        id: Option<String>,
+        name: String,
+        labels: BTreeMap<String, String>,
+        image: Option<String>,
+        reason: Reason,
+        outcome: Outcome,
+        error: Option<String>,
+    }
+
+    impl Attempt {
+        fn container(name: &str) -> Self {
+            Attempt {
+                time: UNIX_EPOCH + Duration::from_millis(1_735_787_045_678),
+                engine: "default".into(),
+                kind: Kind::Container,
+                id: Some("3f2a9c".into()),
+                name: name.into(),
+                labels: [("ca.sandbox", "1"), ("ca.sandbox.id", "a")]
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect(),
+                image: Some("alpine:3".into()),
+                reason: Reason::new("notDeclared", "box a is not in the state file")
+                    .with("box", "a"),
+                outcome: Outcome::Removed,
+                error: None,
+            }
+        }
+        fn failed(mut self, error: &str) -> Self {
+            self.outcome = Outcome::Failed;
+            self.error = Some(error.into());
+            self
+        }
+        fn label(mut self, key: &str, value: &str) -> Self {
+            self.labels.insert(key.into(), value.into());
+            self
+        }
+        fn entry(&self) -> Entry<'_> {
+            Entry {
+                time: self.time,
+                engine: &self.engine,
+                kind: self.kind,
+                id: self.id.as_deref(),
+                name: &self.name,
+                labels: &self.labels,
+                image: self.image.as_deref(),
+                reason: &self.reason,
+                outcome: self.outcome,
+                error: self.error.as_deref(),
+            }
+        }
+    }
+
+    fn read_lines(path: &Path) -> Vec<Value> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_container_line_has_every_field_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let attempt = Attempt::container("box-a-web").failed("engine answered 500: boom");
+        log.append(&attempt.entry()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        insta::assert_snapshot!(text, @r#"{"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container","id":"3f2a9c","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},"image":"alpine:3","reason":{"code":"notDeclared","text":"box a is not in the state file","box":"a"},"outcome":"failed","error":"engine answered 500: boom"}"#);
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn optional_fields_are_left_out_when_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let mut volume = Attempt::container("box-a-data");
+        volume.kind = Kind::Volume;
+        volume.id = None;
+        volume.image = None;
+        volume.outcome = Outcome::AlreadyGone;
+        log.append(&volume.entry()).unwrap();
+        insta::assert_json_snapshot!(read_lines(&path), @r#"
+        [
+          {
+            "engine": "default",
+            "kind": "volume",
+            "labels": {
+              "ca.sandbox": "1",
+              "ca.sandbox.id": "a"
+            },
+            "name": "box-a-data",
+            "outcome": "alreadyGone",
+            "reason": {
+              "box": "a",
+              "code": "notDeclared",
+              "text": "box a is not in the state file"
+            },
+            "time": "2025-01-02T03:04:05.678Z"
+          }
+        ]
+        "#);
+    }
+
+    #[test]
+    fn appends_across_two_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        AuditLog::open(&path)
+            .unwrap()
+            .append(&Attempt::container("first").entry())
+            .unwrap();
+        AuditLog::open(&path)
+            .unwrap()
+            .append(&Attempt::container("second").failed("gone wrong").entry())
+            .unwrap();
+        let names: Vec<_> = read_lines(&path)
+            .iter()
+            .map(|v| format!("{} {}", v["name"], v["outcome"]))
+            .collect();
+        assert_eq!(names, [r#""first" "removed""#, r#""second" "failed""#]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn created_with_mode_0600_and_an_existing_mode_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        AuditLog::open(&path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+
+        let existing = dir.path().join("shared.jsonl");
+        std::fs::write(&existing, "").unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o640)).unwrap();
+        AuditLog::open(&existing).unwrap();
+        assert_eq!(mode(&existing), 0o640);
+    }
+
+    /// Lines far larger than a pipe buffer, from threads with their own file
+    /// descriptions (as separate processes would have) and from one shared
+    /// log: every line must come out whole.
+    #[test]
+    fn concurrent_writers_never_interleave_a_line() {
+        const THREADS: usize = 8;
+        const LINES: usize = 100;
+        let dir = tempfile::tempdir().unwrap();
+        let path = Arc::new(dir.path().join("audit.jsonl"));
+        let shared = Arc::new(AuditLog::open(&*path).unwrap());
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let path = Arc::clone(&path);
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let own = AuditLog::open(&*path).unwrap();
+                    let filler = char::from(b'a' + t as u8).to_string().repeat(20_000);
+                    for i in 0..LINES {
+                        let attempt =
+                            Attempt::container(&format!("t{t}-{i}")).label("filler", &filler);
+                        let log = if i % 2 == 0 { &own } else { &*shared };
+                        log.append(&attempt.entry()).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), THREADS * LINES);
+        for line in &lines {
+            let name = line["name"].as_str().unwrap();
+            let t: usize = name[1..name.find('-').unwrap()].parse().unwrap();
+            let expected = char::from(b'a' + t as u8).to_string().repeat(20_000);
+            assert_eq!(line["labels"]["filler"], expected.as_str(), "{name}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_device_is_an_error_naming_the_file() {
+        let log = AuditLog::open("/dev/full").unwrap();
+        let err = log
+            .append(&Attempt::container("box-a-web").entry())
+            .unwrap_err();
+        assert!(matches!(err, AuditError::Write { .. }), "{err:?}");
+        insta::assert_snapshot!(err.to_string(), @"cannot write audit log /dev/full: No space left on device (os error 28); the removal was attempted but not recorded: free space or fix the file, then check the engine for what was removed");
+    }
+
+    #[test]
+    fn an_unopenable_path_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing-dir").join("audit.jsonl");
+        let err = AuditLog::open(&path).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("cannot open audit log {}: ", path.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn terminal_controls_from_the_engine_are_escaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let attempt = Attempt::container("evil\u{1b}[2J\u{9b}31m\u{7f}").failed("nope\r\n\u{85}");
+        log.append(&attempt.entry()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !text.trim_end_matches('\n').chars().any(char::is_control),
+            "{text:?}"
+        );
+        let line = &read_lines(&path)[0];
+        assert_eq!(line["name"], "evil\u{1b}[2J\u{9b}31m\u{7f}");
+        assert_eq!(line["error"], "nope\r\n\u{85}");
+    }
+
+    #[test]
+    fn outcome_and_error_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        let mut no_error = Attempt::container("box-a-web");
+        no_error.outcome = Outcome::Failed;
+        let mut stray_error = Attempt::container("box-a-web");
+        stray_error.error = Some("x".into());
+        let errors: Vec<_> = [no_error, stray_error]
+            .iter()
+            .map(|a| log.append(&a.entry()).unwrap_err().to_string())
+            .collect();
+        insta::assert_debug_snapshot!(errors, @r#"
+        [
+            "audit entry for container \"box-a-web\" cannot be written: outcome is failed but no error was given",
+            "audit entry for container \"box-a-web\" cannot be written: outcome is removed but an error was given: \"x\"",
+        ]
+        "#);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn times_outside_the_formatter_range_are_refused_not_panicked() {
+        let mut early = Attempt::container("box-a-web");
+        early.time = UNIX_EPOCH - Duration::from_secs(1);
+        let err = format_line(&early.entry()).unwrap_err().to_string();
+        assert!(err.contains("outside 1970-01-01..9999-12-31"), "{err}");
+        let mut epoch = Attempt::container("box-a-web");
+        epoch.time = UNIX_EPOCH;
+        assert!(format_line(&epoch.entry())
+            .unwrap()
+            .starts_with(r#"{"time":"1970-01-01T00:00:00.000Z","#));
+    }
+
+    #[test]
+    fn reasons_from_values_need_string_code_and_text() {
+        let ok = Reason::from_value(
+            serde_json::json!({"holders": ["c1"], "text": "t", "code": "inUse"}),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::to_string(&ok).unwrap(),
+            r#"{"code":"inUse","text":"t","holders":["c1"]}"#
+        );
+        let errors: Vec<_> = [
+            serde_json::json!("inUse"),
+            serde_json::json!({"code": "inUse"}),
+            serde_json::json!({"code": 1, "text": "t"}),
+        ]
+        .into_iter()
+        .map(|v| Reason::from_value(v).unwrap_err().to_string())
+        .collect();
+        insta::assert_debug_snapshot!(errors, @r#"
+        [
+            "audit reason is malformed: expected a JSON object, got \"inUse\"",
+            "audit reason is malformed: `text` must be a string, got nothing",
+            "audit reason is malformed: `code` must be a string, got 1",
+        ]
+        "#);
+        assert_eq!(
+            Reason::new("a", "b").with("code", "c"),
+            Reason::new("a", "b")
+        );
+    }
+}

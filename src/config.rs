@@ -1,0 +1,465 @@
+//! The invocation resolved once (ripgrep's low args -> high args): the state
+//! file loaded, scopes merged, the goal built, the output mode and the clock
+//! decided, before any engine call.
+//!
+//! Owns every decision that depends on flags, environment and the state file
+//! together. Must not reach the engine; after `resolve`, nothing looks at
+//! flags or the environment again.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::cli::{Args, Command};
+use crate::desired::{DesiredState, Expiry, DEFAULT_STATE_PATH};
+use crate::endpoint::{Endpoint, EndpointInput};
+use crate::model::{Labels, Scope};
+use crate::plan::{DeclaredBox, Goal, KeptVolume};
+use crate::render::Format;
+
+/// What to do, fully resolved.
+#[derive(Debug, Clone)]
+pub enum Job {
+    /// Show the plan; save it to `out`; exit 2 on pending changes when `detailed`.
+    Plan {
+        goal: Goal,
+        detailed: bool,
+        out: Option<PathBuf>,
+    },
+    /// Plan afresh and carry it out (`apply`, `destroy`).
+    Converge {
+        goal: Goal,
+        /// Box IDs `destroy` named (warned about when nothing carries them).
+        named: Vec<String>,
+    },
+    /// Carry out a saved plan.
+    ApplySaved { path: PathBuf },
+    /// List the managed objects.
+    Inventory,
+    /// Explain what the plan does with an object.
+    Explain { goal: Goal, query: String },
+    /// Print the plan as a graph.
+    Graph { goal: Goal },
+    /// Keep converging.
+    Watch {
+        goal: Goal,
+        once: bool,
+        debounce: Duration,
+        resync: Duration,
+        metrics: Option<std::net::SocketAddr>,
+        /// `--scope`, merged again with the file's scope when it changes.
+        cli_scope: Labels,
+        /// `--grace`, or the file's, when the watch started.
+        grace: Option<Duration>,
+    },
+}
+
+/// One invocation, resolved.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub job: Job,
+    /// The state file the goal came from, for messages (`path:line`).
+    pub state: Option<PathBuf>,
+    pub scope: Scope,
+    pub format: Format,
+    /// The engine, resolved as the docker CLI does (flags, DOCKER_HOST,
+    /// DOCKER_CONTEXT, the config file's current context, the default socket).
+    /// In a fleet, the first engine.
+    pub endpoint: Endpoint,
+    /// The fleet the state file names (`[[engine]]`), narrowed by `--engine`;
+    /// empty without `[[engine]]` (then `endpoint` is the one engine).
+    pub fleet: Vec<EngineTarget>,
+    /// Removals in flight on any one engine of a fleet.
+    pub engine_parallelism: usize,
+    pub timeout: Duration,
+    pub parallelism: usize,
+    /// `--audit FILE`.
+    pub audit: Option<PathBuf>,
+    /// The clock, read once: plans are judged at this time (Unix seconds).
+    pub now: i64,
+}
+
+/// One engine of a fleet: its name in the state file and where it is.
+#[derive(Debug, Clone)]
+pub struct EngineTarget {
+    pub name: String,
+    pub endpoint: Endpoint,
+}
+
+/// Errors of resolving an invocation that are not the state file's own.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `plan` and `apply` need a state file and none was found at the default path.
+    #[error("no state file at {DEFAULT_STATE_PATH}; pass --state PATH (or set SANDBOXCTL_STATE), or use `destroy --prune` to reclaim every leaked object")]
+    NoStateFile,
+    /// `--engine` names an engine the state file does not declare.
+    #[error("--engine {name}: the state file {} declares no such engine (it declares: {}); name one of those", path.display(), declared.join(", "))]
+    UnknownEngine {
+        name: String,
+        declared: Vec<String>,
+        path: PathBuf,
+    },
+    /// `--engine` without `[[engine]]` in the state file.
+    #[error("--engine {name}: the state file declares no [[engine]] table; --engine narrows a fleet the state file names (use --host or --context to choose one engine)")]
+    NoFleet { name: String },
+    /// `--host`/`--context` with `[[engine]]` in the state file.
+    #[error("--host and --context choose one engine, but the state file {} names a fleet with [[engine]]; use --engine NAME to narrow it", path.display())]
+    FleetAndHost { path: PathBuf },
+    /// `watch` without a grace period would reap every box seconds after its creation.
+    #[error("watch needs a grace period: pass --grace 10m or set [policy] grace = \"10m\" in the state file, so that a box is not reaped before its driver declares it")]
+    WatchNeedsGrace,
+    /// The same scope label has different values in the file and on the command line.
+    #[error("scope label {key} is {file:?} in {} but {cli:?} on the command line; make them agree", path.display())]
+    ScopeConflict {
+        key: String,
+        file: String,
+        cli: String,
+        path: PathBuf,
+    },
+}
+
+/// The time now, as Unix seconds.
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+impl Config {
+    /// True for commands that end with a report (so a failure before it still
+    /// prints one in JSON mode).
+    pub fn reports(&self) -> bool {
+        matches!(
+            self.job,
+            Job::Converge { .. } | Job::ApplySaved { .. } | Job::Watch { .. }
+        )
+    }
+}
+
+/// Resolves the command line into a `Config`: loads the state file (required
+/// for `plan` and `apply`), merges `--scope` into the file's scope, builds the
+/// goal, reads `DOCKER_HOST` and the clock.
+pub fn resolve(args: Args) -> anyhow::Result<Config> {
+    let required = matches!(
+        args.command,
+        Command::Plan { .. }
+            | Command::Watch { .. }
+            | Command::Apply { plan: None, .. }
+            | Command::Explain { .. }
+            | Command::Graph
+    );
+    let saved = matches!(args.command, Command::Apply { plan: Some(_), .. });
+    // A saved plan carries its own goal and scope; the state file, if any,
+    // still names the fleet's engines.
+    let desired = DesiredState::load_or_default(args.state.as_deref())?;
+    if required && desired.source.is_none() {
+        return Err(ConfigError::NoStateFile.into());
+    }
+    let scope = if saved {
+        Scope::default()
+    } else {
+        scope_of(&args.scope, &desired)?
+    };
+    let fleet = fleet_of(&args, &desired)?;
+    let endpoint = match fleet.first() {
+        Some(first) => first.endpoint.clone(),
+        None => crate::endpoint::resolve(&EndpointInput::from_process(
+            args.context.clone(),
+            args.host.clone(),
+        ))?,
+    };
+    let audit = match &args.command {
+        Command::Apply { audit, .. }
+        | Command::Destroy { audit, .. }
+        | Command::Watch { audit, .. } => audit.clone(),
+        _ => None,
+    };
+    // --grace over the file's [policy] grace; none means 0 (watch requires one).
+    let grace = args.grace.or(desired.policy.grace);
+    if matches!(args.command, Command::Watch { .. }) && grace.is_none() {
+        return Err(ConfigError::WatchNeedsGrace.into());
+    }
+    let job = match args.command {
+        Command::Plan {
+            detailed_exitcode,
+            out,
+        } => Job::Plan {
+            goal: reconcile(&desired, grace),
+            detailed: detailed_exitcode,
+            out,
+        },
+        Command::Apply {
+            plan: Some(path), ..
+        } => Job::ApplySaved { path },
+        Command::Apply { plan: None, .. } => Job::Converge {
+            goal: reconcile(&desired, grace),
+            named: vec![],
+        },
+        Command::Destroy {
+            ids, keep_volume, ..
+        } => {
+            let goal = if ids.is_empty() {
+                reconcile(&desired, grace)
+            } else {
+                Goal::Destroy {
+                    ids: ids.iter().cloned().collect(),
+                    keep_volume,
+                    keep_volumes: kept_volumes(&desired),
+                }
+            };
+            Job::Converge { goal, named: ids }
+        }
+        Command::Inventory => Job::Inventory,
+        Command::Watch {
+            once,
+            debounce,
+            resync,
+            metrics,
+            ..
+        } => Job::Watch {
+            goal: reconcile(&desired, grace),
+            once,
+            debounce,
+            resync,
+            metrics,
+            cli_scope: args.scope.clone(),
+            grace,
+        },
+        Command::Completions { .. } | Command::Man | Command::Validate { .. } => {
+            unreachable!("run answers completions, man and validate before resolving")
+        }
+        Command::Explain { object } => Job::Explain {
+            goal: reconcile(&desired, grace),
+            query: object,
+        },
+        Command::Graph => Job::Graph {
+            goal: reconcile(&desired, grace),
+        },
+    };
+    // Without --parallelism, a fleet gets the default budget per engine.
+    let parallelism = args
+        .parallelism
+        .unwrap_or(crate::apply::DEFAULT_PARALLELISM * fleet.len().max(1));
+    let engine_parallelism = args
+        .engine_parallelism
+        .unwrap_or(crate::apply::DEFAULT_PARALLELISM)
+        .min(parallelism);
+    Ok(Config {
+        job,
+        fleet,
+        engine_parallelism,
+        state: desired.source.clone(),
+        scope,
+        format: args.format,
+        endpoint,
+        timeout: args.timeout,
+        parallelism,
+        audit,
+        now: now(),
+    })
+}
+
+/// The volumes a state file keeps.
+fn kept_volumes(desired: &DesiredState) -> Vec<KeptVolume> {
+    desired
+        .keep_volumes
+        .iter()
+        .map(|k| KeptVolume {
+            name: k.name.clone(),
+            engine: k.engine.clone(),
+            line: Some(k.line),
+        })
+        .collect()
+}
+
+fn unix(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// The reconcile goal of a state file: keep its boxes (until they expire)
+/// and kept volumes; leave undeclared objects younger than `grace` alone.
+pub fn reconcile(desired: &DesiredState, grace: Option<Duration>) -> Goal {
+    Goal::Reconcile {
+        boxes: desired
+            .boxes
+            .iter()
+            .map(|b| DeclaredBox {
+                id: b.id.clone(),
+                engine: b.engine.clone(),
+                expires: match b.expiry {
+                    Some(Expiry::At(t)) => Some(unix(t)),
+                    _ => None,
+                },
+                ttl: match b.expiry {
+                    Some(Expiry::Ttl(d)) => Some(d.as_secs()),
+                    _ => None,
+                },
+                line: Some(b.line),
+            })
+            .collect(),
+        keep_volumes: kept_volumes(desired),
+        grace: grace.map(|g| g.as_secs()).filter(|&g| g > 0),
+    }
+}
+
+/// The file's scope labels plus `--scope`; a key with two values is an error.
+pub fn scope_of(cli: &Labels, desired: &DesiredState) -> Result<Scope, ConfigError> {
+    let mut labels: Labels = desired.scope.clone();
+    for (k, v) in cli {
+        if let Some(file) = labels.get(k).filter(|f| *f != v) {
+            return Err(ConfigError::ScopeConflict {
+                key: k.clone(),
+                file: file.clone(),
+                cli: v.clone(),
+                path: desired.source.clone().unwrap_or_default(),
+            });
+        }
+        labels.insert(k.clone(), v.clone());
+    }
+    Ok(Scope::new(labels))
+}
+
+/// What a look at the state file saw: its modification time, length, bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    modified: Option<SystemTime>,
+    len: u64,
+    bytes: Vec<u8>,
+}
+
+/// The state file as `watch` follows it: looked at every poll, loaded again
+/// when its contents change. A file that does not validate (or drops the
+/// grace period `watch` needs) is reported and the last good state stays.
+pub struct StateFile {
+    path: PathBuf,
+    cli_scope: Labels,
+    grace_flag: Option<Duration>,
+    seen: Option<Seen>,
+}
+
+impl StateFile {
+    /// Follows `path`, whose current contents are already in force.
+    pub fn new(path: PathBuf, cli_scope: Labels, grace_flag: Option<Duration>) -> Self {
+        let mut file = StateFile {
+            path,
+            cli_scope,
+            grace_flag,
+            seen: None,
+        };
+        file.seen = file.look();
+        file
+    }
+
+    fn stat(&self) -> Option<(Option<SystemTime>, u64)> {
+        let meta = std::fs::metadata(&self.path).ok()?;
+        Some((meta.modified().ok(), meta.len()))
+    }
+
+    fn look(&self) -> Option<Seen> {
+        let (modified, len) = self.stat()?;
+        let bytes = std::fs::read(&self.path).ok()?;
+        Some(Seen {
+            modified,
+            len,
+            bytes,
+        })
+    }
+}
+
+impl crate::watch::StateSource for StateFile {
+    fn poll(&mut self) -> crate::watch::StatePoll {
+        use crate::watch::{Desired, StatePoll};
+        if let (Some(now), Some(seen)) = (self.stat(), &self.seen) {
+            if now == (seen.modified, seen.len) {
+                return StatePoll::Unchanged;
+            }
+        }
+        let Some(now) = self.look() else {
+            if self.seen.take().is_some() {
+                return StatePoll::Broken(format!(
+                    "{}: cannot read the state file; the last good state stays in force",
+                    self.path.display()
+                ));
+            }
+            return StatePoll::Unchanged;
+        };
+        let same = self.seen.as_ref().is_some_and(|s| s.bytes == now.bytes);
+        let bytes = now.bytes.clone();
+        self.seen = Some(now);
+        if same {
+            return StatePoll::Unchanged;
+        }
+        let desired = match DesiredState::parse(&bytes, &self.path) {
+            Ok(d) => d,
+            Err(e) => return StatePoll::Broken(format!("{e}; the last good state stays in force")),
+        };
+        let Some(grace) = self.grace_flag.or(desired.policy.grace) else {
+            return StatePoll::Broken(format!(
+                "{}: {}; the last good state stays in force",
+                self.path.display(),
+                ConfigError::WatchNeedsGrace
+            ));
+        };
+        match scope_of(&self.cli_scope, &desired) {
+            Ok(scope) => StatePoll::Changed(Box::new(Desired {
+                goal: reconcile(&desired, Some(grace)),
+                scope,
+            })),
+            Err(e) => StatePoll::Broken(format!("{e}; the last good state stays in force")),
+        }
+    }
+}
+
+/// The engines `[[engine]]` names, each resolved, narrowed by `--engine`.
+fn fleet_of(args: &Args, desired: &DesiredState) -> anyhow::Result<Vec<EngineTarget>> {
+    let path = desired.source.clone().unwrap_or_default();
+    if desired.engines.is_empty() {
+        if let Some(name) = args.engines.first() {
+            return Err(ConfigError::NoFleet { name: name.clone() }.into());
+        }
+        return Ok(Vec::new());
+    }
+    if args.host.is_some() || args.context.is_some() {
+        return Err(ConfigError::FleetAndHost { path }.into());
+    }
+    let declared: Vec<String> = desired.engines.iter().map(|e| e.name.clone()).collect();
+    for name in &args.engines {
+        if !declared.contains(name) {
+            return Err(ConfigError::UnknownEngine {
+                name: name.clone(),
+                declared,
+                path,
+            }
+            .into());
+        }
+    }
+    let input = EndpointInput::from_process(None, None);
+    desired
+        .engines
+        .iter()
+        .filter(|e| args.engines.is_empty() || args.engines.contains(&e.name))
+        .map(|e| {
+            let chosen = crate::endpoint::ChosenBy::StateFile(e.name.clone());
+            let endpoint = match &e.target {
+                crate::desired::EngineTarget::Default => {
+                    let mut ep = crate::endpoint::resolve(&input)?;
+                    ep.chosen_by = chosen;
+                    ep
+                }
+                crate::desired::EngineTarget::Host(host) => {
+                    crate::endpoint::resolve_host(host, &input, chosen)?
+                }
+                crate::desired::EngineTarget::Context(name) => {
+                    crate::endpoint::resolve_named_context(name, &input, chosen)?
+                }
+            };
+            Ok(EngineTarget {
+                name: e.name.clone(),
+                endpoint,
+            })
+        })
+        .collect()
+}

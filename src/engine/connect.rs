@@ -1,0 +1,457 @@
+//! Opening a bollard client to a resolved [`Endpoint`]: unix sockets, plain
+//! tcp/http, TLS (rustls) and ssh, then API version negotiation.
+//!
+//! Owns the choice of transport for an endpoint and the rule that TLS asked
+//! for is TLS or an error, never a plain connection. Owns the fix for bollard
+//! 0.21.1 sending unversioned request paths: after negotiation every request
+//! is rewritten to carry `/vX.Y` (see [`connect`]). Must not read the
+//! environment (that happened in `endpoint::resolve`) nor decide what the
+//! caller does with an unreachable engine.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bollard::errors::Error as BollardError;
+use bollard::{BollardRequest, ClientVersion, Docker, API_DEFAULT_VERSION};
+
+use crate::endpoint::{Endpoint, Tls};
+
+/// Stands in for "no file" where bollard wants a path: it reads as an empty
+/// file, so bollard adds no CA (system roots only) or no client certificate.
+const NO_FILE: &str = "/dev/null";
+
+/// Connects to `ep` and negotiates the Engine API version within `timeout`.
+///
+/// Supported: `unix:///path`; `tcp://` and `http://` plain; TLS for `https://`
+/// and for `tcp://` when `ep.tls` is set (rustls, CA from `ca.pem` added to the
+/// system roots, client certificate when given); `ssh://[user@]host` through
+/// the `ssh` binary and `docker system dial-stdio` on the remote (bollard's
+/// `ssh` feature; it cannot pass a port: see [`ssh_address`]).
+///
+/// TLS that cannot be done (unverified TLS, a missing or empty `ca.pem`, half
+/// a client key pair, TLS over a unix socket or ssh, a server that does not
+/// speak TLS or whose certificate the CA did not sign) is an error; nothing
+/// falls back to plain HTTP.
+///
+/// The returned client's per-request timeout is `timeout` rounded up to whole
+/// seconds (at least 1), bollard's granularity. Every request it sends carries
+/// the negotiated `/vX.Y` path prefix, which bollard 0.21.1 drops on its own.
+///
+/// The error is a one-line detail for `EngineError::Unreachable`.
+pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<Docker, String> {
+    let secs = whole_seconds(timeout);
+    let docker = open(ep, secs)?;
+    let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
+        Err(_) | Ok(Err(BollardError::RequestTimeoutError)) => {
+            return Err(format!("no answer to the API version check within {secs}s"))
+        }
+        Ok(Err(e)) => return Err(failure_detail(ep, &e)),
+        Ok(Ok(docker)) => docker,
+    };
+    let version = docker.client_version();
+    Ok(docker.with_request_modifier(move |req| with_version_prefix(req, &version)))
+}
+
+/// `timeout` in whole seconds, rounded up, at least 1 (bollard stores whole
+/// seconds and treats 0 as "fail at once").
+pub fn whole_seconds(timeout: Duration) -> u64 {
+    let secs = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+/// Adds `/v{major}.{minor}` to the request's path unless it already starts
+/// with a version (a bollard that fixed upstream issue 736 adds it itself).
+pub fn with_version_prefix(mut req: BollardRequest, version: &ClientVersion) -> BollardRequest {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|pq| pq.as_str().to_string())
+        .unwrap_or_else(|| "/".to_string());
+    if has_version_prefix(&target) {
+        return req;
+    }
+    let versioned = format!(
+        "/v{}.{}{}",
+        version.major_version, version.minor_version, target
+    );
+    let mut parts = req.uri().clone().into_parts();
+    // A path that was a valid URI stays valid with an ASCII prefix; if it somehow
+    // is not, the request goes out unchanged rather than not at all.
+    if let Ok(pq) = versioned.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+/// True for `/v1.41/...`, `/v1.41` or `/v1.41?...`.
+fn has_version_prefix(target: &str) -> bool {
+    let Some(rest) = target.strip_prefix("/v") else {
+        return false;
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some((major, minor)) = rest[..end].split_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(major) && digits(minor)
+}
+
+/// The bollard client for `ep`, not yet connected (bollard connects per request).
+fn open(ep: &Endpoint, secs: u64) -> Result<Docker, String> {
+    let host = ep.host.as_str();
+    let scheme = host
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .unwrap_or_default();
+    let refuse_tls = |what: &str| -> Result<(), String> {
+        match ep.tls {
+            Some(_) => Err(format!(
+                "TLS was asked for ({}) but {what}; unset DOCKER_TLS_VERIFY/DOCKER_TLS or use a tcp:// address",
+                ep.chosen_by
+            )),
+            None => Ok(()),
+        }
+    };
+    let docker = match scheme.as_str() {
+        "unix" => {
+            refuse_tls("a unix socket cannot carry TLS")?;
+            Docker::connect_with_unix(host, secs, API_DEFAULT_VERSION)
+        }
+        "ssh" => {
+            refuse_tls("ssh:// connections are encrypted by ssh, not TLS")?;
+            let address = ssh_address(host)?;
+            Docker::connect_with_ssh(&address, secs, API_DEFAULT_VERSION, None)
+        }
+        "http" if ep.tls.is_some() => {
+            return Err(format!(
+                "TLS was asked for ({}) but the address says plain http://; use tcp:// or https://",
+                ep.chosen_by
+            ))
+        }
+        "tcp" | "https" if ep.tls.is_some() || scheme == "https" => {
+            let tls = ep.tls.clone().unwrap_or(Tls {
+                ca: None,
+                cert: None,
+                key: None,
+                verify: true,
+            });
+            let files = tls_files(&tls)?;
+            Docker::connect_with_ssl(
+                host,
+                &files.key,
+                &files.cert,
+                &files.ca,
+                secs,
+                API_DEFAULT_VERSION,
+            )
+        }
+        "tcp" | "http" => Docker::connect_with_http(host, secs, API_DEFAULT_VERSION),
+        _ => {
+            return Err(
+                "unsupported address scheme (use unix:///path, tcp://host:port, https://host:port or ssh://user@host)"
+                    .to_string(),
+            )
+        }
+    };
+    docker.map_err(|e| match e {
+        BollardError::SocketNotFoundError(path) => format!("socket {path} does not exist"),
+        other => format!("cannot set up the client: {}", error_chain(&other)),
+    })
+}
+
+/// The files handed to bollard's TLS client, checked first so that a problem
+/// names the file instead of surfacing as a vague handshake failure.
+struct TlsFiles {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn tls_files(tls: &Tls) -> Result<TlsFiles, String> {
+    if !tls.verify {
+        return Err(
+            "TLS without certificate verification (DOCKER_TLS without DOCKER_TLS_VERIFY, or a context with SkipTLSVerify) is not supported; give the engine's CA as ca.pem and turn verification on"
+                .to_string(),
+        );
+    }
+    let ca = match &tls.ca {
+        Some(path) => {
+            let text = read_pem(path, "the CA certificate")?;
+            if !text.contains("-----BEGIN CERTIFICATE-----") {
+                return Err(format!(
+                    "{} holds no PEM certificate; it must be the CA that signed the engine's certificate",
+                    path.display()
+                ));
+            }
+            path.clone()
+        }
+        None => PathBuf::from(NO_FILE),
+    };
+    let (cert, key) = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => {
+            read_pem(cert, "the client certificate")?;
+            read_pem(key, "the client key")?;
+            (cert.clone(), key.clone())
+        }
+        (None, None) => (PathBuf::from(NO_FILE), PathBuf::from(NO_FILE)),
+        (Some(have), None) | (None, Some(have)) => {
+            return Err(format!(
+                "{} has no partner: a client certificate needs both cert.pem and key.pem in {}",
+                have.display(),
+                have.parent().unwrap_or(Path::new(".")).display()
+            ))
+        }
+    };
+    Ok(TlsFiles { ca, cert, key })
+}
+
+fn read_pem(path: &Path, what: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read {what} {}: {e}; put it there or point DOCKER_CERT_PATH at the folder holding ca.pem, cert.pem and key.pem",
+            path.display()
+        )
+    })
+}
+
+/// The address bollard's ssh transport can use. bollard 0.21.1 hands
+/// `user@host:port` to `ssh` as a host name (the port is not split off), so an
+/// address with a port is refused here with a workaround instead of failing
+/// obscurely on every request.
+pub fn ssh_address(host: &str) -> Result<String, String> {
+    let rest = &host["ssh://".len().min(host.len())..];
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err("ssh:// address without a host".to_string());
+    }
+    let host_part = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some((name, port)) = host_part.rsplit_once(':') {
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "ssh:// addresses with a port are not supported (bollard passes \"{host_part}\" to ssh as a host name); add `Host {name}` with `Port {port}` to ~/.ssh/config and use ssh://{}{name}",
+                authority
+                    .rsplit_once('@')
+                    .map(|(user, _)| format!("{user}@"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    Ok(format!("ssh://{authority}"))
+}
+
+/// A one-line detail for a failed version negotiation, with a hint for TLS.
+fn failure_detail(ep: &Endpoint, err: &BollardError) -> String {
+    // TLS first: hyper reports a failed client-side handshake as a connect error.
+    let text = error_chain(err);
+    if ep.tls.is_some() || ep.host.to_ascii_lowercase().starts_with("https://") {
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("invalidcontenttype") || lower.contains("corrupt message") {
+            return format!(
+                "TLS handshake failed: the engine does not speak TLS on this port ({text}); use its TLS port or a plain tcp:// address without DOCKER_TLS_VERIFY"
+            );
+        }
+        if lower.contains("certificate") || lower.contains("tls") || lower.contains("alert") {
+            return format!(
+                "TLS handshake failed: {text}; check that ca.pem signed the engine's certificate, that the certificate names this host, and that cert.pem/key.pem are a client pair the engine trusts"
+            );
+        }
+    }
+    if is_connect_failure(err) {
+        return describe(err);
+    }
+    format!("API version negotiation failed: {text}")
+}
+
+/// True when the request never reached the engine: the connection could not be
+/// opened (socket missing, connection refused, permission denied on the socket).
+pub(crate) fn is_connect_failure(err: &BollardError) -> bool {
+    use std::io::ErrorKind;
+    let connect_kind = |e: &std::io::Error| {
+        matches!(
+            e.kind(),
+            ErrorKind::ConnectionRefused | ErrorKind::NotFound | ErrorKind::PermissionDenied
+        )
+    };
+    match err {
+        BollardError::HyperLegacyError { err } => err.is_connect(),
+        BollardError::IOError { err } => connect_kind(err),
+        _ => false,
+    }
+}
+
+/// A bollard error for humans: `cannot connect: <OS error>` when no connection
+/// could be opened; else the error and its causes, without bollard's wrapper
+/// text for the hyper/IO errors it only passes on.
+pub(crate) fn describe(err: &BollardError) -> String {
+    if is_connect_failure(err) {
+        let mut root: &(dyn std::error::Error + 'static) = err;
+        while let Some(source) = root.source() {
+            root = source;
+        }
+        return format!("cannot connect: {root}");
+    }
+    match err {
+        BollardError::HyperLegacyError { err } => error_chain(err),
+        BollardError::HyperResponseError { err } => error_chain(err),
+        other => error_chain(other),
+    }
+}
+
+/// The error and all its sources, joined with `: `, skipping repeats.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = e.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::ChosenBy;
+
+    fn v141() -> ClientVersion {
+        ClientVersion {
+            major_version: 1,
+            minor_version: 41,
+        }
+    }
+
+    fn request(uri: &str) -> BollardRequest {
+        http::Request::builder()
+            .uri(uri)
+            .body(bollard::body_full(Default::default()))
+            .unwrap()
+    }
+
+    #[test]
+    fn version_prefix_is_added_once_and_keeps_the_query() {
+        let cases = [
+            "unix://2f7661722f72756e2f646f636b65722e736f636b/containers/json?all=true",
+            "http://127.0.0.1:2375/volumes/x",
+            "https://h:2376/v1.45/containers/json",
+            "ssh://me@h/version",
+            "http://h/v1.41",
+        ];
+        let out: Vec<String> = cases
+            .iter()
+            .map(|uri| with_version_prefix(request(uri), &v141()).uri().to_string())
+            .collect();
+        assert_eq!(
+            out,
+            [
+                "unix://2f7661722f72756e2f646f636b65722e736f636b/v1.41/containers/json?all=true",
+                "http://127.0.0.1:2375/v1.41/volumes/x",
+                "https://h:2376/v1.45/containers/json",
+                "ssh://me@h/v1.41/version",
+                "http://h/v1.41",
+            ]
+        );
+    }
+
+    #[test]
+    fn recognises_version_prefixes() {
+        for yes in ["/v1.41/x", "/v1.41", "/v1.41?a=b", "/v10.0/"] {
+            assert!(has_version_prefix(yes), "{yes}");
+        }
+        for no in [
+            "/volumes/v1.41",
+            "/v1/x",
+            "/vx.1/",
+            "/v.1/",
+            "/version",
+            "/",
+        ] {
+            assert!(!has_version_prefix(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn timeout_rounds_up_to_whole_seconds() {
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::ZERO), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(2001)), 3);
+        assert_eq!(whole_seconds(Duration::from_secs(5)), 5);
+    }
+
+    #[test]
+    fn ssh_addresses() {
+        assert_eq!(ssh_address("ssh://me@h").unwrap(), "ssh://me@h");
+        assert_eq!(ssh_address("ssh://h/").unwrap(), "ssh://h");
+        let err = ssh_address("ssh://me@h:2222").unwrap_err();
+        assert!(
+            err.contains("Port 2222") && err.ends_with("use ssh://me@h"),
+            "{err}"
+        );
+        assert!(ssh_address("ssh://").is_err());
+    }
+
+    fn endpoint(host: &str, tls: Option<Tls>) -> Endpoint {
+        Endpoint {
+            host: host.to_string(),
+            tls,
+            chosen_by: ChosenBy::DockerHostEnv,
+        }
+    }
+
+    fn tls(dir: &Path, verify: bool) -> Tls {
+        Tls {
+            ca: Some(dir.join("ca.pem")),
+            cert: None,
+            key: None,
+            verify,
+        }
+    }
+
+    /// Every way TLS can be asked for and not be possible is an error before
+    /// any connection is made.
+    #[test]
+    fn impossible_tls_is_refused_not_downgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("junk.pem"), "not a certificate").unwrap();
+        std::fs::write(dir.path().join("cert.pem"), "x").unwrap();
+        let cases = [
+            endpoint("tcp://127.0.0.1:1", Some(tls(dir.path(), true))),
+            endpoint("tcp://127.0.0.1:1", Some(tls(dir.path(), false))),
+            endpoint(
+                "tcp://127.0.0.1:1",
+                Some(Tls {
+                    ca: Some(dir.path().join("junk.pem")),
+                    ..tls(dir.path(), true)
+                }),
+            ),
+            endpoint(
+                "tcp://127.0.0.1:1",
+                Some(Tls {
+                    ca: None,
+                    cert: Some(dir.path().join("cert.pem")),
+                    key: None,
+                    verify: true,
+                }),
+            ),
+            endpoint("unix:///var/run/docker.sock", Some(tls(dir.path(), true))),
+            endpoint("http://127.0.0.1:1", Some(tls(dir.path(), true))),
+            endpoint("ssh://me@h", Some(tls(dir.path(), true))),
+            endpoint("ftp://h", None),
+        ];
+        let text = cases
+            .iter()
+            .map(|ep| match open(ep, 1) {
+                Ok(_) => format!("{}: connected", ep.host),
+                Err(e) => format!("{}: {e}", ep.host),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(&dir.path().display().to_string(), "$DIR");
+        insta::assert_snapshot!(text);
+    }
+}

@@ -1,0 +1,130 @@
+//! An engine that connects on first use and again after it was lost: what a
+//! fleet and `watch` hold, so that an engine that is down at the start, or
+//! restarts later, costs a failed cycle, not the whole run.
+//!
+//! Owns only the connection's lifetime (connect when needed; forget the
+//! connection after an `Unreachable` answer so the next call negotiates
+//! afresh, since a restarted engine may speak another API version). Every
+//! call is the Docker engine's own; no retry happens here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream::{self, BoxStream, StreamExt};
+use tokio::sync::Mutex;
+
+use super::docker::DockerEngine;
+use super::{Engine, EngineError, Event};
+use crate::endpoint::Endpoint;
+use crate::model::{ImageInfo, Kind, Object, ObjectKey};
+
+struct Shared {
+    name: String,
+    endpoint: Endpoint,
+    timeout: Duration,
+    connected: Mutex<Option<Arc<DockerEngine>>>,
+}
+
+impl Shared {
+    async fn get(&self) -> Result<Arc<DockerEngine>, EngineError> {
+        let mut connected = self.connected.lock().await;
+        if let Some(engine) = connected.as_ref() {
+            return Ok(engine.clone());
+        }
+        let engine =
+            Arc::new(DockerEngine::connect(&self.endpoint, &self.name, self.timeout).await?);
+        *connected = Some(engine.clone());
+        Ok(engine)
+    }
+
+    /// Passes `result` on; an unreachable engine is connected afresh next time.
+    async fn seen<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
+        if matches!(&result, Err(e) if e.is_unreachable()) {
+            *self.connected.lock().await = None;
+        }
+        result
+    }
+}
+
+/// A Docker engine reached lazily (see the module header).
+pub struct LazyEngine {
+    shared: Arc<Shared>,
+}
+
+impl LazyEngine {
+    pub fn new(name: &str, endpoint: Endpoint, timeout: Duration) -> Self {
+        LazyEngine {
+            shared: Arc::new(Shared {
+                name: name.to_string(),
+                endpoint,
+                timeout,
+                connected: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The resolved endpoint, for messages.
+    pub fn endpoint_info(&self) -> &Endpoint {
+        &self.shared.endpoint
+    }
+}
+
+#[async_trait]
+impl Engine for LazyEngine {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn endpoint(&self) -> &str {
+        &self.shared.endpoint.host
+    }
+
+    async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.list(kind, filters).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.list_images(reference).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.inspect(key).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn remove(&self, key: &ObjectKey) -> Result<(), EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.remove(key).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    fn events(&self, label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {
+        let shared = self.shared.clone();
+        let filters = label_filters.to_vec();
+        stream::once(async move {
+            match shared.get().await {
+                Ok(engine) => engine.events(&filters),
+                Err(e) => {
+                    let _ = shared.seen::<()>(Err(e.clone())).await;
+                    stream::once(async move { Err(e) }).boxed()
+                }
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+}

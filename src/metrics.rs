@@ -1,0 +1,829 @@
+//! Metrics: the Prometheus metrics of `watch` and the HTTP endpoint behind
+//! `watch --metrics ADDR` (`GET /metrics`, `GET /healthz`).
+//!
+//! Owns the metric names, labels and help texts, the health rule, and the
+//! server's lifetime (bind, serve, graceful stop). Encoding is
+//! `prometheus-client`'s, HTTP is `hyper`'s. Must not decide anything about
+//! reconciling, read the engine, or print: the loop records what happened and
+//! this module only reports it.
+//!
+//! # Metrics
+//! | name | type | labels |
+//! | --- | --- | --- |
+//! | `sandboxctl_managed_objects` | gauge | `engine`, `kind` |
+//! | `sandboxctl_removals_total` | counter | `kind`, `outcome` (`removed`, `alreadyGone`, `failed`) |
+//! | `sandboxctl_failures_total` | counter | `engine` |
+//! | `sandboxctl_cycles_total` | counter | `result` (`converged`, `failed`) |
+//! | `sandboxctl_cycle_duration_seconds` | histogram | |
+//! | `sandboxctl_event_stream_reconnects_total` | counter | `engine` |
+//! | `sandboxctl_last_converged_cycle_age_seconds` | gauge | |
+//!
+//! The `kind`×`outcome` and `result` series exist (at 0) from the start, so
+//! `rate()` and `increase()` see the first event. Series carrying an
+//! `engine` label appear when that engine is first recorded; until then
+//! their family is left out of the exposition entirely.
+//!
+//! `sandboxctl_last_converged_cycle_age_seconds` is computed at scrape time
+//! from the instant of the last converged cycle and the clock. Before the
+//! first converged cycle it is **absent** (no sample, only its HELP/TYPE
+//! lines): no made-up number can be mistaken for an age. Alert on
+//! `sandboxctl_last_converged_cycle_age_seconds > N or
+//! absent(sandboxctl_last_converged_cycle_age_seconds)`, or use `/healthz`.
+//!
+//! The exposition is OpenMetrics text (`application/openmetrics-text;
+//! version=1.0.0; charset=utf-8`), which Prometheus scrapes natively. Families
+//! appear in the order of the table; series within a family are in no fixed
+//! order (the library keeps them in a hash map).
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::TypedMetric;
+use prometheus_client::registry::{Registry, Unit};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::audit::{Kind, Outcome};
+
+/// The content type of `GET /metrics`.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds (seconds) of the cycle duration histogram's buckets.
+const CYCLE_BUCKETS: [f64; 11] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// How long a client may take to send its request headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long open connections get to finish once shutdown is asked for.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pause after a failed `accept` (e.g. out of file descriptors) before the next.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Where "now" comes from; tests pass a fake one.
+type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EngineKind {
+    engine: String,
+    kind: Cow<'static, str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindOutcome {
+    kind: Cow<'static, str>,
+    outcome: Cow<'static, str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EngineLabel {
+    engine: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: Cow<'static, str>,
+}
+
+/// What the health rule and the age gauge need to know about cycles.
+#[derive(Debug, Default, Clone, Copy)]
+struct Cycles {
+    /// Whether the most recent cycle converged, if any cycle has finished.
+    last_converged: Option<bool>,
+    /// When the most recent converged cycle finished.
+    last_converged_at: Option<Instant>,
+}
+
+/// The metrics of one `watch` process. Share it as `Arc<Metrics>`: every
+/// method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    managed: Family<EngineKind, Gauge>,
+    removals: Family<KindOutcome, Counter>,
+    failures: Family<EngineLabel, Counter>,
+    cycles_total: Family<ResultLabel, Counter>,
+    cycle_duration: Histogram,
+    reconnects: Family<EngineLabel, Counter>,
+    cycles: Arc<Mutex<Cycles>>,
+    clock: Clock,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics")
+            .field("cycles", &*lock(&self.cycles))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Metrics reading the real monotonic clock.
+    pub fn new() -> Self {
+        Self::with_clock(Instant::now)
+    }
+
+    /// Metrics reading `clock` whenever "now" is needed at scrape time (the
+    /// age gauge and `/healthz`). The clock must be monotonic.
+    pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+        let clock: Clock = Arc::new(clock);
+        let cycles = Arc::new(Mutex::new(Cycles::default()));
+        let mut registry = Registry::default();
+        let managed = Family::<EngineKind, Gauge>::default();
+        registry.register(
+            "sandboxctl_managed_objects",
+            "Objects labeled ca.sandbox=1 in scope seen by the last listing, by engine and kind",
+            managed.clone(),
+        );
+        let removals = Family::<KindOutcome, Counter>::default();
+        registry.register(
+            "sandboxctl_removals",
+            "Removal attempts, by kind and outcome",
+            removals.clone(),
+        );
+        let failures = Family::<EngineLabel, Counter>::default();
+        registry.register(
+            "sandboxctl_failures",
+            "Failed engine operations (listing, removal, verification), by engine",
+            failures.clone(),
+        );
+        let cycles_total = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "sandboxctl_cycles",
+            "Finished reconcile cycles, by result",
+            cycles_total.clone(),
+        );
+        let cycle_duration = Histogram::new(CYCLE_BUCKETS);
+        registry.register_with_unit(
+            "sandboxctl_cycle_duration",
+            "Wall time of a reconcile cycle (list, plan, apply, verify)",
+            Unit::Seconds,
+            cycle_duration.clone(),
+        );
+        let reconnects = Family::<EngineLabel, Counter>::default();
+        registry.register(
+            "sandboxctl_event_stream_reconnects",
+            "Times the engine event stream was reconnected, by engine",
+            reconnects.clone(),
+        );
+        // Collectors are encoded after all metrics whatever the order of
+        // registration; registered last to say so.
+        registry.register_collector(Box::new(ConvergedAge {
+            cycles: Arc::clone(&cycles),
+            clock: Arc::clone(&clock),
+        }));
+
+        for kind in [Kind::Container, Kind::Volume, Kind::Network] {
+            for outcome in [Outcome::Removed, Outcome::AlreadyGone, Outcome::Failed] {
+                let _ = removals.get_or_create(&kind_outcome(kind, outcome));
+            }
+        }
+        for result in ["converged", "failed"] {
+            let _ = cycles_total.get_or_create(&ResultLabel {
+                result: Cow::Borrowed(result),
+            });
+        }
+
+        Metrics {
+            registry,
+            managed,
+            removals,
+            failures,
+            cycles_total,
+            cycle_duration,
+            reconnects,
+            cycles,
+            clock,
+        }
+    }
+
+    /// Records a finished cycle: its wall time, whether it converged, and
+    /// when it finished (`now`, from the same clock as [`Metrics::with_clock`]).
+    pub fn record_cycle(&self, duration: Duration, converged: bool, now: Instant) {
+        self.cycle_duration.observe(duration.as_secs_f64());
+        let result = if converged { "converged" } else { "failed" };
+        self.cycles_total
+            .get_or_create(&ResultLabel {
+                result: Cow::Borrowed(result),
+            })
+            .inc();
+        let mut cycles = lock(&self.cycles);
+        cycles.last_converged = Some(converged);
+        if converged {
+            cycles.last_converged_at = Some(now);
+        }
+    }
+
+    /// Sets how many managed objects of `kind` the last listing of `engine` saw.
+    pub fn set_managed(&self, engine: &str, kind: Kind, n: u64) {
+        self.managed
+            .get_or_create(&EngineKind {
+                engine: engine.to_string(),
+                kind: Cow::Borrowed(kind.as_str()),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one removal attempt.
+    pub fn add_removal(&self, kind: Kind, outcome: Outcome) {
+        self.removals
+            .get_or_create(&kind_outcome(kind, outcome))
+            .inc();
+    }
+
+    /// Counts one failed engine operation (listing, removal, verification).
+    pub fn add_failure(&self, engine: &str) {
+        self.failures.get_or_create(&engine_label(engine)).inc();
+    }
+
+    /// Counts one reconnection of `engine`'s event stream.
+    pub fn add_reconnect(&self, engine: &str) {
+        self.reconnects.get_or_create(&engine_label(engine)).inc();
+    }
+
+    /// The OpenMetrics text exposition, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    /// The health rule at the clock's "now"; see [`Metrics::health_at`].
+    pub fn health(&self, resync: Duration) -> Health {
+        self.health_at((self.clock)(), resync)
+    }
+
+    /// Healthy while the last cycle converged, or while the last converged
+    /// cycle finished less than two `resync` periods before `now`. Unhealthy
+    /// before any cycle has finished, and when cycles have been failing for
+    /// two resyncs or more. (A loop that stops running cycles after a
+    /// converged one stays healthy under this rule.)
+    pub fn health_at(&self, now: Instant, resync: Duration) -> Health {
+        let cycles = *lock(&self.cycles);
+        let limit = resync.saturating_mul(2);
+        let age = cycles
+            .last_converged_at
+            .map(|at| now.saturating_duration_since(at));
+        match (cycles.last_converged, age) {
+            (None, _) => Health::unhealthy("no reconcile cycle has finished yet".into()),
+            (Some(true), Some(age)) => {
+                Health::healthy(format!("last cycle converged {} ago", secs(age)))
+            }
+            (Some(_), Some(age)) if age < limit => Health::healthy(format!(
+                "last cycle failed; last converged cycle {} ago, within 2 × resync = {}",
+                secs(age),
+                secs(limit)
+            )),
+            (Some(_), Some(age)) => Health::unhealthy(format!(
+                "last cycle failed; last converged cycle {} ago, not within 2 × resync = {}",
+                secs(age),
+                secs(limit)
+            )),
+            (Some(_), None) => {
+                Health::unhealthy("last cycle failed; no cycle has converged yet".into())
+            }
+        }
+    }
+}
+
+/// The answer of `/healthz`: 200 or 503, and a one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub healthy: bool,
+    /// One line, no trailing newline.
+    pub detail: String,
+}
+
+impl Health {
+    fn healthy(detail: String) -> Self {
+        Health {
+            healthy: true,
+            detail,
+        }
+    }
+
+    fn unhealthy(detail: String) -> Self {
+        Health {
+            healthy: false,
+            detail,
+        }
+    }
+
+    /// 200 when healthy, 503 otherwise.
+    pub fn status(&self) -> StatusCode {
+        if self.healthy {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    }
+}
+
+/// Seconds with one decimal, e.g. `12.5s`.
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn kind_outcome(kind: Kind, outcome: Outcome) -> KindOutcome {
+    KindOutcome {
+        kind: Cow::Borrowed(kind.as_str()),
+        outcome: Cow::Borrowed(outcome.as_str()),
+    }
+}
+
+fn engine_label(engine: &str) -> EngineLabel {
+    EngineLabel {
+        engine: engine.to_string(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Encodes `sandboxctl_last_converged_cycle_age_seconds` at scrape time.
+struct ConvergedAge {
+    cycles: Arc<Mutex<Cycles>>,
+    clock: Clock,
+}
+
+impl fmt::Debug for ConvergedAge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConvergedAge").finish_non_exhaustive()
+    }
+}
+
+impl Collector for ConvergedAge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let at = lock(&self.cycles).last_converged_at;
+        let metric_encoder = encoder.encode_descriptor(
+            "sandboxctl_last_converged_cycle_age",
+            "Time since the last converged reconcile cycle finished (absent before the first).",
+            Some(&Unit::Seconds),
+            ConstGauge::<f64>::TYPE,
+        )?;
+        if let Some(at) = at {
+            let age = (self.clock)().saturating_duration_since(at);
+            ConstGauge::new(age.as_secs_f64()).encode(metric_encoder)?;
+        }
+        Ok(())
+    }
+}
+
+/// Serves `GET /metrics` and `GET /healthz` (HEAD too) on `addr` until
+/// `shutdown` completes, then stops accepting and gives open connections
+/// up to 5 s to finish.
+///
+/// Returns the bound address (useful with port 0) and the server task,
+/// which ends after shutdown. `/healthz` applies [`Metrics::health`] with
+/// `resync`: 200 or 503, `text/plain`, one line. Other paths are 404, other
+/// methods 405. A client has 10 s to send its headers.
+///
+/// Errors: the address cannot be bound (in use, not local, no permission);
+/// the message names the address. Errors on single connections or on
+/// `accept` (retried after 100 ms) do not stop the server.
+pub async fn serve<F>(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    resync: Duration,
+    shutdown: F,
+) -> Result<(SocketAddr, JoinHandle<()>), io::Error>
+where
+    F: Future + Send + 'static,
+    F::Output: Send,
+{
+    let bind_error = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot serve metrics on {addr}: {e}; pass a free local address to --metrics, e.g. 127.0.0.1:9464"),
+        )
+    };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    let task = tokio::spawn(async move {
+        let graceful = GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((stream, _peer)) => stream,
+                        Err(_) => {
+                            tokio::time::sleep(ACCEPT_BACKOFF).await;
+                            continue;
+                        }
+                    };
+                    let metrics = Arc::clone(&metrics);
+                    let service = hyper::service::service_fn(move |req| {
+                        let metrics = Arc::clone(&metrics);
+                        async move { Ok::<_, Infallible>(route(&req, &metrics, resync)) }
+                    });
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(HEADER_READ_TIMEOUT)
+                        .serve_connection(TokioIo::new(stream), service);
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        // A client's broken connection is its own business.
+                        let _ = conn.await;
+                    });
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+    });
+    Ok((bound, task))
+}
+
+fn route(req: &Request<Incoming>, metrics: &Metrics, resync: Duration) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path != "/metrics" && path != "/healthz" {
+        return text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics or /healthz\n".into(),
+        );
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut response = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("{} {path}: only GET and HEAD are allowed\n", req.method()),
+        );
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    if path == "/metrics" {
+        let mut response = Response::new(Full::new(Bytes::from(metrics.encode())));
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(OPENMETRICS_CONTENT_TYPE),
+        );
+        response
+    } else {
+        let health = metrics.health(resync);
+        text(health.status(), format!("{}\n", health.detail))
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Empty};
+
+    /// A clock that moves only when told to.
+    #[derive(Clone)]
+    struct FakeClock(Arc<Mutex<Instant>>);
+
+    impl FakeClock {
+        fn new() -> Self {
+            FakeClock(Arc::new(Mutex::new(Instant::now())))
+        }
+        fn now(&self) -> Instant {
+            *lock(&self.0)
+        }
+        fn advance(&self, by: Duration) {
+            *lock(&self.0) += by;
+        }
+        fn metrics(&self) -> Metrics {
+            let clock = self.clone();
+            Metrics::with_clock(move || clock.now())
+        }
+    }
+
+    struct Reply {
+        status: StatusCode,
+        content_type: String,
+        allow: Option<String>,
+        body: String,
+    }
+
+    /// One request over a fresh HTTP/1 connection (hyper's client).
+    async fn request(addr: SocketAddr, method: Method, path: &str) -> Reply {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", addr.to_string())
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(req).await.unwrap();
+        let header = |name| {
+            response
+                .headers()
+                .get(name)
+                .map(|v: &HeaderValue| v.to_str().unwrap().to_string())
+        };
+        let (status, content_type, allow) = (
+            response.status(),
+            header(CONTENT_TYPE).unwrap_or_default(),
+            header(ALLOW),
+        );
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        Reply {
+            status,
+            content_type,
+            allow,
+            body: String::from_utf8(body.to_vec()).unwrap(),
+        }
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> Reply {
+        request(addr, Method::GET, path).await
+    }
+
+    /// Serves `metrics` until the returned sender is dropped or fired.
+    async fn start(
+        metrics: Arc<Metrics>,
+        resync: Duration,
+    ) -> (SocketAddr, JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (bound, task) = serve(addr, metrics, resync, stopped).await.unwrap();
+        (bound, task, stop)
+    }
+
+    /// The exposition with its lines sorted: stable however the library
+    /// orders series inside a family.
+    fn sorted_lines(text: &str) -> String {
+        let mut lines: Vec<_> = text.lines().collect();
+        lines.sort_unstable();
+        lines.join("\n")
+    }
+
+    #[tokio::test]
+    async fn a_scrape_over_http_shows_what_was_recorded() {
+        let clock = FakeClock::new();
+        let metrics = Arc::new(clock.metrics());
+        metrics.set_managed("default", Kind::Container, 3);
+        metrics.set_managed("default", Kind::Volume, 2);
+        metrics.set_managed("podman", Kind::Network, 1);
+        metrics.add_removal(Kind::Container, Outcome::Removed);
+        metrics.add_removal(Kind::Container, Outcome::Removed);
+        metrics.add_removal(Kind::Volume, Outcome::AlreadyGone);
+        metrics.add_removal(Kind::Network, Outcome::Failed);
+        metrics.add_failure("podman");
+        metrics.add_reconnect("default");
+        metrics.add_reconnect("default");
+        metrics.record_cycle(Duration::from_millis(300), false, clock.now());
+        metrics.record_cycle(Duration::from_millis(1_500), true, clock.now());
+        clock.advance(Duration::from_millis(4_250));
+
+        let (addr, task, stop) = start(Arc::clone(&metrics), Duration::from_secs(30)).await;
+        let reply = get(addr, "/metrics").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.content_type, OPENMETRICS_CONTENT_TYPE);
+        assert!(reply.body.ends_with("# EOF\n"), "{}", reply.body);
+        insta::assert_snapshot!(sorted_lines(&reply.body), @r#"
+        # EOF
+        # HELP sandboxctl_cycle_duration_seconds Wall time of a reconcile cycle (list, plan, apply, verify).
+        # HELP sandboxctl_cycles Finished reconcile cycles, by result.
+        # HELP sandboxctl_event_stream_reconnects Times the engine event stream was reconnected, by engine.
+        # HELP sandboxctl_failures Failed engine operations (listing, removal, verification), by engine.
+        # HELP sandboxctl_last_converged_cycle_age_seconds Time since the last converged reconcile cycle finished (absent before the first).
+        # HELP sandboxctl_managed_objects Objects labeled ca.sandbox=1 in scope seen by the last listing, by engine and kind.
+        # HELP sandboxctl_removals Removal attempts, by kind and outcome.
+        # TYPE sandboxctl_cycle_duration_seconds histogram
+        # TYPE sandboxctl_cycles counter
+        # TYPE sandboxctl_event_stream_reconnects counter
+        # TYPE sandboxctl_failures counter
+        # TYPE sandboxctl_last_converged_cycle_age_seconds gauge
+        # TYPE sandboxctl_managed_objects gauge
+        # TYPE sandboxctl_removals counter
+        # UNIT sandboxctl_cycle_duration_seconds seconds
+        # UNIT sandboxctl_last_converged_cycle_age_seconds seconds
+        sandboxctl_cycle_duration_seconds_bucket{le="+Inf"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="0.1"} 0
+        sandboxctl_cycle_duration_seconds_bucket{le="0.25"} 0
+        sandboxctl_cycle_duration_seconds_bucket{le="0.5"} 1
+        sandboxctl_cycle_duration_seconds_bucket{le="1.0"} 1
+        sandboxctl_cycle_duration_seconds_bucket{le="10.0"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="120.0"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="2.5"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="30.0"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="300.0"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="5.0"} 2
+        sandboxctl_cycle_duration_seconds_bucket{le="60.0"} 2
+        sandboxctl_cycle_duration_seconds_count 2
+        sandboxctl_cycle_duration_seconds_sum 1.8
+        sandboxctl_cycles_total{result="converged"} 1
+        sandboxctl_cycles_total{result="failed"} 1
+        sandboxctl_event_stream_reconnects_total{engine="default"} 2
+        sandboxctl_failures_total{engine="podman"} 1
+        sandboxctl_last_converged_cycle_age_seconds 4.25
+        sandboxctl_managed_objects{engine="default",kind="container"} 3
+        sandboxctl_managed_objects{engine="default",kind="volume"} 2
+        sandboxctl_managed_objects{engine="podman",kind="network"} 1
+        sandboxctl_removals_total{kind="container",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="container",outcome="failed"} 0
+        sandboxctl_removals_total{kind="container",outcome="removed"} 2
+        sandboxctl_removals_total{kind="network",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="network",outcome="failed"} 1
+        sandboxctl_removals_total{kind="network",outcome="removed"} 0
+        sandboxctl_removals_total{kind="volume",outcome="alreadyGone"} 1
+        sandboxctl_removals_total{kind="volume",outcome="failed"} 0
+        sandboxctl_removals_total{kind="volume",outcome="removed"} 0
+        "#);
+        stop.send(()).unwrap();
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn families_come_in_table_order_and_the_age_is_absent_before_convergence() {
+        let clock = FakeClock::new();
+        let metrics = clock.metrics();
+        metrics.record_cycle(Duration::from_secs(1), false, clock.now());
+        metrics.add_reconnect("default");
+        metrics.add_failure("default");
+        metrics.set_managed("default", Kind::Container, 0);
+        let text = metrics.encode();
+        let families: Vec<_> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .collect();
+        insta::assert_debug_snapshot!(families, @r#"
+        [
+            "sandboxctl_managed_objects gauge",
+            "sandboxctl_removals counter",
+            "sandboxctl_failures counter",
+            "sandboxctl_cycles counter",
+            "sandboxctl_cycle_duration_seconds histogram",
+            "sandboxctl_event_stream_reconnects counter",
+            "sandboxctl_last_converged_cycle_age_seconds gauge",
+        ]
+        "#);
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("sandboxctl_last_converged_cycle_age_seconds")),
+            "{text}"
+        );
+        metrics.record_cycle(Duration::from_secs(1), true, clock.now());
+        clock.advance(Duration::from_secs(90));
+        assert!(
+            text_has(
+                &metrics.encode(),
+                "sandboxctl_last_converged_cycle_age_seconds 90.0"
+            ),
+            "{}",
+            metrics.encode()
+        );
+    }
+
+    fn text_has(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    #[tokio::test]
+    async fn healthz_follows_the_cycles_and_the_clock() {
+        let resync = Duration::from_secs(60);
+        let clock = FakeClock::new();
+        let metrics = Arc::new(clock.metrics());
+        let (addr, task, stop) = start(Arc::clone(&metrics), resync).await;
+        let mut seen = Vec::new();
+        let mut probe = async |step: &str| {
+            let reply = get(addr, "/healthz").await;
+            assert_eq!(reply.content_type, "text/plain; charset=utf-8");
+            seen.push(format!(
+                "{step}: {} {}",
+                reply.status.as_u16(),
+                reply.body.trim_end()
+            ));
+        };
+
+        probe("start").await;
+        metrics.record_cycle(Duration::from_secs(2), true, clock.now());
+        probe("converged").await;
+        clock.advance(Duration::from_secs(500));
+        probe("converged, then idle 500s").await;
+        metrics.record_cycle(Duration::from_secs(2), false, clock.now());
+        probe("failed right after").await;
+        clock.advance(Duration::from_secs(60));
+        metrics.record_cycle(Duration::from_secs(2), true, clock.now());
+        clock.advance(Duration::from_secs(119));
+        metrics.record_cycle(Duration::from_secs(2), false, clock.now());
+        probe("failed 119s after converging").await;
+        clock.advance(Duration::from_secs(1));
+        probe("failed 120s after converging").await;
+        metrics.record_cycle(Duration::from_secs(2), true, clock.now());
+        probe("converged again").await;
+
+        insta::assert_debug_snapshot!(seen, @r#"
+        [
+            "start: 503 no reconcile cycle has finished yet",
+            "converged: 200 last cycle converged 0.0s ago",
+            "converged, then idle 500s: 200 last cycle converged 500.0s ago",
+            "failed right after: 503 last cycle failed; last converged cycle 500.0s ago, not within 2 × resync = 120.0s",
+            "failed 119s after converging: 200 last cycle failed; last converged cycle 119.0s ago, within 2 × resync = 120.0s",
+            "failed 120s after converging: 503 last cycle failed; last converged cycle 120.0s ago, not within 2 × resync = 120.0s",
+            "converged again: 200 last cycle converged 0.0s ago",
+        ]
+        "#);
+        stop.send(()).unwrap();
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn failing_from_the_start_is_unhealthy() {
+        let clock = FakeClock::new();
+        let metrics = clock.metrics();
+        metrics.record_cycle(Duration::from_secs(1), false, clock.now());
+        let health = metrics.health_at(clock.now(), Duration::from_secs(60));
+        assert_eq!(health.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            health.detail,
+            "last cycle failed; no cycle has converged yet"
+        );
+    }
+
+    #[tokio::test]
+    async fn other_paths_and_methods_are_refused() {
+        let (addr, task, stop) = start(Arc::new(Metrics::new()), Duration::from_secs(30)).await;
+        let missing = get(addr, "/metricsx").await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND);
+        let post = request(addr, Method::POST, "/metrics").await;
+        assert_eq!(post.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(post.allow.as_deref(), Some("GET, HEAD"));
+        assert_eq!(post.body, "POST /metrics: only GET and HEAD are allowed\n");
+        let head = request(addr, Method::HEAD, "/metrics").await;
+        assert_eq!(head.status, StatusCode::OK);
+        assert_eq!(head.body, "");
+        stop.send(()).unwrap();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_address_in_use_is_an_error_naming_it() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let err = serve(
+            addr,
+            Arc::new(Metrics::new()),
+            Duration::from_secs(30),
+            std::future::pending::<()>(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        let message = err.to_string().replace(&addr.port().to_string(), "PORT");
+        insta::assert_snapshot!(message, @"cannot serve metrics on 127.0.0.1:PORT: Address already in use (os error 98); pass a free local address to --metrics, e.g. 127.0.0.1:9464");
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_the_server() {
+        let (addr, task, stop) = start(Arc::new(Metrics::new()), Duration::from_secs(30)).await;
+        assert_eq!(
+            get(addr, "/healthz").await.status,
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("server task ends after shutdown")
+            .unwrap();
+        let refused = tokio::net::TcpStream::connect(addr).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
+    }
+}

@@ -1,0 +1,341 @@
+//! One reconcile: list, plan, apply, verify, against one engine. The body of
+//! `apply`, `destroy` and every cycle of `watch`.
+//!
+//! Owns the order of the stages and the saved-plan checks (stale, edited).
+//! Prints nothing and reads no clock: the time is an input, and what happens
+//! is told to an `Observer`. Must not decide anything the planner, the error
+//! policy or the verifier decides.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+
+use crate::apply::{apply, ApplyOptions, Observer};
+use crate::engine::Engine;
+use crate::inventory::{Inventory, InventoryError};
+use crate::model::Scope;
+use crate::plan::{Goal, Plan};
+use crate::verify::{verify, Report};
+
+/// Why a reconcile stopped before removing anything.
+#[derive(Debug, thiserror::Error)]
+pub enum Early {
+    /// A listing (or the inspection of unmanaged containers) failed: nothing
+    /// may be planned from a partial inventory.
+    #[error(transparent)]
+    Listing(#[from] InventoryError),
+    /// The managed inventory changed since the saved plan was made.
+    #[error("the managed inventory changed since it was made ({changes}); nothing was removed")]
+    Stale { changes: String },
+    /// The saved plan is not the plan of the inventory it was made from.
+    #[error("its steps are not the plan of the inventory it was made from (was it edited?); nothing was removed")]
+    Edited,
+}
+
+impl Early {
+    /// The engine error underneath, if any.
+    pub fn is_listing(&self) -> bool {
+        matches!(self, Early::Listing(_))
+    }
+}
+
+pub use crate::verify::plan_once;
+
+/// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
+/// `observer` hears of the plan before any removal, then of every step.
+pub async fn reconcile_once(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+    options: &ApplyOptions,
+    cancel: &AtomicBool,
+    observer: &mut dyn ReconcileObserver,
+) -> Result<Report, Early> {
+    let (inventory, plan) = plan_once(engine, goal, scope, now).await?;
+    observer.planned(&inventory, &plan);
+    Ok(execute(engine, &plan, options, cancel, observer).await)
+}
+
+/// Carries out exactly a saved plan, or refuses it when the inventory changed
+/// since it was made (stale) or its steps are not what the planner makes of
+/// that inventory (edited). Re-planned at the plan's own time.
+pub async fn reconcile_saved(
+    engine: &dyn Engine,
+    saved: &Plan,
+    options: &ApplyOptions,
+    cancel: &AtomicBool,
+    observer: &mut dyn ReconcileObserver,
+) -> Result<Report, Early> {
+    check_saved(engine, saved).await?;
+    Ok(execute(engine, saved, options, cancel, observer).await)
+}
+
+/// Refuses a saved plan when the inventory changed since it was made (stale)
+/// or its steps are not what the planner makes of that inventory (edited).
+pub async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(), Early> {
+    let (_, fresh) = plan_once(engine, &saved.goal, &saved.scope(), saved.now()).await?;
+    if fresh.basis != saved.basis {
+        return Err(Early::Stale {
+            changes: describe_changes(&saved.basis, &fresh.basis),
+        });
+    }
+    // Same inventory, same goal: the planner must give these very steps. A plan
+    // that differs was edited, and could name an object that is not ours.
+    if !same_work(saved, &fresh) {
+        return Err(Early::Edited);
+    }
+    Ok(())
+}
+
+/// Applies `plan` and verifies: the second half of every reconcile.
+pub async fn execute(
+    engine: &dyn Engine,
+    plan: &Plan,
+    options: &ApplyOptions,
+    cancel: &AtomicBool,
+    observer: &mut dyn ReconcileObserver,
+) -> Report {
+    let applied = apply(engine, plan, options, cancel, observer.steps()).await;
+    observer.applied();
+    verify(engine, plan, &applied).await
+}
+
+/// Hears what a reconcile does: the plan, each step (as an `Observer`), the end of apply.
+pub trait ReconcileObserver {
+    fn planned(&mut self, _inventory: &Inventory, _plan: &Plan) {}
+    /// The observer of each step.
+    fn steps(&mut self) -> &mut dyn Observer;
+    /// Apply is over; verification starts.
+    fn applied(&mut self) {}
+}
+
+impl ReconcileObserver for crate::apply::Silent {
+    fn steps(&mut self) -> &mut dyn Observer {
+        self
+    }
+}
+
+/// True if both plans remove the same objects in the same order with the same
+/// edges and block the same objects (container state may differ: it is not
+/// part of the basis).
+fn same_work(a: &Plan, b: &Plan) -> bool {
+    let steps = |p: &Plan| -> Vec<(usize, String, Vec<usize>)> {
+        p.steps
+            .iter()
+            .map(|s| (s.step, s.object.key().to_string(), s.waits_for.clone()))
+            .collect()
+    };
+    let blocked = |p: &Plan| -> Vec<String> {
+        p.blocked
+            .iter()
+            .map(|n| n.object.key().to_string())
+            .collect()
+    };
+    a.scope == b.scope && a.engine == b.engine && steps(a) == steps(b) && blocked(a) == blocked(b)
+}
+
+/// What differs between the basis a plan was made from and the inventory now.
+pub fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> String {
+    let mut changes: Vec<String> = Vec::new();
+    for (k, v) in now {
+        match then.get(k) {
+            None => changes.push(format!("{k} is new")),
+            Some(old) if old != v => changes.push(format!("{k} changed")),
+            Some(_) => {}
+        }
+    }
+    changes.extend(
+        then.keys()
+            .filter(|k| !now.contains_key(*k))
+            .map(|k| format!("{k} is gone")),
+    );
+    changes.sort();
+    let total = changes.len();
+    if total > 10 {
+        changes.truncate(10);
+        changes.push(format!("and {} more", total - 10));
+    }
+    changes.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::{Outcome, Silent};
+    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World};
+    use crate::engine::{EngineError, ErrorKind};
+    use crate::model::{Kind, Labels};
+    use crate::plan::DeclaredBox;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn managed(box_id: &str) -> Labels {
+        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn world() -> World {
+        let mut c = ContainerInfo::new("c1", "sbx-a", managed("a"));
+        c.mounts.insert("va".into());
+        World {
+            containers: vec![c],
+            volumes: vec![VolumeInfo {
+                name: "va".into(),
+                labels: managed("a"),
+                created_at: None,
+            }],
+            ..World::default()
+        }
+    }
+
+    fn leaks() -> Goal {
+        Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+        }
+    }
+
+    async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
+        reconcile_once(
+            engine,
+            goal,
+            &Scope::default(),
+            NOW,
+            &ApplyOptions::default(),
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn converges_and_reports_in_kind_order() {
+        let engine = MemoryEngine::new(world());
+        let report = once(&engine, &leaks()).await.unwrap();
+        assert!(report.converged);
+        assert_eq!(report.removed.containers.len(), 1);
+        assert_eq!(report.removed.volumes[0].outcome, "removed");
+        assert!(engine.world().volumes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_listing_removes_nothing() {
+        let engine = MemoryEngine::new(world());
+        let err = EngineError::new(
+            "list volumes",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "boom".into(),
+            },
+        );
+        engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 1);
+        let early = once(&engine, &leaks()).await.unwrap_err();
+        assert!(early.is_listing(), "{early}");
+        assert_eq!(engine.world(), world());
+    }
+
+    #[tokio::test]
+    async fn a_saved_plan_is_refused_when_stale_and_when_edited() {
+        let engine = MemoryEngine::new(world());
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        // Another box appears: stale.
+        let other = MemoryEngine::new({
+            let mut w = world();
+            w.containers
+                .push(ContainerInfo::new("c2", "sbx-b", managed("b")));
+            w
+        });
+        let stale = reconcile_saved(
+            &other,
+            &plan,
+            &ApplyOptions::default(),
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&stale, Early::Stale { changes } if changes.contains("container/c2 is new")),
+            "{stale}"
+        );
+        assert_eq!(other.world().containers.len(), 2);
+        // The same inventory, but a step dropped: edited.
+        let mut edited = plan.clone();
+        edited.steps.pop();
+        let early = reconcile_saved(
+            &engine,
+            &edited,
+            &ApplyOptions::default(),
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(early, Early::Edited));
+        assert_eq!(engine.world(), world());
+        // Unchanged: carried out.
+        let report = reconcile_saved(
+            &engine,
+            &plan,
+            &ApplyOptions::default(),
+            &AtomicBool::new(false),
+            &mut Silent,
+        )
+        .await
+        .unwrap();
+        assert!(report.converged);
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_run_starts_nothing_and_reports_every_leftover() {
+        let engine = MemoryEngine::new(world());
+        let report = reconcile_once(
+            &engine,
+            &leaks(),
+            &Scope::default(),
+            NOW,
+            &ApplyOptions::default(),
+            &AtomicBool::new(true),
+            &mut Silent,
+        )
+        .await
+        .unwrap();
+        assert!(report.interrupted && !report.converged);
+        let codes: Vec<String> = report
+            .all_remaining()
+            .map(|l| serde_json::to_value(&l.reason).unwrap()["code"].to_string())
+            .collect();
+        assert_eq!(codes, vec!["\"interrupted\"", "\"interrupted\""]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_removal_skips_what_waits_for_it_and_is_not_converged() {
+        let engine = MemoryEngine::new(world());
+        let err = EngineError::new(
+            "remove container c1",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "driver failed".into(),
+            },
+        );
+        engine.inject(Op::Remove(Kind::Container), None, FaultAction::Fail(err), 1);
+        let report = once(&engine, &leaks()).await.unwrap();
+        assert!(!report.converged);
+        assert_eq!(report.failures.len(), 1);
+        let reason = serde_json::to_value(&report.remaining_volumes[0].reason).unwrap();
+        assert_eq!(reason["code"], "waitsForFailed");
+        // Declared: nothing to do, converged.
+        let declared = Goal::Reconcile {
+            boxes: vec![DeclaredBox::new("a")],
+            keep_volumes: vec![],
+            grace: None,
+        };
+        assert!(once(&engine, &declared).await.unwrap().converged);
+        let _ = Outcome::Removed;
+    }
+}

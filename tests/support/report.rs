@@ -1,0 +1,551 @@
+//! A typed mirror of the JSON that `sandboxctl` prints: the report of `apply`
+//! and `destroy --format json`, and the plan of `plan --format json` (also the
+//! saved-plan file).
+//!
+//! Written from the contract, not derived from the crate's own types, so a
+//! renamed or added key fails every test that reads it (`deny_unknown_fields`
+//! everywhere but the plan's free-form `basis`). Owns the reading only: what
+//! a test expects stays in the test. Reasons are the `Reason` enum below, one
+//! variant per `code`, each with its rendered `text`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::cli::Output;
+pub use sandboxctl::model::Kind;
+
+/// Another object a reason refers to.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ref {
+    pub kind: Kind,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    /// `mounts`, `attached`, `joins its network namespace`, ...
+    #[serde(default)]
+    pub how: Option<String>,
+}
+
+/// A `why` or `reason`: its `code`, the fields of that code, and the `text`
+/// a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "code", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Reason {
+    NoBoxLabel {
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    BoxNotDeclared {
+        box_id: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    DestroyRequested {
+        box_id: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Expired {
+        box_id: String,
+        at: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    DeclaredBox {
+        box_id: String,
+        #[serde(default)]
+        expires: Option<String>,
+        #[serde(default)]
+        line: Option<usize>,
+        text: String,
+    },
+    WithinGrace {
+        until: String,
+        text: String,
+    },
+    NotNamedByDestroy {
+        text: String,
+    },
+    KeptByFile {
+        #[serde(default)]
+        line: Option<usize>,
+        text: String,
+    },
+    KeepVolumeFlag {
+        text: String,
+    },
+    MountedByKept {
+        holders: Vec<Ref>,
+        text: String,
+    },
+    HeldByUnmanaged {
+        holders: Vec<Ref>,
+        text: String,
+    },
+    WaitsForBlocked {
+        object: Ref,
+        text: String,
+    },
+    RemovalFailed {
+        error: String,
+        text: String,
+    },
+    Changed {
+        detail: String,
+        text: String,
+    },
+    WaitsForFailed {
+        step: usize,
+        object: Ref,
+        text: String,
+    },
+    Interrupted {
+        text: String,
+    },
+    AppearedAfterPlan {
+        text: String,
+    },
+    AlreadyGone {
+        text: String,
+    },
+}
+
+impl Reason {
+    /// The `code`, as the JSON spells it.
+    pub fn code(&self) -> String {
+        serde_json::to_value(self).expect("a reason serializes")["code"]
+            .as_str()
+            .expect("code is a string")
+            .to_string()
+    }
+
+    /// The text a person reads.
+    pub fn text(&self) -> &str {
+        match self {
+            Reason::NoBoxLabel { text }
+            | Reason::BoxNotDeclared { text, .. }
+            | Reason::DestroyRequested { text, .. }
+            | Reason::Expired { text, .. }
+            | Reason::DeclaredBox { text, .. }
+            | Reason::WithinGrace { text, .. }
+            | Reason::NotNamedByDestroy { text }
+            | Reason::KeptByFile { text, .. }
+            | Reason::KeepVolumeFlag { text }
+            | Reason::MountedByKept { text, .. }
+            | Reason::HeldByUnmanaged { text, .. }
+            | Reason::WaitsForBlocked { text, .. }
+            | Reason::RemovalFailed { text, .. }
+            | Reason::Changed { text, .. }
+            | Reason::WaitsForFailed { text, .. }
+            | Reason::Interrupted { text }
+            | Reason::AppearedAfterPlan { text }
+            | Reason::AlreadyGone { text } => text,
+        }
+    }
+
+    /// The holders a `heldByUnmanaged` or `mountedByKept` reason names (else none).
+    pub fn holders(&self) -> &[Ref] {
+        match self {
+            Reason::HeldByUnmanaged { holders, .. } | Reason::MountedByKept { holders, .. } => {
+                holders
+            }
+            _ => &[],
+        }
+    }
+}
+
+/// An object as the plan names it (a step, a blocked or a kept object).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Noted {
+    pub engine: String,
+    pub kind: Kind,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    pub why: Reason,
+}
+
+/// One removal of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Step {
+    pub step: usize,
+    pub engine: String,
+    pub kind: Kind,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    pub why: Reason,
+    pub waits_for: Vec<usize>,
+}
+
+/// Kept objects by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kept {
+    pub containers: Vec<Noted>,
+    pub volumes: Vec<Noted>,
+    pub networks: Vec<Noted>,
+}
+
+impl Kept {
+    pub fn of(&self, kind: Kind) -> &[Noted] {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        Kind::ALL.iter().all(|&k| self.of(k).is_empty())
+    }
+}
+
+/// A `ca-sbx:*` image.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Image {
+    pub id: String,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retained {
+    pub images: Vec<Image>,
+}
+
+/// A declared box in a plan's goal.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeclaredBox {
+    pub id: String,
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    pub expires: Option<i64>,
+    #[serde(default)]
+    pub ttl: Option<u64>,
+    #[serde(default)]
+    pub line: Option<usize>,
+}
+
+/// A kept volume in a plan's goal.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeptVolume {
+    pub name: String,
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    pub line: Option<usize>,
+}
+
+/// What the plan was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "mode", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Goal {
+    #[serde(rename_all = "camelCase")]
+    Reconcile {
+        boxes: Vec<DeclaredBox>,
+        keep_volumes: Vec<KeptVolume>,
+        #[serde(default)]
+        grace: Option<u64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Destroy {
+        ids: BTreeSet<String>,
+        keep_volume: bool,
+        keep_volumes: Vec<KeptVolume>,
+    },
+}
+
+/// `plan --format json` and a saved plan.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Plan {
+    pub version: u32,
+    pub engine: String,
+    pub scope: BTreeMap<String, String>,
+    pub goal: Goal,
+    pub now: String,
+    pub steps: Vec<Step>,
+    pub blocked: Vec<Noted>,
+    pub kept: Kept,
+    pub retained: Retained,
+    pub fingerprint: String,
+    pub basis: BTreeMap<String, String>,
+    pub summary: String,
+}
+
+impl Plan {
+    /// The step that removes the object named `name`, failing the test if none does.
+    #[track_caller]
+    pub fn step(&self, name: &str) -> &Step {
+        self.steps
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no step removes {name}: {self:#?}"))
+    }
+
+    /// The blocked object named `name`, failing the test if it is not blocked.
+    #[track_caller]
+    pub fn blocked(&self, name: &str) -> &Noted {
+        self.blocked
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("{name} is not blocked: {self:#?}"))
+    }
+
+    /// Names of the steps of `kind`.
+    pub fn step_names(&self, kind: Kind) -> BTreeSet<String> {
+        self.steps
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.name.clone())
+            .collect()
+    }
+}
+
+/// `removed` or `alreadyGone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    Removed,
+    AlreadyGone,
+}
+
+/// A removed object.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gone {
+    pub engine: String,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Removed {
+    pub containers: Vec<Gone>,
+    pub volumes: Vec<Gone>,
+    pub networks: Vec<Gone>,
+}
+
+impl Removed {
+    pub fn of(&self, kind: Kind) -> &[Gone] {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+
+    /// Names of the removed objects of `kind`.
+    pub fn names(&self, kind: Kind) -> BTreeSet<String> {
+        self.of(kind).iter().map(|g| g.name.clone()).collect()
+    }
+
+    /// IDs of the removed containers or networks.
+    pub fn ids(&self, kind: Kind) -> BTreeSet<String> {
+        self.of(kind).iter().filter_map(|g| g.id.clone()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        Kind::ALL.iter().all(|&k| self.of(k).is_empty())
+    }
+}
+
+/// `container`, `volume`, `network`, or `engine` (a listing or the connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureKind {
+    Container,
+    Volume,
+    Network,
+    Engine,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub engine: String,
+    pub name: String,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub error: String,
+}
+
+/// An object still there after the run.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Leftover {
+    pub engine: String,
+    #[serde(default)]
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    pub reason: Reason,
+}
+
+/// The report of `apply` and `destroy`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Report {
+    pub converged: bool,
+    #[serde(default)]
+    pub now: Option<String>,
+    pub removed: Removed,
+    pub kept: Kept,
+    pub retained: Retained,
+    pub failures: Vec<Failure>,
+    pub remaining_containers: Vec<Leftover>,
+    pub remaining_volumes: Vec<Leftover>,
+    pub remaining_networks: Vec<Leftover>,
+    pub interrupted: bool,
+}
+
+impl Report {
+    /// The leftovers of `kind`.
+    pub fn remaining(&self, kind: Kind) -> &[Leftover] {
+        match kind {
+            Kind::Container => &self.remaining_containers,
+            Kind::Volume => &self.remaining_volumes,
+            Kind::Network => &self.remaining_networks,
+        }
+    }
+
+    /// Every leftover, containers first.
+    pub fn all_remaining(&self) -> impl Iterator<Item = &Leftover> {
+        Kind::ALL.into_iter().flat_map(|k| self.remaining(k))
+    }
+
+    /// Names of the leftovers of `kind`.
+    pub fn remaining_names(&self, kind: Kind) -> BTreeSet<String> {
+        self.remaining(kind)
+            .iter()
+            .map(|l| l.name.clone())
+            .collect()
+    }
+
+    /// The leftover of `kind` named `name`, failing the test if there is none.
+    #[track_caller]
+    pub fn leftover(&self, kind: Kind, name: &str) -> &Leftover {
+        self.remaining(kind)
+            .iter()
+            .find(|l| l.name == name)
+            .unwrap_or_else(|| panic!("{kind} {name} is not left behind: {self:#?}"))
+    }
+
+    /// The one failure, failing the test unless there is exactly one.
+    #[track_caller]
+    pub fn only_failure(&self) -> &Failure {
+        assert_eq!(self.failures.len(), 1, "{:#?}", self.failures);
+        &self.failures[0]
+    }
+
+    /// True when the report names nothing left, no failure, and converged.
+    pub fn is_clean(&self) -> bool {
+        self.converged && self.failures.is_empty() && self.all_remaining().next().is_none()
+    }
+}
+
+impl Output {
+    /// Stdout read as a report, failing the test (showing both streams) if it is not one.
+    #[track_caller]
+    pub fn report(&self) -> Report {
+        self.parse("a JSON report")
+    }
+
+    /// Stdout read as a plan, failing the test (showing both streams) if it is not one.
+    #[track_caller]
+    pub fn plan(&self) -> Plan {
+        self.parse("a JSON plan")
+    }
+}
+
+/// Reads a saved plan file.
+#[track_caller]
+pub fn read_plan(text: &str) -> Plan {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not a plan ({e}):\n{text}"))
+}
+
+/// `inventory --format json`: the managed objects grouped by box.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    pub engine: String,
+    pub scope: Vec<String>,
+    pub boxes: Vec<InventoryBox>,
+    pub images: Vec<Image>,
+}
+
+impl Inventory {
+    /// The group of box `b` (`None`: objects without a box label), failing the test if none.
+    #[track_caller]
+    pub fn group(&self, b: Option<&str>) -> &InventoryBox {
+        self.boxes
+            .iter()
+            .find(|g| g.box_id.as_deref() == b)
+            .unwrap_or_else(|| panic!("no group {b:?}: {self:#?}"))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryBox {
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    pub containers: Vec<InventoryContainer>,
+    pub volumes: Vec<String>,
+    pub networks: Vec<InventoryNetwork>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryContainer {
+    pub id: String,
+    pub name: String,
+    pub state: String,
+    /// Names of the managed volumes it mounts.
+    pub mounts: Vec<String>,
+    /// Names of the managed networks it is attached to.
+    pub networks: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryNetwork {
+    pub id: String,
+    pub name: String,
+}
+
+impl Output {
+    /// Stdout read as an inventory, failing the test (showing both streams) if it is not one.
+    #[track_caller]
+    pub fn inventory(&self) -> Inventory {
+        self.parse("a JSON inventory")
+    }
+}

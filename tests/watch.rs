@@ -1,0 +1,1319 @@
+//! `sandboxctl watch` end to end against the real Docker engine.
+//!
+//! Each test runs the real binary as a child process (`sandboxctl --format
+//! json ... watch`), limited to its own `Sandbox` scope, with its state file
+//! in the run's temp dir, and reads what watch did three ways: the JSON log
+//! lines on stderr (`cycle`, `streamLost`, `stateBroken`, ...), the engine's
+//! real state through the harness, and where it matters the audit log, the
+//! metrics endpoint and the final report on stdout. A `Watcher` kills the
+//! child when dropped, so a failing assertion never leaves a watch running.
+//!
+//! Timings are small (grace 2-8 s, debounce 1 s) and the resync is always
+//! 60 s, longer than any test waits: whatever a test sees reaped was reaped
+//! by an event, a deadline, a state change or a reconnect, never by resync.
+//!
+//! The soak test (`cargo test --test sandboxctl -- --ignored soak`) runs ten
+//! minutes (`SOAK_MINUTES` to change) of boxes made and abandoned under a
+//! watch with a 20 s grace and checks every removal in the audit log.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+use crate::support::cli::{Cli, Output, Running};
+use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec, TEST_IMAGE};
+use crate::support::proxy::Proxy;
+
+/// Longer than any test waits: nothing here is reaped by resync.
+const RESYNC: &str = "60s";
+/// How long a watch child may live before `Running::wait` gives up on it.
+const CHILD_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// How often waits look again.
+const POLL: Duration = Duration::from_millis(100);
+/// Time allowed past grace + debounce for the cycles that reap: a cycle takes
+/// 0.2-0.5 s on an idle daemon, but up to 10 s on the shared one under load
+/// (seen at load average 26 on 2 cores). Still far below [`RESYNC`].
+const SLACK: Duration = Duration::from_secs(12);
+
+// ----- the watch child ----------------------------------------------------------
+
+/// A running `sandboxctl ... watch`, killed (SIGKILL) when dropped unless it
+/// was stopped with [`Watcher::terminate`].
+struct Watcher {
+    run: Option<Running>,
+}
+
+impl Watcher {
+    /// Spawns `cli` with `watch` and `extra` after its arguments.
+    fn start(cli: &Cli, extra: &[&str]) -> Watcher {
+        let mut args = vec!["watch"];
+        args.extend_from_slice(extra);
+        Watcher {
+            run: Some(cli.spawn_with(args)),
+        }
+    }
+
+    fn running(&self) -> &Running {
+        self.run.as_ref().expect("watch still running")
+    }
+
+    fn pid(&self) -> u32 {
+        self.running().pid()
+    }
+
+    fn stderr(&self) -> String {
+        self.running().stderr_so_far()
+    }
+
+    /// The JSON log lines written so far (complete lines only), in order.
+    fn log(&self) -> Vec<Value> {
+        let text = self.stderr();
+        text.split_inclusive('\n')
+            .filter(|l| l.ends_with('\n') && l.starts_with('{'))
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("watch log line is not JSON: {e}: {l}"))
+            })
+            .collect()
+    }
+
+    /// The log lines whose `event` is `event`.
+    fn events(&self, event: &str) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|l| l["event"] == event)
+            .collect()
+    }
+
+    /// Waits until a log line with `event` satisfies `pred`; fails the test
+    /// (showing stderr) after `timeout` or if watch exits.
+    async fn wait_for(
+        &self,
+        event: &str,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Value {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(line) = self.events(event).into_iter().find(|l| pred(l)) {
+                return line;
+            }
+            assert!(
+                Instant::now() < until && self.alive(),
+                "no `{event}` log line within {timeout:?} (watch alive: {})\n--- stderr\n{}",
+                self.alive(),
+                self.stderr()
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Sends `signal` to the child.
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.pid()).expect("pid fits pid_t");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+    }
+
+    /// SIGTERM, then waits for the exit.
+    fn terminate(mut self) -> Output {
+        self.signal(libc::SIGTERM);
+        self.run.take().expect("watch still running").wait()
+    }
+
+    /// Waits for the exit after a signal was sent with [`Watcher::signal`].
+    fn terminate_after_signal(mut self) -> Output {
+        self.run.take().expect("watch still running").wait()
+    }
+
+    /// The child's resident memory now, in KiB (`VmRSS` of /proc/PID/status).
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/PID/status of watch");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status")
+    }
+
+    /// True while the child has not exited.
+    fn alive(&self) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()));
+        status.is_ok_and(|s| {
+            !s.lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z'))
+        })
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take() {
+            if let Ok(pid) = libc::pid_t::try_from(run.pid()) {
+                // SAFETY: kill(2) on our own child's pid.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            let _ = run.wait();
+        }
+    }
+}
+
+// ----- local helpers ----------------------------------------------------------
+
+/// A CLI for `sbx` in JSON, with `state` as its state file and a deadline
+/// long enough for any watch here.
+fn watch_cli(sbx: &Sandbox, state: &str) -> Cli {
+    sbx.cli().json().state_toml(state).deadline(CHILD_DEADLINE)
+}
+
+/// Replaces `<cli dir>/state.toml` atomically (write aside, rename), as an
+/// editor or a deploy would, so that watch never reads it half-written.
+fn replace_state(cli: &Cli, contents: &str) -> PathBuf {
+    let aside = cli.write("state.toml.new", contents);
+    let path = cli.dir().join("state.toml");
+    std::fs::rename(&aside, &path).expect("rename the new state file into place");
+    path
+}
+
+/// `[[box]]` tables declaring `ids`, after `sbx`'s scope table.
+fn state_declaring(sbx: &Sandbox, ids: &[&str]) -> String {
+    let mut toml = sbx.scope_toml();
+    for id in ids {
+        toml.push_str(&format!("\n[[box]]\nid = \"{id}\"\n"));
+    }
+    toml
+}
+
+/// A local TCP port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free local port")
+        .port()
+}
+
+/// `GET path` over a fresh connection to `addr`: `(status, body)`.
+fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+/// Waits until `/healthz` on `addr` answers 200: watch has finished its first
+/// cycle (and has been following events since before it started).
+async fn wait_healthy(watcher: &Watcher, addr: &str) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok((200, _)) = http_get(addr, "/healthz") {
+            // The follower subscribes in parallel with the first cycle; a
+            // little slack so that an object made next surely raises an event.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "watch never became healthy on {addr}\n--- stderr\n{}",
+            watcher.stderr()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Starts `watch` on `cli` with `--metrics` on a free port and `extra`, and
+/// waits for its first cycle to finish. Returns the watcher and the address.
+async fn start_ready(cli: &Cli, extra: &[&str]) -> (Watcher, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["--debounce", "1s", "--resync", RESYNC, "--metrics", &addr];
+    args.extend_from_slice(extra);
+    let watcher = Watcher::start(cli, &args);
+    wait_healthy(&watcher, &addr).await;
+    (watcher, addr)
+}
+
+/// Polls until container `id` is gone; the time it took from `since`, or
+/// `None` after `timeout`.
+async fn container_gone_within(
+    sbx: &Sandbox,
+    id: &str,
+    since: Instant,
+    timeout: Duration,
+) -> Option<Duration> {
+    loop {
+        if !sbx.container_exists(id).await {
+            return Some(since.elapsed());
+        }
+        if since.elapsed() > timeout {
+            return None;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Sleeps until `since + at`.
+async fn sleep_until(since: Instant, at: Duration) {
+    tokio::time::sleep((since + at).saturating_duration_since(Instant::now())).await;
+}
+
+/// The audit log's lines, each parsed (failing the test on a line that is not JSON).
+fn audit_lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line is not JSON: {e}: {l}"))
+        })
+        .collect()
+}
+
+/// `cycle` lines that removed at least one object, as `(trigger, removed containers)`.
+fn removing_cycles(watcher: &Watcher) -> Vec<(String, u64)> {
+    watcher
+        .events("cycle")
+        .iter()
+        .filter(|l| {
+            ["containers", "volumes", "networks"]
+                .iter()
+                .any(|k| l["removed"][k].as_u64().unwrap_or(0) > 0)
+        })
+        .map(|l| {
+            (
+                l["trigger"].as_str().unwrap_or_default().to_string(),
+                l["removed"]["containers"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+// ----- 1. a leak made while watching -------------------------------------------
+
+/// A leak made while watch runs is reaped once its grace period ends: the
+/// create event wakes a cycle that sees it young and sets a deadline, and the
+/// deadline reaps it, long before the 60 s resync.
+#[tokio::test]
+async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
+    let sbx = Sandbox::new("watch-leak").await;
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
+    let (watcher, _) = start_ready(&cli, &[]).await;
+
+    let made = Instant::now();
+    let leak = sbx.leaked_container(Run::Running).await;
+    let took = container_gone_within(&sbx, &leak.id, made, Duration::from_secs(3 + 1) + SLACK)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "leak {} still there {:?} after it was made (grace 3 s, debounce 1 s)\n--- stderr\n{}",
+                leak.name,
+                made.elapsed(),
+                watcher.stderr()
+            )
+        });
+    // Not before its grace ended (creation times are whole seconds: 1 s slack).
+    assert!(
+        took >= Duration::from_secs(2),
+        "reaped after {took:?}, inside its 3 s grace"
+    );
+    let line = watcher
+        .wait_for("cycle", |l| l["removed"]["containers"] == 1, SLACK)
+        .await;
+    // The deadline's cycle, or one that an engine event (any volume or
+    // network event of the shared daemon wakes watch) ran at the same moment.
+    assert!(
+        ["grace or expiry ran out", "events"]
+            .contains(&line["trigger"].as_str().unwrap_or_default()),
+        "{line}"
+    );
+    assert_eq!(line["converged"], true, "{line}");
+    assert!(watcher.alive(), "watch exited\n{}", watcher.stderr());
+    eprintln!("leak reaped {took:?} after it was made (grace 3 s, debounce 1 s)");
+}
+
+// ----- 2. an undeclared box within grace ---------------------------------------
+
+/// An undeclared box (container and volume) is left alone while it is young,
+/// still there just before its grace ends, and reaped whole right after.
+#[tokio::test]
+async fn undeclared_box_survives_its_grace_then_goes() {
+    let sbx = Sandbox::new("watch-grace").await;
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "8s"]);
+    let audit = cli.dir().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let (watcher, _) = start_ready(&cli, &["--audit", &audit_arg]).await;
+
+    let made = Instant::now();
+    let b = sbx.add_box("young", Run::Running).await;
+    // Events about it have come and gone (debounce 1 s): still there at 6 s.
+    sleep_until(made, Duration::from_secs(6)).await;
+    assert!(
+        sbx.container_exists(&b.container.id).await && sbx.volume_exists(&b.volume).await,
+        "box reaped {:?} after it was made, inside its 8 s grace\n--- stderr\n{}",
+        made.elapsed(),
+        watcher.stderr()
+    );
+    assert!(audit_lines(&audit).is_empty(), "{:?}", audit_lines(&audit));
+
+    let took = container_gone_within(
+        &sbx,
+        &b.container.id,
+        made,
+        Duration::from_secs(8 + 1) + SLACK,
+    )
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "box still there {:?} after it was made\n{}",
+            made.elapsed(),
+            watcher.stderr()
+        )
+    });
+    watcher
+        .wait_for("cycle", |l| l["removed"]["volumes"] == 1, SLACK)
+        .await;
+    assert!(
+        !sbx.volume_exists(&b.volume).await,
+        "the box's volume stayed"
+    );
+    let reasons: BTreeSet<(String, String)> = audit_lines(&audit)
+        .iter()
+        .map(|l| {
+            (
+                l["reason"]["code"].as_str().unwrap_or_default().to_string(),
+                l["reason"]["boxId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        BTreeSet::from([("boxNotDeclared".to_string(), "young".to_string())])
+    );
+    eprintln!("undeclared box reaped {took:?} after it was made (grace 8 s)");
+}
+
+// ----- 3. a declared box with a ttl --------------------------------------------
+
+/// A declared box with `ttl = "4s"` is kept while its ttl runs and reaped
+/// (reason `expired`) when it ends, by the deadline alone.
+#[tokio::test]
+async fn declared_box_goes_when_its_ttl_ends() {
+    let sbx = Sandbox::new("watch-ttl").await;
+    let state = format!(
+        "{}\n[[box]]\nid = \"short\"\nttl = \"4s\"\n",
+        sbx.scope_toml()
+    );
+    let cli = watch_cli(&sbx, &state).args(["--grace", "2s"]);
+    let audit = cli.dir().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let (watcher, _) = start_ready(&cli, &["--audit", &audit_arg]).await;
+
+    let made = Instant::now();
+    let b = sbx.add_box("short", Run::Running).await;
+    // Past its 2 s grace, inside its 4 s ttl: declared, so kept.
+    sleep_until(made, Duration::from_millis(2500)).await;
+    assert!(
+        sbx.container_exists(&b.container.id).await,
+        "declared box reaped inside its ttl\n{}",
+        watcher.stderr()
+    );
+    let took = container_gone_within(
+        &sbx,
+        &b.container.id,
+        made,
+        Duration::from_secs(4 + 1) + SLACK,
+    )
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "box still there {:?} after it was made (ttl 4 s)\n{}",
+            made.elapsed(),
+            watcher.stderr()
+        )
+    });
+    assert!(
+        took >= Duration::from_secs(3),
+        "reaped after {took:?}, inside its 4 s ttl"
+    );
+    let line = watcher
+        .wait_for("cycle", |l| l["removed"]["containers"] == 1, SLACK)
+        .await;
+    assert!(
+        ["grace or expiry ran out", "events"]
+            .contains(&line["trigger"].as_str().unwrap_or_default()),
+        "{line}"
+    );
+    assert!(
+        !sbx.volume_exists(&b.volume).await,
+        "the expired box's volume stayed"
+    );
+    let codes: BTreeSet<String> = audit_lines(&audit)
+        .iter()
+        .map(|l| l["reason"]["code"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(codes, BTreeSet::from(["expired".to_string()]));
+    eprintln!("box with ttl 4 s reaped {took:?} after it was made");
+}
+
+// ----- 4. the state file edited ---------------------------------------------------
+
+/// A box declared by an edit of the state file made while watch runs is
+/// protected from then on: it outlives its grace while a leak made with it
+/// (proof that cycles ran) is reaped.
+#[tokio::test]
+async fn state_edit_declaring_a_box_protects_it() {
+    let sbx = Sandbox::new("watch-edit").await;
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
+    let (watcher, _) = start_ready(&cli, &[]).await;
+
+    replace_state(&cli, &state_declaring(&sbx, &["fresh"]));
+    watcher
+        .wait_for("stateReloaded", |_| true, Duration::from_secs(10))
+        .await;
+    let made = Instant::now();
+    let b = sbx.add_box("fresh", Run::Running).await;
+    let leak = sbx.leaked_container(Run::Running).await;
+    container_gone_within(&sbx, &leak.id, made, Duration::from_secs(3 + 1) + SLACK)
+        .await
+        .unwrap_or_else(|| panic!("leak not reaped\n{}", watcher.stderr()));
+    // The cycle that reaped the leak came after both grace periods ended and
+    // kept the declared box; more waiting changes nothing.
+    watcher
+        .wait_for("cycle", |l| l["removed"]["containers"] == 1, SLACK)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        sbx.container_exists(&b.container.id).await && sbx.volume_exists(&b.volume).await,
+        "declared box reaped\n{}",
+        watcher.stderr()
+    );
+    assert!(
+        watcher.events("stateBroken").is_empty(),
+        "{}",
+        watcher.stderr()
+    );
+    assert_eq!(
+        removing_cycles(&watcher).iter().map(|c| c.1).sum::<u64>(),
+        1,
+        "only the leak goes\n{}",
+        watcher.stderr()
+    );
+}
+
+// ----- 5. a broken edit -------------------------------------------------------------
+
+/// A broken edit of the state file is logged once (`stateBroken`, naming
+/// file:line:col) and changes nothing: the last good state stays in force, so
+/// the box it declares is kept and a leak is still reaped.
+#[tokio::test]
+async fn broken_state_edit_keeps_the_last_good_state() {
+    let sbx = Sandbox::new("watch-broken").await;
+    let cli = watch_cli(&sbx, &state_declaring(&sbx, &["kept"])).args(["--grace", "3s"]);
+    let (watcher, _) = start_ready(&cli, &[]).await;
+
+    // Line 6 has a ttl that is no duration: the file no longer validates.
+    let broken = format!(
+        "{}\n[[box]]\nid = \"kept\"\nttl = \"soon\"\n",
+        sbx.scope_toml()
+    );
+    assert_eq!(broken.lines().nth(5), Some("ttl = \"soon\""));
+    let path = replace_state(&cli, &broken);
+    let line = watcher
+        .wait_for("stateBroken", |_| true, Duration::from_secs(10))
+        .await;
+    let error = line["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with(&format!("{}:6:7: invalid ttl duration", path.display())),
+        "stateBroken does not name file:line:col: {line}"
+    );
+    assert!(error.contains("last good state"), "{line}");
+
+    let made = Instant::now();
+    let b = sbx.add_box("kept", Run::Running).await;
+    let leak = sbx.leaked_container(Run::Running).await;
+    container_gone_within(&sbx, &leak.id, made, Duration::from_secs(3 + 1) + SLACK)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "leak not reaped under the last good state\n{}",
+                watcher.stderr()
+            )
+        });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        sbx.container_exists(&b.container.id).await,
+        "the box the last good state declares was reaped\n{}",
+        watcher.stderr()
+    );
+    assert_eq!(
+        watcher.events("stateBroken").len(),
+        1,
+        "{}",
+        watcher.stderr()
+    );
+    assert!(
+        watcher.events("stateReloaded").is_empty(),
+        "{}",
+        watcher.stderr()
+    );
+    assert!(watcher.alive());
+}
+
+// ----- 6. the event stream cut ------------------------------------------------------
+
+/// Points `link` at `target` atomically.
+fn repoint(link: &Path, target: &Path) {
+    let aside = link.with_extension("new");
+    let _ = std::fs::remove_file(&aside);
+    std::os::unix::fs::symlink(target, &aside).expect("make symlink");
+    std::fs::rename(&aside, link).expect("swap symlink");
+}
+
+/// The event stream cut (the proxy carrying it stops, dropping every
+/// connection) is noticed (`streamLost`), retried with backoff and back
+/// (`streamBack`) once an engine answers again; the reconnect runs a full
+/// cycle, so a leak made while the stream was down is reaped after its
+/// grace, without waiting for the resync.
+#[tokio::test]
+async fn cut_event_stream_reconnects_and_catches_up() {
+    let sbx = Sandbox::new("watch-stream").await;
+    let sockets = tempfile::tempdir().expect("temp dir");
+    let link = sockets.path().join("docker.sock");
+    let first = Proxy::start();
+    repoint(&link, first.socket());
+    let cli = watch_cli(&sbx, &sbx.scope_toml())
+        .docker_host(&format!("unix://{}", link.display()))
+        .args(["--grace", "2s"]);
+    let watcher = Watcher::start(&cli, &["--debounce", "1s", "--resync", RESYNC]);
+    assert!(
+        first.wait_for("GET", "/events", Duration::from_secs(20)),
+        "watch never followed events\n{}",
+        first.dump()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let cut = Instant::now();
+    drop(first);
+    watcher
+        .wait_for("streamLost", |_| true, Duration::from_secs(10))
+        .await;
+    let leak = sbx.leaked_container(Run::Running).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let second = Proxy::start();
+    repoint(&link, second.socket());
+    let back = watcher
+        .wait_for("streamBack", |_| true, Duration::from_secs(20))
+        .await;
+    let lost_before_back = watcher
+        .log()
+        .iter()
+        .position(|l| l["event"] == "streamLost")
+        < watcher
+            .log()
+            .iter()
+            .position(|l| l["event"] == "streamBack");
+    assert!(lost_before_back, "{}", watcher.stderr());
+    assert!(second.count("GET", "/events") >= 1, "{}", second.dump());
+
+    let took = container_gone_within(&sbx, &leak.id, cut, Duration::from_secs(10) + SLACK)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "leak made while the stream was down not reaped\n{}",
+                watcher.stderr()
+            )
+        });
+    watcher
+        .wait_for("cycle", |l| l["removed"]["containers"] == 1, SLACK)
+        .await;
+    let triggers: Vec<String> = removing_cycles(&watcher).into_iter().map(|c| c.0).collect();
+    assert!(
+        !triggers.iter().any(|t| t == "resync") && !triggers.is_empty(),
+        "{triggers:?}"
+    );
+    assert!(watcher.alive());
+    eprintln!(
+        "stream back {back}; leak reaped {took:?} after the cut by cycles {triggers:?}; {} streamLost lines",
+        watcher.events("streamLost").len()
+    );
+}
+
+// ----- 7. SIGTERM during a cycle -----------------------------------------------------
+
+/// SIGTERM while a cycle removes containers lets the removal in flight finish,
+/// starts no other, verifies, prints the final report on stdout and exits 0.
+/// The cycle is made long by a proxy that holds every container removal 2 s,
+/// one at a time (`--parallelism 1`).
+#[tokio::test]
+async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
+    let sbx = Sandbox::new("watch-sigterm").await;
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", "/containers/")
+        .always()
+        .delay(Duration::from_secs(2));
+    let mut leaks = Vec::new();
+    for _ in 0..4 {
+        leaks.push(sbx.leaked_container(Run::Running).await);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let cli = watch_cli(&sbx, &sbx.scope_toml())
+        .docker_host(&proxy.docker_host())
+        .args(["--grace", "1s"]);
+    let watcher = Watcher::start(
+        &cli,
+        &["--debounce", "1s", "--resync", RESYNC, "--parallelism", "1"],
+    );
+    assert!(
+        proxy.wait_for("DELETE", "/containers/", Duration::from_secs(20)),
+        "the first cycle removed nothing\n{}\n{}",
+        proxy.dump(),
+        watcher.stderr()
+    );
+    let signalled = Instant::now();
+    watcher.signal(libc::SIGTERM);
+    let out = watcher.terminate_after_signal();
+    out.success();
+    let took = signalled.elapsed();
+
+    let deletes = proxy.requests("DELETE", "/containers/");
+    assert_eq!(
+        deletes.len(),
+        1,
+        "removals started after SIGTERM:\n{}",
+        proxy.dump()
+    );
+    let report = out.json();
+    let removed: Vec<&str> = report["removed"]["containers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(removed.len(), 1, "{}", out.dump());
+    let mut still = 0;
+    for leak in &leaks {
+        let there = sbx.container_exists(&leak.id).await;
+        assert_eq!(
+            there,
+            leak.name != removed[0],
+            "{}: {}",
+            leak.name,
+            out.dump()
+        );
+        still += usize::from(there);
+    }
+    assert_eq!(still, 3);
+    assert_eq!(report["interrupted"], true, "{}", out.dump());
+    assert_eq!(report["converged"], false, "{}", out.dump());
+    assert!(
+        out.stderr.contains(r#""event":"stopping""#)
+            && out.stderr.contains(r#""signal":"SIGTERM""#),
+        "{}",
+        out.dump()
+    );
+    eprintln!("SIGTERM to exit: {took:?} (removal in flight held 2 s)");
+}
+
+// ----- 8. the audit log -------------------------------------------------------------
+
+/// `--audit FILE`: one JSON line per removal, keys in the documented order,
+/// each naming the object as the engine knew it (id, name, labels, image for
+/// containers) and why it went; the file is created 0600.
+#[tokio::test]
+async fn audit_log_has_one_line_per_removal() {
+    let sbx = Sandbox::new("watch-audit").await;
+    let leak = sbx.leaked_container(Run::Exited).await;
+    let lone = sbx.leaked_volume().await;
+    let b = sbx.add_box_with_network("gone", Run::Running).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "2s"]);
+    let audit = cli.dir().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let (watcher, _) = start_ready(&cli, &["--audit", &audit_arg]).await;
+    watcher.terminate().success();
+
+    let mode = std::fs::metadata(&audit)
+        .expect("audit file")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "audit file mode {mode:o}");
+    let lines = audit_lines(&audit);
+    let ids: BTreeMap<&str, &str> = BTreeMap::from([
+        (leak.name.as_str(), leak.id.as_str()),
+        (b.container.name.as_str(), b.container.id.as_str()),
+        (b.network.name.as_str(), b.network.id.as_str()),
+    ]);
+    let mut seen = Vec::new();
+    for line in &lines {
+        let keys: Vec<&str> = line
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let name = line["name"].as_str().unwrap_or_default();
+        let kind = line["kind"].as_str().unwrap_or_default();
+        let expected_keys: &[&str] = match kind {
+            "container" => &[
+                "engine", "id", "image", "kind", "labels", "name", "outcome", "reason", "time",
+            ],
+            "network" => &[
+                "engine", "id", "kind", "labels", "name", "outcome", "reason", "time",
+            ],
+            _ => &[
+                "engine", "kind", "labels", "name", "outcome", "reason", "time",
+            ],
+        };
+        // serde_json's map is sorted; the order in the file is checked below.
+        assert_eq!(keys, expected_keys, "{line}");
+        assert_eq!(line["id"].as_str(), ids.get(name).copied(), "{line}");
+        let time = line["time"].as_str().unwrap_or_default();
+        assert!(
+            time.len() == 24 && time.ends_with('Z') && humantime::parse_rfc3339(time).is_ok(),
+            "time is not RFC 3339 UTC with milliseconds: {line}"
+        );
+        assert!(
+            !line["reason"]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "{line}"
+        );
+        let labels: Vec<String> = line["labels"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let v = v.as_str().unwrap_or_default();
+                let v = if v == sbx.scope_value() { "<scope>" } else { v };
+                format!("{k}={v}")
+            })
+            .collect();
+        let mut reason = line["reason"].as_object().unwrap().clone();
+        reason.remove("text");
+        seen.push(format!(
+            "{kind} {} engine={} image={} labels=[{}] reason={} outcome={}",
+            name.replace(sbx.scope_value(), "<scope>"),
+            line["engine"].as_str().unwrap_or_default(),
+            line["image"].as_str().map_or("-", |i| if i == TEST_IMAGE {
+                "<test image>"
+            } else {
+                i
+            }),
+            labels.join(","),
+            Value::Object(reason),
+            line["outcome"].as_str().unwrap_or_default(),
+        ));
+    }
+    // In the file, keys come in the documented order.
+    for raw in std::fs::read_to_string(&audit).unwrap().lines() {
+        let order = [
+            "\"time\"",
+            "\"engine\"",
+            "\"kind\"",
+            "\"name\"",
+            "\"labels\"",
+            "\"reason\"",
+            "\"outcome\"",
+        ];
+        let at: Vec<usize> = order.iter().map(|k| raw.find(k).unwrap()).collect();
+        assert!(
+            at.windows(2).all(|w| w[0] < w[1]),
+            "keys out of order: {raw}"
+        );
+    }
+    seen.sort();
+    insta::assert_snapshot!(seen.join("\n"), @r#"
+    container <scope>-c0 engine=default image=<test image> labels=[ca.sandbox=1,ca.sandbox.test=<scope>] reason={"code":"noBoxLabel"} outcome=removed
+    container <scope>-gone engine=default image=<test image> labels=[ca.sandbox=1,ca.sandbox.id=gone,ca.sandbox.test=<scope>] reason={"boxId":"gone","code":"boxNotDeclared"} outcome=removed
+    network <scope>-gone-net engine=default image=- labels=[ca.sandbox=1,ca.sandbox.id=gone,ca.sandbox.test=<scope>] reason={"boxId":"gone","code":"boxNotDeclared"} outcome=removed
+    volume <scope>-gone-data engine=default image=- labels=[ca.sandbox=1,ca.sandbox.id=gone,ca.sandbox.test=<scope>] reason={"boxId":"gone","code":"boxNotDeclared"} outcome=removed
+    volume <scope>-v1 engine=default image=- labels=[ca.sandbox=1,ca.sandbox.test=<scope>] reason={"code":"noBoxLabel"} outcome=removed
+    "#);
+    assert!(!sbx.volume_exists(&lone).await && !sbx.volume_exists(&b.volume).await);
+    assert!(!sbx.network_exists(&b.network.id).await);
+}
+
+// ----- 9. metrics -------------------------------------------------------------------
+
+/// One metric series' value from OpenMetrics text, by its exact series name
+/// (`name{labels}` as encoded).
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// `--metrics ADDR`: `/metrics` counts what happened (removals by kind and
+/// outcome, cycles by result) and `/healthz` answers 200 after a converged cycle.
+#[tokio::test]
+async fn metrics_count_what_happened() {
+    let sbx = Sandbox::new("watch-metrics").await;
+    let running = sbx.leaked_container(Run::Running).await;
+    let exited = sbx.leaked_container(Run::Exited).await;
+    let volume = sbx.leaked_volume().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "1s"]);
+    let (watcher, addr) = start_ready(&cli, &[]).await;
+    watcher
+        .wait_for(
+            "cycle",
+            |l| l["removed"]["containers"] == 2,
+            Duration::from_secs(10),
+        )
+        .await;
+    let (status, body) = http_get(&addr, "/metrics").expect("scrape /metrics");
+    assert_eq!(status, 200, "{body}");
+    let removals = |kind: &str, outcome: &str| {
+        metric(
+            &body,
+            &format!("sandboxctl_removals_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(removals("container", "removed"), Some(2.0), "{body}");
+    assert_eq!(removals("volume", "removed"), Some(1.0), "{body}");
+    assert_eq!(removals("network", "removed").unwrap_or(0.0), 0.0, "{body}");
+    assert_eq!(
+        removals("container", "failed").unwrap_or(0.0),
+        0.0,
+        "{body}"
+    );
+    let converged = metric(&body, "sandboxctl_cycles_total{result=\"converged\"}").unwrap_or(0.0);
+    assert!(converged >= 1.0, "{body}");
+    assert_eq!(
+        metric(&body, "sandboxctl_cycles_total{result=\"failed\"}").unwrap_or(0.0),
+        0.0,
+        "{body}"
+    );
+    assert_eq!(
+        metric(&body, "sandboxctl_cycle_duration_seconds_count"),
+        Some(converged),
+        "{body}"
+    );
+    assert!(
+        metric(&body, "sandboxctl_last_converged_cycle_age_seconds").is_some(),
+        "{body}"
+    );
+    assert!(
+        body.trim_end().ends_with("# EOF"),
+        "not OpenMetrics: {body}"
+    );
+
+    let (status, health) = http_get(&addr, "/healthz").expect("GET /healthz");
+    assert_eq!(status, 200, "{health}");
+    assert!(health.contains("converged"), "{health}");
+    let (status, _) = http_get(&addr, "/nothing").expect("GET /nothing");
+    assert_eq!(status, 404);
+    for gone in [&running.id, &exited.id] {
+        assert!(!sbx.container_exists(gone).await);
+    }
+    assert!(!sbx.volume_exists(&volume).await);
+    watcher.terminate().success();
+    // The server stops with watch.
+    assert!(
+        http_get(&addr, "/healthz").is_err(),
+        "metrics still served after exit"
+    );
+}
+
+// ----- 10. no grace; --once ---------------------------------------------------------
+
+/// `watch` without a grace period refuses to start (exit 1) and says to pass
+/// `--grace`; it reaches no engine.
+#[test]
+fn watch_without_grace_refuses_to_start() {
+    let cli = Cli::new()
+        .scope("ca.sandbox.test=watch-no-grace")
+        .state_toml("")
+        .unreachable_docker();
+    let out = cli.run_with(["watch"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("--grace"), "{}", out.dump());
+    assert!(out.stdout.is_empty(), "{}", out.dump());
+    assert!(
+        !out.stderr.contains("no-docker.sock"),
+        "reached for the engine: {}",
+        out.dump()
+    );
+}
+
+/// `watch --once` runs one cycle and exits like `apply`: 0 with the report
+/// when it converged (young objects kept), 1 when a removal failed.
+#[tokio::test]
+async fn watch_once_runs_one_cycle_and_exits_like_apply() {
+    let sbx = Sandbox::new("watch-once").await;
+    let old = sbx.leaked_container(Run::Exited).await;
+    tokio::time::sleep(Duration::from_millis(5500)).await;
+    let young = sbx.leaked_container(Run::Exited).await;
+    let once = |grace: &str| {
+        sbx.cli()
+            .json()
+            .state_toml(&sbx.scope_toml())
+            .args(["--grace", grace])
+    };
+    let out = once("5s").run_with(["watch", "--once"]);
+    out.success();
+    let report = out.json();
+    assert_eq!(report["converged"], true, "{}", out.dump());
+    assert_eq!(
+        report["removed"]["containers"][0]["name"],
+        old.name.as_str(),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        report["kept"]["containers"][0]["name"],
+        young.name.as_str(),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        report["kept"]["containers"][0]["why"]["code"],
+        "withinGrace"
+    );
+    assert!(!sbx.container_exists(&old.id).await && sbx.container_exists(&young.id).await);
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "--once did not exit at once"
+    );
+
+    // A failed removal (the young one, past a shorter grace): exit 1, as apply.
+    let proxy = Proxy::start();
+    proxy
+        .on("DELETE", "/containers/")
+        .always()
+        .respond(500, "disk on fire");
+    let failing = once("1s").docker_host(&proxy.docker_host());
+    let once = failing.run_with(["watch", "--once"]);
+    once.expect_code(1);
+    let apply = failing.run_with(["apply"]);
+    apply.expect_code(1);
+    for out in [&once, &apply] {
+        let report = out.json();
+        assert_eq!(report["converged"], false, "{}", out.dump());
+        assert_eq!(
+            report["failures"].as_array().map(Vec::len),
+            Some(1),
+            "{}",
+            out.dump()
+        );
+    }
+    assert!(sbx.container_exists(&young.id).await);
+}
+
+// ----- soak -------------------------------------------------------------------------
+
+/// What the soak made: one record per object.
+struct Made {
+    kind: &'static str,
+    name: String,
+    box_id: Option<String>,
+    declared: bool,
+    at: SystemTime,
+}
+
+/// Ten minutes (`SOAK_MINUTES`) of boxes made and abandoned under one watch
+/// with a 20 s grace: most undeclared (leaked containers, boxes with a
+/// volume, some with a network), one in ten declared by an edit of the state
+/// file made just before. At the end nothing undeclared older than grace +
+/// margin is left, every declared object is still there, and every line of
+/// the audit log is a removal of an undeclared object past its grace.
+/// Prints the watch process's RSS over time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"]
+async fn soak_watch_reaps_only_abandoned_boxes() {
+    const GRACE: u64 = 20;
+    const MARGIN: u64 = 15;
+    let minutes: u64 = std::env::var("SOAK_MINUTES")
+        .ok()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(10);
+    let sbx = Sandbox::new("watch-soak").await;
+    let mut declared_ids: Vec<String> = Vec::new();
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", &format!("{GRACE}s")]);
+    let audit = cli.dir().join("audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let (watcher, addr) = start_ready(&cli, &["--audit", &audit_arg]).await;
+
+    let began = Instant::now();
+    let run_for = Duration::from_secs(minutes * 60);
+    let mut made: Vec<Made> = Vec::new();
+    let mut rss = vec![(Duration::ZERO, watcher.rss_kib())];
+    let mut next_rss = Duration::from_secs(30);
+    let mut i: u64 = 0;
+    while began.elapsed() < run_for {
+        let tick = Instant::now();
+        assert!(watcher.alive(), "watch died\n{}", watcher.stderr());
+        let at = SystemTime::now();
+        match i % 10 {
+            // Declared: first the state file, then (once watch has it) the box.
+            0 => {
+                let id = format!("kept{i}");
+                declared_ids.push(id.clone());
+                let ids: Vec<&str> = declared_ids.iter().map(String::as_str).collect();
+                let reloads = watcher.events("stateReloaded").len();
+                replace_state(&cli, &state_declaring(&sbx, &ids));
+                let until = Instant::now() + Duration::from_secs(10);
+                while watcher.events("stateReloaded").len() == reloads {
+                    assert!(
+                        Instant::now() < until,
+                        "edit not reloaded\n{}",
+                        watcher.stderr()
+                    );
+                    tokio::time::sleep(POLL).await;
+                }
+                let at = SystemTime::now();
+                let run = if i % 20 == 0 {
+                    Run::Exited
+                } else {
+                    Run::Created
+                };
+                let b = sbx.add_box(&id, run).await;
+                made.push(Made {
+                    kind: "container",
+                    name: b.container.name,
+                    box_id: Some(id.clone()),
+                    declared: true,
+                    at,
+                });
+                made.push(Made {
+                    kind: "volume",
+                    name: b.volume,
+                    box_id: Some(id),
+                    declared: true,
+                    at,
+                });
+            }
+            // A box with a network, abandoned.
+            3 | 7 => {
+                let id = format!("net{i}");
+                let b = sbx.add_box_with_network(&id, Run::Running).await;
+                made.push(Made {
+                    kind: "container",
+                    name: b.container.name,
+                    box_id: Some(id.clone()),
+                    declared: false,
+                    at,
+                });
+                made.push(Made {
+                    kind: "volume",
+                    name: b.volume,
+                    box_id: Some(id.clone()),
+                    declared: false,
+                    at,
+                });
+                made.push(Made {
+                    kind: "network",
+                    name: b.network.name,
+                    box_id: Some(id),
+                    declared: false,
+                    at,
+                });
+            }
+            // A box with a volume, abandoned.
+            1 | 4 | 8 => {
+                let id = format!("box{i}");
+                let run = [Run::Running, Run::Exited, Run::Created][(i as usize / 10) % 3];
+                let b = sbx.add_box(&id, run).await;
+                made.push(Made {
+                    kind: "container",
+                    name: b.container.name,
+                    box_id: Some(id.clone()),
+                    declared: false,
+                    at,
+                });
+                made.push(Made {
+                    kind: "volume",
+                    name: b.volume,
+                    box_id: Some(id),
+                    declared: false,
+                    at,
+                });
+            }
+            // A lone leaked volume.
+            5 => {
+                let name = sbx.volume(VolumeSpec::new().managed()).await;
+                made.push(Made {
+                    kind: "volume",
+                    name,
+                    box_id: None,
+                    declared: false,
+                    at,
+                });
+            }
+            // A leaked container without a box label.
+            _ => {
+                let run = if i % 2 == 0 {
+                    Run::Running
+                } else {
+                    Run::Exited
+                };
+                let c = sbx.container(ContainerSpec::new().managed().run(run)).await;
+                made.push(Made {
+                    kind: "container",
+                    name: c.name,
+                    box_id: None,
+                    declared: false,
+                    at,
+                });
+            }
+        }
+        i += 1;
+        if began.elapsed() >= next_rss {
+            rss.push((began.elapsed(), watcher.rss_kib()));
+            next_rss += Duration::from_secs(30);
+        }
+        sleep_until(tick, Duration::from_secs(1)).await;
+    }
+    let elapsed = began.elapsed();
+    rss.push((elapsed, watcher.rss_kib()));
+
+    // What is left now, while watch still runs.
+    let now = SystemTime::now();
+    let by_name: BTreeMap<&str, &Made> = made.iter().map(|m| (m.name.as_str(), m)).collect();
+    let remaining = sbx.remaining().await;
+    let mut overdue = Vec::new();
+    let mut left = BTreeMap::<&str, usize>::new();
+    for (kind, names) in [
+        ("container", &remaining.containers),
+        ("volume", &remaining.volumes),
+        ("network", &remaining.networks),
+    ] {
+        for name in names {
+            let m = by_name
+                .get(name.as_str())
+                .unwrap_or_else(|| panic!("unknown object {name}"));
+            *left.entry(kind).or_default() += 1;
+            let age = now.duration_since(m.at).unwrap_or_default();
+            if !m.declared && age > Duration::from_secs(GRACE + MARGIN) {
+                overdue.push(format!("{kind} {name} undeclared, {age:?} old"));
+            }
+        }
+    }
+    let declared_missing: Vec<&str> = made
+        .iter()
+        .filter(|m| m.declared)
+        .filter(|m| {
+            let names = match m.kind {
+                "container" => &remaining.containers,
+                "volume" => &remaining.volumes,
+                _ => &remaining.networks,
+            };
+            !names.contains(&m.name)
+        })
+        .map(|m| m.name.as_str())
+        .collect();
+    let (status, metrics) = http_get(&addr, "/metrics").expect("scrape /metrics");
+    assert_eq!(status, 200);
+    let log = watcher.log();
+    let out = watcher.terminate();
+
+    // Every removal the audit log records.
+    let mut false_removals = Vec::new();
+    let mut reaped = BTreeMap::<String, usize>::new();
+    let mut outcomes = BTreeMap::<String, usize>::new();
+    let declared: BTreeSet<&str> = declared_ids.iter().map(String::as_str).collect();
+    for line in audit_lines(&audit) {
+        let name = line["name"].as_str().unwrap_or_default();
+        let kind = line["kind"].as_str().unwrap_or_default().to_string();
+        let outcome = line["outcome"].as_str().unwrap_or_default().to_string();
+        *outcomes.entry(outcome.clone()).or_default() += 1;
+        if outcome != "failed" {
+            *reaped.entry(kind.clone()).or_default() += 1;
+        }
+        let code = line["reason"]["code"].as_str().unwrap_or_default();
+        let box_id = line["labels"]["ca.sandbox.id"].as_str();
+        let time = humantime::parse_rfc3339(line["time"].as_str().unwrap_or_default())
+            .expect("audit time");
+        let wrong = match by_name.get(name) {
+            None => Some("an object the soak did not make".to_string()),
+            Some(m) if m.declared => Some("a declared box".to_string()),
+            Some(_) if box_id.is_some_and(|b| declared.contains(b)) => {
+                Some("a declared box id".to_string())
+            }
+            Some(m) if box_id != m.box_id.as_deref() => Some("labels not as made".to_string()),
+            Some(_) if !["noBoxLabel", "boxNotDeclared"].contains(&code) => {
+                Some(format!("reason {code}"))
+            }
+            Some(m) => {
+                let age = time.duration_since(m.at).unwrap_or_default();
+                // Creation times are whole seconds: a second of slack.
+                (age + Duration::from_secs(1) < Duration::from_secs(GRACE))
+                    .then(|| format!("only {age:?} old"))
+            }
+        };
+        if let Some(why) = wrong {
+            false_removals.push(format!("{kind} {name}: {why}: {line}"));
+        }
+    }
+    let made_count = |kind: &str| made.iter().filter(|m| m.kind == kind).count();
+    let declared_count = made.iter().filter(|m| m.declared).count();
+    let cycles = log.iter().filter(|l| l["event"] == "cycle").count();
+    let failed_cycles = log.iter().filter(|l| l["event"] == "cycleFailed").count();
+    let lost = log.iter().filter(|l| l["event"] == "streamLost").count();
+    let reloads = log.iter().filter(|l| l["event"] == "stateReloaded").count();
+    let broken = log.iter().filter(|l| l["event"] == "stateBroken").count();
+    let cycles_total =
+        metric(&metrics, "sandboxctl_cycles_total{result=\"converged\"}").unwrap_or(0.0);
+    let max_took = log
+        .iter()
+        .filter_map(|l| l["tookMs"].as_u64())
+        .max()
+        .unwrap_or(0);
+    eprintln!(
+        "soak: {elapsed:?}, {i} iterations; made {} containers, {} volumes, {} networks ({declared_count} objects declared, {} declared boxes); \
+         reaped {reaped:?} (outcomes {outcomes:?}); left at the end {left:?}; \
+         watch: {cycles} removing cycles logged, {cycles_total} converged cycles in total, {failed_cycles} failed, slowest logged cycle {max_took} ms, \
+         {lost} stream losses, {reloads} state reloads, {broken} broken; \
+         RSS KiB over time {rss:?}",
+        made_count("container"),
+        made_count("volume"),
+        made_count("network"),
+        declared_ids.len(),
+        rss = rss.iter().map(|(t, k)| (t.as_secs(), *k)).collect::<Vec<_>>(),
+    );
+    out.success();
+    assert!(
+        false_removals.is_empty(),
+        "false removals:\n{}",
+        false_removals.join("\n")
+    );
+    assert!(
+        declared_missing.is_empty(),
+        "declared objects gone: {declared_missing:?}"
+    );
+    assert!(overdue.is_empty(), "left behind:\n{}", overdue.join("\n"));
+    assert_eq!(failed_cycles, 0, "{}", out.stderr);
+    assert_eq!(outcomes.get("failed"), None, "failed removals");
+    // Memory flat: after the first minute's warm-up, growth under 10 MiB.
+    let warm = rss
+        .iter()
+        .find(|(t, _)| *t >= Duration::from_secs(60))
+        .map(|r| r.1)
+        .unwrap_or(rss[0].1);
+    let end = rss.last().unwrap().1;
+    assert!(
+        end <= warm + 10 * 1024,
+        "RSS grew from {warm} KiB to {end} KiB"
+    );
+}
