@@ -234,7 +234,7 @@ async fn recheck(
             key.kind, key.id
         )));
     }
-    let planned = step.object.created();
+    let planned = step.object.created;
     if planned.is_some() && now.created != planned {
         return Some(Outcome::Refused(format!(
             "{} {} was recreated since it was listed (created {}, listed {}); left alone",
@@ -243,7 +243,10 @@ async fn recheck(
             now.created
                 .map(crate::plan::rfc3339)
                 .unwrap_or_else(|| "?".into()),
-            step.object.created_at.as_deref().unwrap_or("?")
+            step.object
+                .created
+                .map(crate::plan::rfc3339)
+                .unwrap_or_else(|| "?".into())
         )));
     }
     None

@@ -9,7 +9,7 @@
 //! mode). Must not remove anything or decide what should go: that is the
 //! planner's job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -176,85 +176,104 @@ impl Inventory {
     /// object become its holders. Dependencies on unmanaged objects (the
     /// predefined networks, unlabeled volumes) are dropped: they have no node.
     fn resolve(&mut self) {
-        let containers: Vec<(String, String, ObjectKey)> = self
-            .objects
-            .values()
-            .filter(|o| o.kind() == Kind::Container)
-            .map(|o| (o.key.id.clone(), o.name.clone(), o.key.clone()))
-            .collect();
-        let target_of = |join: &Join| -> Option<ObjectKey> {
-            containers
-                .iter()
-                .find(|(id, name, _)| {
-                    *name == join.target
-                        || (join.target.len() >= 12 && id.starts_with(&join.target))
-                })
-                .map(|(_, _, key)| key.clone())
-        };
-        // A network dependency may name the network instead of its ID (a
-        // container never started has no endpoint yet).
-        let network_ids: BTreeMap<String, ObjectKey> = self
-            .of_kind(Kind::Network)
-            .map(|n| (n.name.clone(), n.key.clone()))
-            .collect();
-        let by_name = |d: &ObjectKey| -> ObjectKey {
-            match network_ids.get(&d.id) {
-                Some(key) if d.kind == Kind::Network && !self.objects.contains_key(d) => {
-                    key.clone()
+        let (managed_deps, unmanaged_deps, holders) = {
+            let objects = &self.objects;
+            // The container a `container:<target>` join names: by name, or by
+            // ID or a prefix of at least 12 characters.
+            let any_joins = objects
+                .values()
+                .chain(&self.unmanaged)
+                .any(|o| !o.joins.is_empty());
+            let containers: Vec<&Object> = if any_joins {
+                objects
+                    .values()
+                    .filter(|o| o.kind() == Kind::Container)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let target_of = |join: &Join| -> Option<ObjectKey> {
+                containers
+                    .iter()
+                    .find(|c| {
+                        c.name == join.target
+                            || (join.target.len() >= 12 && c.key.id.starts_with(&join.target))
+                    })
+                    .map(|c| c.key.clone())
+            };
+            // A network dependency may name the network instead of its ID (a
+            // container never started has no endpoint yet).
+            let network_ids: HashMap<&str, &ObjectKey> = objects
+                .values()
+                .filter(|o| o.kind() == Kind::Network)
+                .map(|n| (n.name.as_str(), &n.key))
+                .collect();
+            let by_name = |d: &ObjectKey| -> ObjectKey {
+                match network_ids.get(d.id.as_str()) {
+                    Some(key) if d.kind == Kind::Network && !objects.contains_key(d) => {
+                        (*key).clone()
+                    }
+                    _ => d.clone(),
                 }
-                _ => d.clone(),
-            }
-        };
-        let keys: BTreeSet<ObjectKey> = self.objects.keys().cloned().collect();
-        for c in &mut self.unmanaged {
-            c.depends_on = c.depends_on.iter().map(by_name).collect();
-        }
-        let resolved: Vec<(ObjectKey, Vec<ObjectKey>)> = self
-            .objects
-            .values()
-            .map(|o| (o.key.clone(), o.depends_on.iter().map(by_name).collect()))
-            .collect();
-        for (key, deps) in resolved {
-            if let Some(o) = self.objects.get_mut(&key) {
-                o.depends_on = deps;
-            }
-        }
-        for o in self.objects.values_mut() {
-            let joined: Vec<ObjectKey> = o.joins.iter().filter_map(target_of).collect();
-            o.depends_on.extend(joined);
-            o.depends_on.retain(|d| keys.contains(d) && *d != o.key);
-            o.depends_on.sort();
-            o.depends_on.dedup();
-        }
-        self.holders.clear();
-        for c in &self.unmanaged {
-            let uses = c.depends_on.iter().map(|d| {
-                let how = if d.kind == Kind::Volume {
-                    Use::Mounts
-                } else {
-                    Use::Attached
-                };
-                (Some(d.clone()), how)
-            });
-            let joins = c
-                .joins
+            };
+            let managed_deps: Vec<Vec<ObjectKey>> = objects
+                .values()
+                .map(|o| {
+                    let mut deps: Vec<ObjectKey> = o
+                        .depends_on
+                        .iter()
+                        .map(by_name)
+                        .chain(o.joins.iter().filter_map(target_of))
+                        .filter(|d| objects.contains_key(d) && *d != o.key)
+                        .collect();
+                    deps.sort();
+                    deps.dedup();
+                    deps
+                })
+                .collect();
+            let unmanaged_deps: Vec<Vec<ObjectKey>> = self
+                .unmanaged
                 .iter()
-                .map(|j| (target_of(j), Use::Joins(j.namespace)));
-            for (key, how) in uses.chain(joins) {
-                let Some(key) = key.filter(|k| self.objects.contains_key(k)) else {
-                    continue;
-                };
-                self.holders.entry(key).or_default().push(Holder {
-                    id: c.key.id.clone(),
-                    name: c.name.clone(),
-                    how,
+                .map(|c| c.depends_on.iter().map(by_name).collect())
+                .collect();
+            let mut holders: BTreeMap<ObjectKey, Vec<Holder>> = BTreeMap::new();
+            for (c, deps) in self.unmanaged.iter().zip(&unmanaged_deps) {
+                let uses = deps.iter().map(|d| {
+                    let how = if d.kind == Kind::Volume {
+                        Use::Mounts
+                    } else {
+                        Use::Attached
+                    };
+                    (Some(d.clone()), how)
                 });
+                let joins = c
+                    .joins
+                    .iter()
+                    .map(|j| (target_of(j), Use::Joins(j.namespace)));
+                for (key, how) in uses.chain(joins) {
+                    let Some(key) = key.filter(|k| objects.contains_key(k)) else {
+                        continue;
+                    };
+                    holders.entry(key).or_default().push(Holder {
+                        id: c.key.id.clone(),
+                        name: c.name.clone(),
+                        how,
+                    });
+                }
             }
+            for users in holders.values_mut() {
+                users.sort();
+                users.dedup();
+            }
+            (managed_deps, unmanaged_deps, holders)
+        };
+        for (o, deps) in self.objects.values_mut().zip(managed_deps) {
+            o.depends_on = deps;
         }
-        for users in self.holders.values_mut() {
-            users.sort();
-            users.dedup();
+        for (c, deps) in self.unmanaged.iter_mut().zip(unmanaged_deps) {
+            c.depends_on = deps;
         }
+        self.holders = holders;
     }
 
     /// Inspects every unmanaged container, and the managed containers named
@@ -336,25 +355,50 @@ impl Inventory {
     pub fn basis(&self) -> BTreeMap<String, String> {
         let mut basis = BTreeMap::new();
         for o in self.objects.values() {
-            let created = o.created.map(|c| c.to_string()).unwrap_or_default();
-            let deps: Vec<String> = o.depends_on.iter().map(ToString::to_string).collect();
-            let fields = [o.name.as_str(), created.as_str()]
-                .into_iter()
-                .chain(std::iter::once("labels"))
-                .chain(o.labels.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
-                .chain(std::iter::once("depends"))
-                .chain(deps.iter().map(String::as_str));
-            basis.insert(o.key.to_string(), digest(fields));
+            let mut h = Fields::default();
+            h.add(o.name.as_bytes());
+            h.add(&o.created.unwrap_or(i64::MIN).to_le_bytes());
+            h.count(o.labels.len());
+            for (k, v) in &o.labels {
+                h.add(k.as_bytes());
+                h.add(v.as_bytes());
+            }
+            h.count(o.depends_on.len());
+            for d in &o.depends_on {
+                h.add(d.engine.as_bytes());
+                h.add(d.kind.as_str().as_bytes());
+                h.add(d.id.as_bytes());
+            }
+            basis.insert(o.key.to_string(), h.hex());
         }
         for (key, users) in &self.holders {
             for u in users {
-                basis.insert(
-                    format!("holder/{key}/{}", u.id),
-                    digest([u.name.as_str(), u.how.as_str()]),
-                );
+                let mut h = Fields::default();
+                h.add(u.name.as_bytes());
+                h.add(u.how.as_str().as_bytes());
+                basis.insert(format!("holder/{key}/{}", u.id), h.hex());
             }
         }
         basis
+    }
+}
+
+/// SHA-256 over length-prefixed fields, so that no two field lists hash alike.
+#[derive(Default)]
+struct Fields(Sha256);
+
+impl Fields {
+    fn add(&mut self, field: &[u8]) {
+        self.0.update((field.len() as u64).to_le_bytes());
+        self.0.update(field);
+    }
+
+    fn count(&mut self, n: usize) {
+        self.add(&(n as u64).to_le_bytes());
+    }
+
+    fn hex(self) -> String {
+        format!("{:x}", self.0.finalize())
     }
 }
 
@@ -366,14 +410,13 @@ pub fn fingerprint(basis: &BTreeMap<String, String>) -> String {
     )
 }
 
-/// SHA-256 over length-prefixed fields (so no two field lists hash alike), in hex.
+/// SHA-256 over length-prefixed fields, in hex.
 fn digest<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
-    let mut hasher = Sha256::new();
+    let mut h = Fields::default();
     for field in fields {
-        hasher.update((field.len() as u64).to_le_bytes());
-        hasher.update(field.as_bytes());
+        h.add(field.as_bytes());
     }
-    format!("{:x}", hasher.finalize())
+    h.hex()
 }
 
 #[cfg(test)]

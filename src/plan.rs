@@ -9,7 +9,7 @@
 //! do I/O, read the clock, or turn reasons into words; has no notion of images
 //! beyond listing them as retained.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
@@ -109,7 +109,6 @@ pub enum Goal {
 
 /// An object as the plan and the report name it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Entry {
     pub engine: String,
     pub kind: Kind,
@@ -122,9 +121,36 @@ pub struct Entry {
     /// A container's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    /// Creation time, RFC 3339, when the engine reports one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<String>,
+    /// Creation time (Unix seconds; RFC 3339 in JSON, `createdAt`), when the
+    /// engine reports one.
+    #[serde(
+        default,
+        rename = "createdAt",
+        skip_serializing_if = "Option::is_none",
+        with = "rfc3339_opt"
+    )]
+    pub created: Option<i64>,
+}
+
+/// `Option<i64>` Unix seconds as an optional RFC 3339 string.
+mod rfc3339_opt {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_str(&super::rfc3339(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(text) => super::parse_rfc3339(&text)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not RFC 3339"))),
+        }
+    }
 }
 
 impl Entry {
@@ -136,7 +162,7 @@ impl Entry {
             name: o.name.clone(),
             box_id: o.box_id().map(str::to_string),
             state: o.state.clone(),
-            created_at: o.created.map(rfc3339),
+            created: o.created,
         }
     }
 
@@ -147,11 +173,6 @@ impl Entry {
             kind: self.kind,
             id: self.id.clone().unwrap_or_else(|| self.name.clone()),
         }
-    }
-
-    /// The creation time as Unix seconds, if recorded.
-    pub fn created(&self) -> Option<i64> {
-        self.created_at.as_deref().and_then(parse_rfc3339)
     }
 
     /// How a reason refers to this object.
@@ -340,29 +361,41 @@ impl<'g> GoalIndex<'g> {
 }
 
 /// Creation times that grace and expiry are judged by.
-struct Ages {
+struct Ages<'i> {
     /// Per box: the earliest creation of its containers (else of any of its objects).
-    box_start: BTreeMap<String, i64>,
+    box_start: HashMap<&'i str, i64>,
     /// Per object: its own creation, or for a volume or network used by managed
     /// containers, the newest of theirs.
-    effective: BTreeMap<ObjectKey, i64>,
+    effective: HashMap<&'i ObjectKey, i64>,
 }
 
-impl Ages {
-    fn of(inv: &Inventory) -> Ages {
-        let mut box_start: BTreeMap<String, i64> = BTreeMap::new();
-        let mut box_any: BTreeMap<String, i64> = BTreeMap::new();
-        let mut effective: BTreeMap<ObjectKey, i64> = BTreeMap::new();
-        let mut users_newest: BTreeMap<&ObjectKey, i64> = BTreeMap::new();
+impl<'i> Ages<'i> {
+    /// The ages `goal` needs: none unless it has a grace period or a `ttl`.
+    fn of(inv: &'i Inventory, goal: &Goal) -> Ages<'i> {
+        let mut ages = Ages {
+            box_start: HashMap::new(),
+            effective: HashMap::new(),
+        };
+        let needed = match goal {
+            Goal::Reconcile { boxes, grace, .. } => {
+                grace.is_some() || boxes.iter().any(|b| b.ttl.is_some())
+            }
+            Goal::Destroy { .. } => false,
+        };
+        if !needed {
+            return ages;
+        }
+        let mut box_any: HashMap<&str, i64> = HashMap::new();
+        let mut users_newest: HashMap<&ObjectKey, i64> = HashMap::new();
         for o in inv.objects.values() {
             let Some(created) = o.created else { continue };
             if let Some(b) = o.box_id() {
                 let map = if o.kind() == Kind::Container {
-                    &mut box_start
+                    &mut ages.box_start
                 } else {
                     &mut box_any
                 };
-                let e = map.entry(b.to_string()).or_insert(created);
+                let e = map.entry(b).or_insert(created);
                 *e = (*e).min(created);
             }
             if o.kind() == Kind::Container {
@@ -373,19 +406,15 @@ impl Ages {
             }
         }
         for (b, t) in box_any {
-            box_start.entry(b).or_insert(t);
+            ages.box_start.entry(b).or_insert(t);
         }
         for o in inv.objects.values() {
-            let own = o.created;
             let used = users_newest.get(&o.key).copied();
-            if let Some(t) = used.or(own) {
-                effective.insert(o.key.clone(), t);
+            if let Some(t) = used.or(o.created) {
+                ages.effective.insert(&o.key, t);
             }
         }
-        Ages {
-            box_start,
-            effective,
-        }
+        ages
     }
 }
 
@@ -520,12 +549,12 @@ impl Plan {
     /// Builds the plan for `goal` over `inv` at time `now` (Unix seconds). Pure:
     /// no I/O, no clock, no randomness; orders are sorted.
     pub fn build(goal: &Goal, inv: &Inventory, now: i64) -> Plan {
-        let ages = Ages::of(inv);
+        let ages = Ages::of(inv, goal);
         let goal_index = GoalIndex::of(goal);
         // Objects in a readable order: by kind, then box, then name, then key.
         let mut objects: Vec<&Object> = inv.objects.values().collect();
         objects.sort_by_cached_key(|&o| (o.kind(), o.box_id(), o.name.as_str(), &o.key));
-        let index: BTreeMap<&ObjectKey, usize> = objects
+        let index: HashMap<&ObjectKey, usize> = objects
             .iter()
             .enumerate()
             .map(|(i, o)| (&o.key, i))

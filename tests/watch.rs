@@ -630,7 +630,13 @@ async fn cut_event_stream_reconnects_and_catches_up() {
             .iter()
             .position(|l| l["event"] == "streamBack");
     assert!(lost_before_back, "{}", watcher.stderr());
-    assert!(second.count("GET", "/events") >= 1, "{}", second.dump());
+    // "Back" means the new stream stayed open; its request may still be on its
+    // way (the engine is reached lazily: first /version, then /events).
+    assert!(
+        second.wait_for("GET", "/events", Duration::from_secs(10)),
+        "{}",
+        second.dump()
+    );
 
     let took = container_gone_within(&sbx, &leak.id, cut, Duration::from_secs(10) + SLACK)
         .await
@@ -998,6 +1004,8 @@ async fn watch_once_runs_one_cycle_and_exits_like_apply() {
     );
 
     // A failed removal (the young one, past a shorter grace): exit 1, as apply.
+    // Creation times are whole seconds: wait until a 1 s grace has surely passed.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
     let proxy = Proxy::start();
     proxy
         .on("DELETE", "/containers/")

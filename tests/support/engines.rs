@@ -662,7 +662,7 @@ fn start_dockerd(current: bool, listen: Listen) -> EngineInner {
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()
     };
     let dir = new_dir(if current { "docker26" } else { "dockerd" });
-    let (bridge, n) = claim_bridge(&dir);
+    let (bridge, _subnet) = claim_bridge(&dir);
     let d = dir.display().to_string();
     let socket = dir.join("docker.sock");
     let mut config = serde_json::json!({});
@@ -672,7 +672,9 @@ fn start_dockerd(current: bool, listen: Listen) -> EngineInner {
         config["deprecated-key-path"] = format!("{d}/key.json").into();
     }
     write(&dir.join("daemon.json"), &config.to_string());
-    let ns = format!("sbx-d{n}");
+    // Containerd namespaces and the cgroup parent are named like the bridge,
+    // so they are never reused within the process either.
+    let ns = bridge.clone();
     let mut args: Vec<String> = vec![
         format!("--config-file={d}/daemon.json"),
         format!("--data-root={d}/root"),
@@ -1218,7 +1220,7 @@ fn make_leaf(ca: &Path, out: &Path, name: &str, extensions: &str) {
 
 // ----- host resources and teardown -------------------------------------------
 
-/// Creates and claims the first free bridge `sbx-dN` (N in 1..=250) whose
+/// Creates and claims a fresh bridge `sbx-dN-K` for the first N (1..=250) whose
 /// subnet `10.213.N.0/24` no route uses, gives it `10.213.N.1/24` and brings
 /// it up. `ip link add` fails when the name exists, so concurrent processes
 /// never share one. Records the name in `dir/bridge` for reclaiming.
@@ -1233,7 +1235,12 @@ fn claim_bridge(dir: &Path) -> (String, u32) {
         if routes.contains(&net) {
             continue;
         }
-        let name = format!("sbx-d{n}");
+        // Never reuse a name within this process: a test that just stopped
+        // its engine checks that its bridge is gone, while another test may
+        // already be claiming the same subnet.
+        static CLAIMS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 100_000;
+        let name = format!("sbx-d{n}-{k}");
         let added = Command::new("ip")
             .args(["link", "add", "name", &name, "type", "bridge"])
             .stderr(Stdio::null())
