@@ -119,19 +119,6 @@ pub trait Observer {
 pub struct Silent;
 impl Observer for Silent {}
 
-/// Several observers as one.
-pub struct Both<'a>(pub &'a mut dyn Observer, pub &'a mut dyn Observer);
-impl Observer for Both<'_> {
-    fn started(&mut self, step: &Step) {
-        self.0.started(step);
-        self.1.started(step);
-    }
-    fn finished(&mut self, step: &Step, outcome: &Outcome) {
-        self.0.finished(step, outcome);
-        self.1.finished(step, outcome);
-    }
-}
-
 /// The outcome of every step, in plan order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {

@@ -85,7 +85,7 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
     },
-    /// Remove the named boxes (containers, and volumes unless --keep-volume);
+    /// Remove the named boxes (containers and networks, and volumes unless --keep-volume);
     /// with --prune or no ID, reclaim every leaked object.
     Destroy {
         /// Box IDs (values of ca.sandbox.id).

@@ -252,9 +252,6 @@ pub fn universe(managed: impl IntoIterator<Item = Object>, others: Vec<Object>) 
     list
 }
 
-/// The kinds `explain` lists without a label filter, to find unmanaged look-alikes.
-pub const LISTED_KINDS: [Kind; 3] = Kind::ALL;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -536,11 +536,7 @@ fn use_of(dependent: &Object, dependency: &Object) -> &'static str {
         Kind::Container => dependent
             .joins
             .first()
-            .map(|j| match j.namespace {
-                crate::model::Namespace::Network => "joins its network namespace",
-                crate::model::Namespace::Pid => "joins its pid namespace",
-                crate::model::Namespace::Ipc => "joins its ipc namespace",
-            })
+            .map(|j| crate::inventory::Use::Joins(j.namespace).as_str())
             .unwrap_or("joins its namespace"),
     }
 }

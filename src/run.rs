@@ -171,19 +171,7 @@ pub async fn run(args: Args) -> Exit {
             );
         }
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let watcher = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.store(true, Ordering::SeqCst);
-                render::stderr("interrupted: finishing removals in flight, then verifying (Ctrl-C again to quit at once)\n");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(Exit::Interrupted.code());
-                }
-            }
-        }
-    });
+    let (cancel, watcher) = cancel_on_ctrl_c();
     let exit = run_with(&config, &engine, &cancel, &mut sink).await;
     watcher.abort();
     exit
@@ -236,7 +224,7 @@ pub async fn run_with(
                 Err(e) => return fail_here(sink, &e.into()),
             };
             if let Some(path) = out {
-                if let Err(e) = save_plan(&plan, path) {
+                if let Err(e) = save(path, &render::plan_json(&plan)) {
                     return fail_here(sink, &e.into());
                 }
             }
@@ -360,6 +348,26 @@ fn audited(exit: Exit, audit_failed: bool) -> Exit {
     } else {
         exit
     }
+}
+
+/// A cancel flag that the first Ctrl-C sets (no new removal starts; those in
+/// flight finish, then verify); a second Ctrl-C quits at once. Abort the task
+/// when the run is over.
+fn cancel_on_ctrl_c() -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn({
+        let cancel = cancel.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.store(true, Ordering::SeqCst);
+                render::stderr("interrupted: finishing removals in flight, then verifying (Ctrl-C again to quit at once)\n");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(Exit::Interrupted.code());
+                }
+            }
+        }
+    });
+    (cancel, watcher)
 }
 
 fn options(config: &Config) -> ApplyOptions {
@@ -534,20 +542,6 @@ impl ReconcileObserver for Printing<'_> {
     }
 }
 
-/// Writes the plan next to its destination and renames it into place, so a
-/// reader never sees half a plan.
-fn save_plan(plan: &Plan, path: &Path) -> Result<(), PlanFileError> {
-    let fail = |detail: String| PlanFileError {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp~");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, render::plan_json(plan)).map_err(|e| fail(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
-}
-
 fn read_plan(path: &Path) -> Result<Plan, PlanFileError> {
     let fail = |detail: String| PlanFileError {
         path: path.to_path_buf(),
@@ -559,12 +553,12 @@ fn read_plan(path: &Path) -> Result<Plan, PlanFileError> {
             path.display()
         ))
     })?;
-    if serde_json::from_str::<crate::fleet::FleetPlan>(&text).is_ok() {
-        return Err(fail(
-            "it is a fleet plan (one part per engine): apply it with the state file that names those engines ([[engine]] tables, --state PATH)".into(),
-        ));
-    }
     let plan: Plan = serde_json::from_str(&text).map_err(|e| {
+        if serde_json::from_str::<crate::fleet::FleetPlan>(&text).is_ok() {
+            return fail(
+                "it is a fleet plan (one part per engine): apply it with the state file that names those engines ([[engine]] tables, --state PATH)".into(),
+            );
+        }
         fail(format!(
             "not a sandboxctl plan ({e}); make a new one with `sandboxctl plan --out {}`",
             path.display()
@@ -867,24 +861,12 @@ async fn run_fleet(config: &Config, sink: &mut dyn Sink) -> Exit {
         budget: Some(budget),
         ..ApplyOptions::default()
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let ctrl_c = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.store(true, Ordering::SeqCst);
-                render::stderr("interrupted: finishing removals in flight, then verifying (Ctrl-C again to quit at once)\n");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(Exit::Interrupted.code());
-                }
-            }
-        }
-    });
+    if let Job::Watch { .. } = &config.job {
+        return run_watch(config, engines, sink).await;
+    }
+    let (cancel, ctrl_c) = cancel_on_ctrl_c();
     let exit = match &config.job {
-        Job::Watch { .. } => {
-            ctrl_c.abort();
-            return run_watch(config, engines, sink).await;
-        }
+        Job::Watch { .. } => unreachable!("handled above"),
         Job::Plan {
             goal,
             detailed,
@@ -1007,6 +989,8 @@ async fn run_fleet(config: &Config, sink: &mut dyn Sink) -> Exit {
     exit
 }
 
+/// Writes a saved plan next to its destination and renames it into place, so
+/// a reader never sees half a plan.
 fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
     let fail = |detail: String| PlanFileError {
         path: path.to_path_buf(),
