@@ -55,6 +55,8 @@ pub struct DockerEngine {
 
 /// Requests in flight at once over `ssh://` (see `DockerEngine::requests`).
 pub const SSH_REQUESTS: usize = 2;
+/// Tries of a request whose ssh connection was refused before it reached the engine.
+const SSH_ATTEMPTS: u64 = 4;
 
 impl DockerEngine {
     /// Connects to a resolved endpoint (unix, tcp/http, TLS, ssh; see
@@ -151,24 +153,40 @@ impl DockerEngine {
     }
 
     /// Runs one bollard call under the deadline and maps its error.
-    async fn call<T>(
-        &self,
-        call: String,
-        request: impl Future<Output = Result<T, BollardError>>,
-    ) -> Result<T, EngineError> {
+    async fn call<T, F, Fut>(&self, call: String, request: F) -> Result<T, EngineError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, BollardError>>,
+    {
         let _permit = match &self.requests {
             Some(requests) => Some(requests.acquire().await.expect("never closed")),
             None => None,
         };
-        match tokio::time::timeout(self.timeout, request).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(map_error(&call, &self.endpoint, self.timeout, e)),
-            Err(_) => Err(EngineError::new(
-                call,
-                ErrorKind::Timeout {
-                    seconds: whole_seconds(self.timeout),
-                },
-            )),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match tokio::time::timeout(self.timeout, request()).await {
+                Ok(Ok(value)) => return Ok(value),
+                // Over ssh a connection can be refused at key exchange (sshd's
+                // MaxStartups): the request never reached the engine, so
+                // sending it again is safe. Nothing else is ever retried.
+                Ok(Err(e))
+                    if self.requests.is_some()
+                        && attempt < SSH_ATTEMPTS
+                        && is_connect_failure(&e) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                Ok(Err(e)) => return Err(map_error(&call, &self.endpoint, self.timeout, e)),
+                Err(_) => {
+                    return Err(EngineError::new(
+                        call,
+                        ErrorKind::Timeout {
+                            seconds: whole_seconds(self.timeout),
+                        },
+                    ))
+                }
+            }
         }
     }
 }
@@ -194,7 +212,7 @@ impl Engine for DockerEngine {
                     .filters(&map)
                     .build();
                 let list = self
-                    .call(call, self.docker.list_containers(Some(options)))
+                    .call(call, || self.docker.list_containers(Some(options.clone())))
                     .await?;
                 list.into_iter()
                     .map(|c| container_from_summary(engine, c))
@@ -203,7 +221,7 @@ impl Engine for DockerEngine {
             Kind::Volume => {
                 let options = ListVolumesOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, self.docker.list_volumes(Some(options)))
+                    .call(call, || self.docker.list_volumes(Some(options.clone())))
                     .await?;
                 list.volumes
                     .unwrap_or_default()
@@ -214,7 +232,7 @@ impl Engine for DockerEngine {
             Kind::Network => {
                 let options = ListNetworksOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, self.docker.list_networks(Some(options)))
+                    .call(call, || self.docker.list_networks(Some(options.clone())))
                     .await?;
                 list.into_iter().map(|n| network_from(engine, n)).collect()
             }
@@ -225,10 +243,9 @@ impl Engine for DockerEngine {
         let filters = HashMap::from([("reference", vec![reference])]);
         let options = ListImagesOptionsBuilder::new().filters(&filters).build();
         let list = self
-            .call(
-                format!("list images {reference}"),
-                self.docker.list_images(Some(options)),
-            )
+            .call(format!("list images {reference}"), || {
+                self.docker.list_images(Some(options.clone()))
+            })
             .await?;
         Ok(list.into_iter().map(image_from).collect())
     }
@@ -239,24 +256,23 @@ impl Engine for DockerEngine {
         Ok(match key.kind {
             Kind::Container => container_from_inspect(
                 engine,
-                self.call(
-                    call,
+                self.call(call, || {
                     self.docker
-                        .inspect_container(&key.id, None::<InspectContainerOptions>),
-                )
+                        .inspect_container(&key.id, None::<InspectContainerOptions>)
+                })
                 .await?,
             ),
             Kind::Volume => volume_from(
                 engine,
-                self.call(call, self.docker.inspect_volume(&key.id)).await?,
+                self.call(call, || self.docker.inspect_volume(&key.id))
+                    .await?,
             ),
             Kind::Network => {
                 let n = self
-                    .call(
-                        call,
+                    .call(call, || {
                         self.docker
-                            .inspect_network(&key.id, None::<InspectNetworkOptions>),
-                    )
+                            .inspect_network(&key.id, None::<InspectNetworkOptions>)
+                    })
                     .await?;
                 let mut o = Object::new(
                     engine,
@@ -281,10 +297,9 @@ impl Engine for DockerEngine {
                     // is not running answers an error here, which changes nothing.
                     let kill = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
                     let _ = self
-                        .call(
-                            format!("kill container {}", short_id(&key.id)),
-                            self.docker.kill_container(&key.id, Some(kill)),
-                        )
+                        .call(format!("kill container {}", short_id(&key.id)), || {
+                            self.docker.kill_container(&key.id, Some(kill.clone()))
+                        })
                         .await;
                 }
                 let options = RemoveContainerOptionsBuilder::new()
@@ -292,15 +307,22 @@ impl Engine for DockerEngine {
                     .v(true)
                     .link(false)
                     .build();
-                self.call(call, self.docker.remove_container(&key.id, Some(options)))
-                    .await
+                self.call(call, || {
+                    self.docker.remove_container(&key.id, Some(options.clone()))
+                })
+                .await
             }
             Kind::Volume => {
                 let options = RemoveVolumeOptionsBuilder::new().force(false).build();
-                self.call(call, self.docker.remove_volume(&key.id, Some(options)))
+                self.call(call, || {
+                    self.docker.remove_volume(&key.id, Some(options.clone()))
+                })
+                .await
+            }
+            Kind::Network => {
+                self.call(call, || self.docker.remove_network(&key.id))
                     .await
             }
-            Kind::Network => self.call(call, self.docker.remove_network(&key.id)).await,
         }
     }
 
