@@ -29,6 +29,14 @@
 //!
 //! No engine is involved: listing costs a constant five engine calls whatever
 //! the size, and the in-memory engine would only add its own clone of the world.
+//!
+//! The bench uses the binary's allocator (mimalloc, see `src/main.rs`), so its
+//! numbers are what `sandboxctl plan` spends. To measure with the system
+//! allocator instead, remove the `#[global_allocator]` below.
+
+/// The allocator the binary uses (`src/main.rs`), so the numbers are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -149,13 +149,16 @@ impl Inventory {
             scope,
             ..Default::default()
         };
+        let mut managed = Vec::with_capacity(listed.len());
         for o in listed {
             if inv.scope.manages(&o.labels) {
-                inv.objects.insert(o.key.clone(), o);
+                managed.push((o.key.clone(), o));
             } else {
                 inv.rejected.push(o.key);
             }
         }
+        // Built at once (sorted, then bulk-loaded) rather than inserted one by one.
+        inv.objects = managed.into_iter().collect();
         inv.unmanaged = all
             .into_iter()
             .filter(|c| !inv.scope.manages(&c.labels))
@@ -175,98 +178,92 @@ impl Inventory {
     /// managed container depend on it; unmanaged containers that use a managed
     /// object become its holders. Dependencies on unmanaged objects (the
     /// predefined networks, unlabeled volumes) are dropped: they have no node.
+    /// Rewrites the listed dependencies in place (no key is copied unless a
+    /// network was named by its name, or a join is resolved).
     fn resolve(&mut self) {
-        let (managed_deps, unmanaged_deps, holders) = {
-            let objects = &self.objects;
-            // The container a `container:<target>` join names: by name, or by
-            // ID or a prefix of at least 12 characters.
-            let any_joins = objects
+        let take = |o: &mut Object| std::mem::take(&mut o.depends_on);
+        let mut managed_deps: Vec<Vec<ObjectKey>> = self.objects.values_mut().map(take).collect();
+        let mut unmanaged_deps: Vec<Vec<ObjectKey>> = self.unmanaged.iter_mut().map(take).collect();
+        let objects = &self.objects;
+        // The container a `container:<target>` join names: by name, or by
+        // ID or a prefix of at least 12 characters.
+        let any_joins = objects
+            .values()
+            .chain(&self.unmanaged)
+            .any(|o| !o.joins.is_empty());
+        let containers: Vec<&Object> = if any_joins {
+            objects
                 .values()
-                .chain(&self.unmanaged)
-                .any(|o| !o.joins.is_empty());
-            let containers: Vec<&Object> = if any_joins {
-                objects
-                    .values()
-                    .filter(|o| o.kind() == Kind::Container)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let target_of = |join: &Join| -> Option<ObjectKey> {
-                containers
-                    .iter()
-                    .find(|c| {
-                        c.name == join.target
-                            || (join.target.len() >= 12 && c.key.id.starts_with(&join.target))
-                    })
-                    .map(|c| c.key.clone())
-            };
-            // A network dependency may name the network instead of its ID (a
-            // container never started has no endpoint yet).
-            let network_ids: HashMap<&str, &ObjectKey> = objects
-                .values()
-                .filter(|o| o.kind() == Kind::Network)
-                .map(|n| (n.name.as_str(), &n.key))
-                .collect();
-            let by_name = |d: &ObjectKey| -> ObjectKey {
-                match network_ids.get(d.id.as_str()) {
-                    Some(key) if d.kind == Kind::Network && !objects.contains_key(d) => {
-                        (*key).clone()
-                    }
-                    _ => d.clone(),
-                }
-            };
-            let managed_deps: Vec<Vec<ObjectKey>> = objects
-                .values()
-                .map(|o| {
-                    let mut deps: Vec<ObjectKey> = o
-                        .depends_on
-                        .iter()
-                        .map(by_name)
-                        .chain(o.joins.iter().filter_map(target_of))
-                        .filter(|d| objects.contains_key(d) && *d != o.key)
-                        .collect();
-                    deps.sort();
-                    deps.dedup();
-                    deps
-                })
-                .collect();
-            let unmanaged_deps: Vec<Vec<ObjectKey>> = self
-                .unmanaged
+                .filter(|o| o.kind() == Kind::Container)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let target_of = |join: &Join| -> Option<ObjectKey> {
+            containers
                 .iter()
-                .map(|c| c.depends_on.iter().map(by_name).collect())
-                .collect();
-            let mut holders: BTreeMap<ObjectKey, Vec<Holder>> = BTreeMap::new();
-            for (c, deps) in self.unmanaged.iter().zip(&unmanaged_deps) {
-                let uses = deps.iter().map(|d| {
+                .find(|c| {
+                    c.name == join.target
+                        || (join.target.len() >= 12 && c.key.id.starts_with(&join.target))
+                })
+                .map(|c| c.key.clone())
+        };
+        // A network dependency may name the network instead of its ID (a
+        // container never started has no endpoint yet).
+        let network_ids: HashMap<&str, &ObjectKey> = objects
+            .values()
+            .filter(|o| o.kind() == Kind::Network)
+            .map(|n| (n.name.as_str(), &n.key))
+            .collect();
+        let keys: foldhash::HashSet<&ObjectKey> = objects.keys().collect();
+        // True if `d` is managed, after naming a network by its ID.
+        let managed = |d: &mut ObjectKey| -> bool {
+            if keys.contains(d) {
+                return true;
+            }
+            match network_ids.get(d.id.as_str()) {
+                Some(&key) if d.kind == Kind::Network => {
+                    *d = key.clone();
+                    true
+                }
+                _ => false,
+            }
+        };
+        for (o, deps) in objects.values().zip(&mut managed_deps) {
+            deps.retain_mut(|d| managed(d) && *d != o.key);
+            deps.extend(o.joins.iter().filter_map(target_of).filter(|t| *t != o.key));
+            deps.sort_unstable();
+            deps.dedup();
+        }
+        let mut holders: BTreeMap<ObjectKey, Vec<Holder>> = BTreeMap::new();
+        for (c, deps) in self.unmanaged.iter().zip(&mut unmanaged_deps) {
+            let mut uses: Vec<(ObjectKey, Use)> = Vec::new();
+            for d in deps.iter_mut() {
+                if managed(d) {
                     let how = if d.kind == Kind::Volume {
                         Use::Mounts
                     } else {
                         Use::Attached
                     };
-                    (Some(d.clone()), how)
-                });
-                let joins = c
-                    .joins
-                    .iter()
-                    .map(|j| (target_of(j), Use::Joins(j.namespace)));
-                for (key, how) in uses.chain(joins) {
-                    let Some(key) = key.filter(|k| objects.contains_key(k)) else {
-                        continue;
-                    };
-                    holders.entry(key).or_default().push(Holder {
-                        id: c.key.id.clone(),
-                        name: c.name.clone(),
-                        how,
-                    });
+                    uses.push((d.clone(), how));
                 }
             }
-            for users in holders.values_mut() {
-                users.sort();
-                users.dedup();
+            let joins = c
+                .joins
+                .iter()
+                .filter_map(|j| Some((target_of(j)?, Use::Joins(j.namespace))));
+            for (key, how) in uses.into_iter().chain(joins) {
+                holders.entry(key).or_default().push(Holder {
+                    id: c.key.id.clone(),
+                    name: c.name.clone(),
+                    how,
+                });
             }
-            (managed_deps, unmanaged_deps, holders)
-        };
+        }
+        for users in holders.values_mut() {
+            users.sort();
+            users.dedup();
+        }
         for (o, deps) in self.objects.values_mut().zip(managed_deps) {
             o.depends_on = deps;
         }
@@ -353,9 +350,10 @@ impl Inventory {
     /// with a SHA-256 digest of what matters for removal (name, labels, what it
     /// depends on, creation time; not a container's running state).
     pub fn basis(&self) -> BTreeMap<String, String> {
-        let mut basis = BTreeMap::new();
+        let holders: usize = self.holders.values().map(Vec::len).sum();
+        let mut basis = Vec::with_capacity(self.objects.len() + holders);
+        let mut h = Fields::default();
         for o in self.objects.values() {
-            let mut h = Fields::default();
             h.add(o.name.as_bytes());
             h.add(&o.created.unwrap_or(i64::MIN).to_le_bytes());
             h.count(o.labels.len());
@@ -369,36 +367,42 @@ impl Inventory {
                 h.add(d.kind.as_str().as_bytes());
                 h.add(d.id.as_bytes());
             }
-            basis.insert(o.key.to_string(), h.hex());
+            basis.push((o.key.to_string(), h.hex()));
         }
         for (key, users) in &self.holders {
             for u in users {
-                let mut h = Fields::default();
                 h.add(u.name.as_bytes());
                 h.add(u.how.as_str().as_bytes());
-                basis.insert(format!("holder/{key}/{}", u.id), h.hex());
+                basis.push((format!("holder/{key}/{}", u.id), h.hex()));
             }
         }
-        basis
+        // Built at once from the sorted entries rather than inserted one by one.
+        basis.into_iter().collect()
     }
 }
 
 /// SHA-256 over length-prefixed fields, so that no two field lists hash alike.
+/// The fields are gathered in a buffer and hashed at once; one `Fields` serves
+/// object after object.
 #[derive(Default)]
-struct Fields(Sha256);
+struct Fields(Vec<u8>);
 
 impl Fields {
     fn add(&mut self, field: &[u8]) {
-        self.0.update((field.len() as u64).to_le_bytes());
-        self.0.update(field);
+        self.0
+            .extend_from_slice(&(field.len() as u64).to_le_bytes());
+        self.0.extend_from_slice(field);
     }
 
     fn count(&mut self, n: usize) {
         self.add(&(n as u64).to_le_bytes());
     }
 
-    fn hex(self) -> String {
-        format!("{:x}", self.0.finalize())
+    /// The digest of the fields added since the last call, in hex.
+    fn hex(&mut self) -> String {
+        let digest = Sha256::digest(&self.0);
+        self.0.clear();
+        format!("{digest:x}")
     }
 }
 
@@ -446,6 +450,33 @@ mod tests {
         let mut o = Object::new(DEFAULT_ENGINE, Kind::Volume, name, name);
         o.labels = l;
         o
+    }
+
+    #[test]
+    fn a_network_named_by_its_name_is_resolved_to_its_id_and_others_are_dropped() {
+        let managed = labels(&[("ca.sandbox", "1")]);
+        let mut net = Object::new(DEFAULT_ENGINE, Kind::Network, "n1id", "box-net");
+        net.labels = managed.clone();
+        let mut c = container("c", managed, &["v"]);
+        c.depends_on = vec![
+            ObjectKey::new(DEFAULT_ENGINE, Kind::Network, "box-net"),
+            ObjectKey::new(DEFAULT_ENGINE, Kind::Network, "bridge"),
+            ObjectKey::new(DEFAULT_ENGINE, Kind::Volume, "unlabeled"),
+        ];
+        let mut foreign = container("f", Labels::new(), &[]);
+        foreign.depends_on = vec![ObjectKey::new(DEFAULT_ENGINE, Kind::Network, "box-net")];
+        let inv = Inventory::from_listings(
+            DEFAULT_ENGINE,
+            Scope::default(),
+            vec![c.clone(), net],
+            vec![c, foreign],
+            vec![],
+        );
+        let nkey = ObjectKey::new(DEFAULT_ENGINE, Kind::Network, "n1id");
+        let ckey = ObjectKey::new(DEFAULT_ENGINE, Kind::Container, "c");
+        assert_eq!(inv.objects[&ckey].depends_on, vec![nkey.clone()]);
+        assert_eq!(inv.holders[&nkey][0].how, Use::Attached);
+        assert_eq!(inv.unmanaged[0].depends_on, vec![nkey]);
     }
 
     #[test]

@@ -9,6 +9,12 @@ use clap::{CommandFactory, Parser};
 use sandboxctl::cli::Cli;
 use sandboxctl::run::run;
 
+/// mimalloc instead of the system allocator: planning allocates and frees
+/// small strings by the hundred thousand, where glibc's malloc spends a third
+/// of the time (see `benches/plan.rs`, which uses the same allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args = match Cli::parse().into_args() {
         Ok(args) => args,

@@ -99,9 +99,12 @@ impl fmt::Display for ObjectKey {
     /// unless it is the default one. Used as the saved plan's basis key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.engine != DEFAULT_ENGINE {
-            write!(f, "{}:", self.engine)?;
+            f.write_str(&self.engine)?;
+            f.write_str(":")?;
         }
-        write!(f, "{}/{}", self.kind, self.id)
+        f.write_str(self.kind.as_str())?;
+        f.write_str("/")?;
+        f.write_str(&self.id)
     }
 }
 

@@ -7,9 +7,10 @@
 //! before the volumes it mounts, the networks it is attached to and a container
 //! whose namespace it joined). The rules are the same for every kind. Must not
 //! do I/O, read the clock, or turn reasons into words; has no notion of images
-//! beyond listing them as retained.
+//! beyond listing them as retained. On a large inventory the basis digests are
+//! computed on a second (scoped) thread; the plan is the same either way.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
@@ -19,6 +20,10 @@ use crate::inventory::{fingerprint, Holder, Inventory};
 use crate::model::{
     Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
+
+/// From this many objects on, `Plan::build` computes the basis digests on a
+/// second thread (below it, starting a thread costs more than it saves).
+const PARALLEL_BASIS: usize = 1024;
 
 /// The version of the plan's JSON form; a saved plan of another version is refused.
 pub const PLAN_VERSION: u32 = 2;
@@ -138,7 +143,7 @@ mod rfc3339_opt {
 
     pub fn serialize<S: Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
         match t {
-            Some(t) => s.serialize_str(&super::rfc3339(*t)),
+            Some(t) => s.collect_str(&humantime::format_rfc3339_seconds(super::system_time(*t))),
             None => s.serialize_none(),
         }
     }
@@ -188,12 +193,12 @@ impl Entry {
 
 /// Unix seconds as RFC 3339 (UTC, whole seconds).
 pub fn rfc3339(secs: i64) -> String {
-    let t = if secs >= 0 {
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.unsigned_abs())
-    } else {
-        std::time::UNIX_EPOCH
-    };
-    humantime::format_rfc3339_seconds(t).to_string()
+    humantime::format_rfc3339_seconds(system_time(secs)).to_string()
+}
+
+/// Unix seconds as a time (before 1970 counts as 1970).
+fn system_time(secs: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
 /// RFC 3339 (UTC) as Unix seconds.
@@ -314,8 +319,8 @@ enum Verdict {
 /// The goal's declared boxes and kept volumes by ID and name, so that each
 /// object's verdict is a lookup, not a scan.
 struct GoalIndex<'g> {
-    boxes: BTreeMap<&'g str, Vec<&'g DeclaredBox>>,
-    kept: BTreeMap<&'g str, Vec<&'g KeptVolume>>,
+    boxes: foldhash::HashMap<&'g str, Vec<&'g DeclaredBox>>,
+    kept: foldhash::HashMap<&'g str, Vec<&'g KeptVolume>>,
 }
 
 impl<'g> GoalIndex<'g> {
@@ -329,8 +334,8 @@ impl<'g> GoalIndex<'g> {
             Goal::Destroy { keep_volumes, .. } => (&[], keep_volumes),
         };
         let mut index = GoalIndex {
-            boxes: BTreeMap::new(),
-            kept: BTreeMap::new(),
+            boxes: foldhash::HashMap::default(),
+            kept: foldhash::HashMap::default(),
         };
         for b in boxes {
             index.boxes.entry(b.id.as_str()).or_default().push(b);
@@ -363,18 +368,18 @@ impl<'g> GoalIndex<'g> {
 /// Creation times that grace and expiry are judged by.
 struct Ages<'i> {
     /// Per box: the earliest creation of its containers (else of any of its objects).
-    box_start: HashMap<&'i str, i64>,
+    box_start: foldhash::HashMap<&'i str, i64>,
     /// Per object: its own creation, or for a volume or network used by managed
     /// containers, the newest of theirs.
-    effective: HashMap<&'i ObjectKey, i64>,
+    effective: foldhash::HashMap<&'i ObjectKey, i64>,
 }
 
 impl<'i> Ages<'i> {
     /// The ages `goal` needs: none unless it has a grace period or a `ttl`.
     fn of(inv: &'i Inventory, goal: &Goal) -> Ages<'i> {
         let mut ages = Ages {
-            box_start: HashMap::new(),
-            effective: HashMap::new(),
+            box_start: foldhash::HashMap::default(),
+            effective: foldhash::HashMap::default(),
         };
         let needed = match goal {
             Goal::Reconcile { boxes, grace, .. } => {
@@ -385,8 +390,8 @@ impl<'i> Ages<'i> {
         if !needed {
             return ages;
         }
-        let mut box_any: HashMap<&str, i64> = HashMap::new();
-        let mut users_newest: HashMap<&ObjectKey, i64> = HashMap::new();
+        let mut box_any: foldhash::HashMap<&str, i64> = foldhash::HashMap::default();
+        let mut users_newest: foldhash::HashMap<&ObjectKey, i64> = foldhash::HashMap::default();
         for o in inv.objects.values() {
             let Some(created) = o.created else { continue };
             if let Some(b) = o.box_id() {
@@ -545,23 +550,60 @@ impl Plan {
     /// Builds the plan for `goal` over `inv` at time `now` (Unix seconds). Pure:
     /// no I/O, no clock, no randomness; orders are sorted.
     pub fn build(goal: &Goal, inv: &Inventory, now: i64) -> Plan {
+        // The basis (a SHA-256 digest per object) does not depend on any
+        // verdict: for a large inventory it is computed on a second thread
+        // while the rest is decided. The plan is the same either way.
+        let digests = || {
+            let basis = inv.basis();
+            (fingerprint(&basis), basis)
+        };
+        let (mut plan, (fingerprint, basis)) = if inv.objects.len() >= PARALLEL_BASIS {
+            std::thread::scope(|s| {
+                let digests = s.spawn(digests);
+                let plan = Plan::decide(goal, inv, now);
+                let digests = digests
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (plan, digests)
+            })
+        } else {
+            (Plan::decide(goal, inv, now), digests())
+        };
+        plan.fingerprint = fingerprint;
+        plan.basis = basis;
+        plan
+    }
+
+    /// Everything but the basis and its fingerprint (left empty).
+    fn decide(goal: &Goal, inv: &Inventory, now: i64) -> Plan {
         let ages = Ages::of(inv, goal);
         let goal_index = GoalIndex::of(goal);
         // Objects in a readable order: by kind, then box, then name, then key.
         let mut objects: Vec<&Object> = inv.objects.values().collect();
         objects.sort_by_cached_key(|&o| (o.kind(), o.box_id(), o.name.as_str(), &o.key));
-        let index: HashMap<&ObjectKey, usize> = objects
+        let mut index: foldhash::HashMap<&ObjectKey, usize> =
+            foldhash::HashMap::with_capacity_and_hasher(objects.len(), Default::default());
+        index.extend(objects.iter().enumerate().map(|(i, o)| (&o.key, i)));
+        // What each object depends on (managed objects only), by position,
+        // looked up once; and who depends on each.
+        let depends: Vec<Vec<usize>> = objects
             .iter()
-            .enumerate()
-            .map(|(i, o)| (&o.key, i))
+            .map(|o| {
+                let mut d: Vec<usize> = o
+                    .depends_on
+                    .iter()
+                    .filter_map(|d| index.get(d).copied())
+                    .collect();
+                d.sort_unstable();
+                d.dedup();
+                d
+            })
             .collect();
-        // Who depends on each object (managed dependents), by position.
+        drop(index);
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); objects.len()];
-        for (i, o) in objects.iter().enumerate() {
-            for d in &o.depends_on {
-                if let Some(&j) = index.get(d) {
-                    dependents[j].push(i);
-                }
+        for (i, ds) in depends.iter().enumerate() {
+            for &j in ds {
+                dependents[j].push(i);
             }
         }
 
@@ -571,7 +613,10 @@ impl Plan {
             .collect();
         // Blocked: something outside the managed set uses it.
         for (i, o) in objects.iter().enumerate() {
-            if let (Verdict::Remove(_), Some(holders)) = (&verdicts[i], inv.holders.get(&o.key)) {
+            if !matches!(verdicts[i], Verdict::Remove(_)) {
+                continue;
+            }
+            if let Some(holders) = inv.holders.get(&o.key) {
                 verdicts[i] = Verdict::Block(Reason::HeldByUnmanaged {
                     holders: holder_refs(holders),
                 });
@@ -583,8 +628,7 @@ impl Plan {
             .filter(|&i| !matches!(verdicts[i], Verdict::Remove(_)))
             .collect();
         while let Some(i) = stack.pop() {
-            for d in &objects[i].depends_on {
-                let Some(&j) = index.get(d) else { continue };
+            for &j in &depends[i] {
                 if !matches!(verdicts[j], Verdict::Remove(_)) {
                     continue;
                 }
@@ -630,13 +674,11 @@ impl Plan {
                 }),
             }
         }
-        for (i, o) in objects.iter().enumerate() {
+        for (i, ds) in depends.iter().enumerate() {
             let Some(from) = node[i] else { continue };
-            for d in &o.depends_on {
-                if let Some(to) = index.get(d).and_then(|&j| node[j]) {
-                    // Removal edge: the user goes before what it uses.
-                    graph.update_edge(from, to, ());
-                }
+            for to in ds.iter().filter_map(|&j| node[j]) {
+                // Removal edge: the user goes before what it uses (each once).
+                graph.add_edge(from, to, ());
             }
         }
 
@@ -675,7 +717,6 @@ impl Plan {
 
         let mut scope = inv.scope.labels.clone();
         scope.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
-        let basis = inv.basis();
         Plan {
             version: PLAN_VERSION,
             engine: inv.engine.clone(),
@@ -688,8 +729,8 @@ impl Plan {
             retained: Retained {
                 images: inv.images.values().cloned().collect(),
             },
-            fingerprint: fingerprint(&basis),
-            basis,
+            fingerprint: String::new(),
+            basis: BTreeMap::new(),
         }
     }
 
@@ -891,6 +932,27 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_large_inventory_gets_its_basis_from_the_second_thread_unchanged() {
+        let objects: Vec<Object> = (0..PARALLEL_BASIS)
+            .flat_map(|i| {
+                let v = format!("v{i:05}");
+                [
+                    container(&format!("c{i:05}"), None, &[&v]),
+                    volume(&v, None),
+                ]
+            })
+            .collect();
+        let inv = inventory(objects);
+        assert!(inv.objects.len() >= PARALLEL_BASIS);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        let basis = inv.basis();
+        assert_eq!(plan.basis.len(), inv.objects.len());
+        assert_eq!(plan.fingerprint, fingerprint(&basis));
+        assert_eq!(plan.basis, basis);
+        assert_eq!(plan.steps.len(), 2 * PARALLEL_BASIS);
     }
 
     #[test]

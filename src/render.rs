@@ -7,6 +7,7 @@
 //! label values, errors) is escaped and long values are cut in human output
 //! (`text::clip`); JSON keeps exact values. Must not decide anything.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
@@ -85,14 +86,20 @@ pub fn json<T: Serialize>(value: &T) -> String {
     s
 }
 
-/// A reason in JSON: `{"code": ..., "text": ..., <its fields>}`. Used as the
+/// A reason in JSON: `{"code": ..., <its fields>, "text": ...}`. Used as the
 /// `serialize_with` of every `why`/`reason` field.
 pub fn reason_json<S: Serializer>(reason: &Reason, s: S) -> Result<S::Ok, S::Error> {
-    let mut value = serde_json::to_value(reason).map_err(serde::ser::Error::custom)?;
-    if let Some(map) = value.as_object_mut() {
-        map.insert("text".into(), reason_text(reason).into());
+    #[derive(Serialize)]
+    struct WithText<'a> {
+        #[serde(flatten)]
+        reason: &'a Reason,
+        text: String,
     }
-    value.serialize(s)
+    WithText {
+        reason,
+        text: reason_text(reason),
+    }
+    .serialize(s)
 }
 
 fn refs(list: &[Ref]) -> String {
@@ -184,45 +191,42 @@ pub fn outcome_text(outcome: &Outcome) -> String {
 
 /// Lays out rows as left-aligned columns separated by two spaces. Every cell
 /// is escaped and cut (`CELL_CHARS`; the last column `LAST_CELL_CHARS`).
-fn table(rows: &[Vec<String>], indent: &str) -> String {
-    let rows: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            r.iter()
-                .enumerate()
-                .map(|(c, cell)| {
-                    let max = if c + 1 == r.len() {
-                        LAST_CELL_CHARS
-                    } else {
-                        CELL_CHARS
-                    };
-                    clip(cell, max).into_owned()
-                })
-                .collect()
-        })
-        .collect();
+fn table(mut rows: Vec<Vec<String>>, indent: &str) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter(|r| c + 1 < r.len())
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let mut line = String::from(indent);
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
+    let mut widths = vec![0; cols];
+    let mut size = 0;
+    for row in &mut rows {
+        let last = row.len().saturating_sub(1);
+        for (c, cell) in row.iter_mut().enumerate() {
+            let max = if c == last {
+                LAST_CELL_CHARS
             } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+                CELL_CHARS
+            };
+            if let Cow::Owned(clipped) = clip(cell, max) {
+                *cell = clipped;
+            }
+            if c < last {
+                widths[c] = widths[c].max(cell.chars().count());
+            }
+            size += cell.len();
+        }
+        size += indent.len() + 1;
+    }
+    let mut out = String::with_capacity(size + rows.len() * widths.iter().sum::<usize>());
+    for row in &rows {
+        let start = out.len();
+        out.push_str(indent);
+        let last = row.len().saturating_sub(1);
+        for (c, cell) in row.iter().enumerate() {
+            out.push_str(cell);
+            if c < last {
+                let pad = widths[c] - cell.chars().count() + 2;
+                out.extend(std::iter::repeat_n(' ', pad));
             }
         }
-        out.push_str(line.trim_end());
+        let line = out[start..].trim_end().len();
+        out.truncate(start + line);
         out.push('\n');
     }
     out
@@ -301,15 +305,15 @@ pub fn plan_human(plan: &Plan) -> String {
                 row
             })
             .collect();
-        out.push_str(&table(&rows, "  "));
+        out.push_str(&table(rows, "  "));
     }
     if !plan.blocked.is_empty() {
         out.push_str("\nBlocked (never forced; apply will fail until resolved):\n");
-        out.push_str(&table(&noted_rows(&plan.blocked), "  "));
+        out.push_str(&table(noted_rows(&plan.blocked), "  "));
     }
     if !plan.kept.is_empty() {
         out.push_str("\nKeep:\n");
-        out.push_str(&table(&noted_rows(plan.kept.all()), "  "));
+        out.push_str(&table(noted_rows(plan.kept.all()), "  "));
     }
     if !plan.retained.images.is_empty() {
         out.push_str("\nRetain (images are never removed):\n");
@@ -327,7 +331,7 @@ fn image_table<'a>(images: impl IntoIterator<Item = &'a ImageInfo>) -> String {
         .into_iter()
         .map(|i| vec!["image".into(), i.tags.join(", "), short_id(&i.id).into()])
         .collect();
-    table(&rows, "  ")
+    table(rows, "  ")
 }
 
 /// Counts by kind in words: `2 containers, 1 volume and 0 networks`.
@@ -400,7 +404,7 @@ pub fn report_human(report: &Report) -> String {
         .collect();
     if !removed.is_empty() {
         out.push_str("Removed:\n");
-        out.push_str(&table(&removed, "  "));
+        out.push_str(&table(removed, "  "));
     }
     if !report.failures.is_empty() {
         out.push_str("\nFailures:\n");
@@ -415,7 +419,7 @@ pub fn report_human(report: &Report) -> String {
                 ]
             })
             .collect();
-        out.push_str(&table(&rows, "  "));
+        out.push_str(&table(rows, "  "));
     }
     let left: Vec<Vec<String>> = Kind::ALL
         .iter()
@@ -427,9 +431,10 @@ pub fn report_human(report: &Report) -> String {
             })
         })
         .collect();
-    if !left.is_empty() {
+    let left_behind = left.len();
+    if left_behind > 0 {
         out.push_str("\nLeft behind:\n");
-        out.push_str(&table(&left, "  "));
+        out.push_str(&table(left, "  "));
     }
     out.push_str(&format!(
         "\nRemoved {}; kept {}; retained {}.\n",
@@ -447,8 +452,8 @@ pub fn report_human(report: &Report) -> String {
         if !report.failures.is_empty() {
             why.push(plural(report.failures.len(), "failure"));
         }
-        if !left.is_empty() {
-            why.push(format!("{} left behind", plural(left.len(), "object")));
+        if left_behind > 0 {
+            why.push(format!("{} left behind", plural(left_behind, "object")));
         }
         out.push_str(&format!("NOT converged: {}.\n", why.join(", ")));
     }
@@ -584,7 +589,7 @@ pub fn inventory_human(inv: &Inventory) -> String {
                 .iter()
                 .map(|n| vec!["network".into(), name_cell(n.name, Some(n.id))]),
         );
-        out.push_str(&table(&rows, "  "));
+        out.push_str(&table(rows, "  "));
     }
     if !view.images.is_empty() {
         out.push_str("\nImages (retained, never removed):\n");
@@ -1238,7 +1243,7 @@ pub fn fleet_report(report: &crate::fleet::FleetReport, format: Format) -> Strin
             ]
         })
         .collect();
-    out.push_str(&table(&rows, "  "));
+    out.push_str(&table(rows, "  "));
     let r = &report.report;
     out.push_str(&format!(
         "\nFleet: removed {}; kept {}; retained {}.\n",

@@ -30,7 +30,9 @@ pub fn escape_char(c: char, out: &mut String) {
 /// `text` with every hidden character escaped (and the backslash itself, so an
 /// escape cannot be forged); unchanged (borrowed) when there is none.
 pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| is_hidden(c) || c == '\\') {
+    // Printable ASCII but the backslash (the common case) needs no escape.
+    let printable = |b: u8| (b' '..=b'~').contains(&b) && b != b'\\';
+    if text.bytes().all(printable) || !text.chars().any(|c| is_hidden(c) || c == '\\') {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -47,7 +49,8 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 /// `text` escaped, then cut to at most `max` characters with an ellipsis.
 pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
     let escaped = escape(text);
-    if escaped.chars().count() <= max {
+    // No more bytes than `max` means no more characters either.
+    if escaped.len() <= max || escaped.chars().count() <= max {
         return escaped;
     }
     let mut out: String = escaped.chars().take(max.saturating_sub(1)).collect();

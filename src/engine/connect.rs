@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
+use bollard::models::SystemVersion;
 use bollard::{BollardRequest, ClientVersion, Docker, API_DEFAULT_VERSION};
 
 use crate::endpoint::{Endpoint, Tls};
@@ -39,17 +40,56 @@ const NO_FILE: &str = "/dev/null";
 ///
 /// The error is a one-line detail for `EngineError::Unreachable`.
 pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<Docker, String> {
+    connect_versioned(ep, timeout)
+        .await
+        .map(|(docker, _)| docker)
+}
+
+/// [`connect`], also returning what the engine's `/version` said (its
+/// components name Podman). One `/version` call serves the negotiation and the
+/// caller: the API version is the lower of the engine's and bollard's.
+pub async fn connect_versioned(
+    ep: &Endpoint,
+    timeout: Duration,
+) -> Result<(Docker, SystemVersion), String> {
     let secs = whole_seconds(timeout);
-    let docker = open(ep, secs)?;
-    let docker = match tokio::time::timeout(timeout, docker.negotiate_version()).await {
+    let probe = open(ep, secs, API_DEFAULT_VERSION)?;
+    let server = match tokio::time::timeout(timeout, probe.version()).await {
         Err(_) | Ok(Err(BollardError::RequestTimeoutError)) => {
             return Err(format!("no answer to the API version check within {secs}s"))
         }
         Ok(Err(e)) => return Err(failure_detail(ep, &e)),
-        Ok(Ok(docker)) => docker,
+        Ok(Ok(server)) => server,
     };
-    let version = docker.client_version();
-    Ok(docker.with_request_modifier(move |req| with_version_prefix(req, &version)))
+    let server_version = server
+        .api_version
+        .as_deref()
+        .and_then(parse_api_version)
+        .ok_or_else(|| {
+            format!(
+                "API version negotiation failed: the engine reported API version {:?}, not MAJOR.MINOR",
+                server.api_version.as_deref().unwrap_or("")
+            )
+        })?;
+    let version = if server_version < *API_DEFAULT_VERSION {
+        server_version
+    } else {
+        *API_DEFAULT_VERSION
+    };
+    let docker = open(ep, secs, &version)?;
+    Ok((
+        docker.with_request_modifier(move |req| with_version_prefix(req, &version)),
+        server,
+    ))
+}
+
+/// `1.41` as a client version.
+fn parse_api_version(text: &str) -> Option<ClientVersion> {
+    let (major, minor) = text.trim().split_once('.')?;
+    Some(ClientVersion {
+        major_version: major.parse().ok()?,
+        minor_version: minor.parse().ok()?,
+    })
 }
 
 /// `timeout` in whole seconds, rounded up, at least 1 (bollard stores whole
@@ -100,7 +140,7 @@ fn has_version_prefix(target: &str) -> bool {
 }
 
 /// The bollard client for `ep`, not yet connected (bollard connects per request).
-fn open(ep: &Endpoint, secs: u64) -> Result<Docker, String> {
+fn open(ep: &Endpoint, secs: u64, version: &ClientVersion) -> Result<Docker, String> {
     let host = ep.host.as_str();
     let scheme = host
         .split_once("://")
@@ -118,12 +158,12 @@ fn open(ep: &Endpoint, secs: u64) -> Result<Docker, String> {
     let docker = match scheme.as_str() {
         "unix" => {
             refuse_tls("a unix socket cannot carry TLS")?;
-            Docker::connect_with_unix(host, secs, API_DEFAULT_VERSION)
+            Docker::connect_with_unix(host, secs, version)
         }
         "ssh" => {
             refuse_tls("ssh:// connections are encrypted by ssh, not TLS")?;
             let address = ssh_address(host)?;
-            Docker::connect_with_ssh(&address, secs, API_DEFAULT_VERSION, None)
+            Docker::connect_with_ssh(&address, secs, version, None)
         }
         "http" if ep.tls.is_some() => {
             return Err(format!(
@@ -145,10 +185,10 @@ fn open(ep: &Endpoint, secs: u64) -> Result<Docker, String> {
                 &files.cert,
                 &files.ca,
                 secs,
-                API_DEFAULT_VERSION,
+                version,
             )
         }
-        "tcp" | "http" => Docker::connect_with_http(host, secs, API_DEFAULT_VERSION),
+        "tcp" | "http" => Docker::connect_with_http(host, secs, version),
         _ => {
             return Err(
                 "unsupported address scheme (use unix:///path, tcp://host:port, https://host:port or ssh://user@host)"
@@ -359,6 +399,15 @@ mod tests {
     }
 
     #[test]
+    fn api_versions_parse_as_major_dot_minor_only() {
+        assert_eq!(parse_api_version("1.41"), Some(v141()));
+        assert_eq!(parse_api_version(" 1.41 "), Some(v141()));
+        for bad in ["", "1", "1.", ".41", "1.41.0", "v1.41", "one.two"] {
+            assert_eq!(parse_api_version(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn recognises_version_prefixes() {
         for yes in ["/v1.41/x", "/v1.41", "/v1.41?a=b", "/v10.0/"] {
             assert!(has_version_prefix(yes), "{yes}");
@@ -445,7 +494,7 @@ mod tests {
         ];
         let text = cases
             .iter()
-            .map(|ep| match open(ep, 1) {
+            .map(|ep| match open(ep, 1, API_DEFAULT_VERSION) {
                 Ok(_) => format!("{}: connected", ep.host),
                 Err(e) => format!("{}: {e}", ep.host),
             })

@@ -78,23 +78,14 @@ impl DockerEngine {
                 },
             )
         };
-        let docker = super::connect::connect(ep, timeout)
+        let (docker, server) = super::connect::connect_versioned(ep, timeout)
             .await
             .map_err(unreachable)?;
-        let podman = match tokio::time::timeout(timeout, docker.version()).await {
-            Ok(Ok(v)) => v
-                .components
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.name.to_lowercase().contains("podman")),
-            Ok(Err(e)) => return Err(unreachable(describe(&e))),
-            Err(_) => {
-                return Err(unreachable(format!(
-                    "no answer to the version check within {}s",
-                    whole_seconds(timeout)
-                )))
-            }
-        };
+        let podman = server
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.name.to_lowercase().contains("podman"));
         let ssh = ep.host.to_ascii_lowercase().starts_with("ssh://");
         Ok(DockerEngine {
             docker,
