@@ -1329,23 +1329,15 @@ impl Walker<'_> {
         }
 
         let mut boxes = Vec::new();
-        let mut seen: Seen = HashMap::new();
+        let mut seen = Seen::default();
         for b in raw.boxes {
             let Some(id) = b.id else { continue };
-            let engine_ok = self.engine_ref(b.engine.as_ref(), &declared);
-            if let Some(reason) = name_problem(&id.value, MAX_BOX_ID_CHARS) {
-                let kind = StateErrorKind::InvalidBoxId {
-                    id: id.value,
-                    reason,
-                };
-                self.problem(id.at, kind);
+            let invalid = |id, reason| StateErrorKind::InvalidBoxId { id, reason };
+            let Some(engine) = self.entry(&id, b.engine, MAX_BOX_ID_CHARS, &declared, invalid)
+            else {
                 continue;
-            }
-            if !engine_ok {
-                continue;
-            }
-            let engine = b.engine.map(|e| e.value);
-            if let Some((first, first_engine)) = overlap(&seen, &id.value, &engine) {
+            };
+            if let Err((first, first_engine)) = seen.claim(&id.value, &engine, id.at) {
                 let kind = StateErrorKind::DuplicateBox {
                     id: id.value,
                     engine,
@@ -1355,9 +1347,6 @@ impl Walker<'_> {
                 self.problem(id.at, kind);
                 continue;
             }
-            seen.entry(id.value.clone())
-                .or_default()
-                .push((engine.clone(), id.at));
             boxes.push(BoxDecl {
                 line: self.line(id.key),
                 id: id.value,
@@ -1368,23 +1357,15 @@ impl Walker<'_> {
         boxes.sort_by(|a, b| (&a.id, &a.engine).cmp(&(&b.id, &b.engine)));
 
         let mut keep_volumes = Vec::new();
-        let mut seen: Seen = HashMap::new();
+        let mut seen = Seen::default();
         for k in raw.keep {
             let Some(name) = k.name else { continue };
-            let engine_ok = self.engine_ref(k.engine.as_ref(), &declared);
-            if let Some(reason) = name_problem(&name.value, MAX_VOLUME_NAME_CHARS) {
-                let kind = StateErrorKind::InvalidVolumeName {
-                    name: name.value,
-                    reason,
-                };
-                self.problem(name.at, kind);
+            let invalid = |name, reason| StateErrorKind::InvalidVolumeName { name, reason };
+            let max = MAX_VOLUME_NAME_CHARS;
+            let Some(engine) = self.entry(&name, k.engine, max, &declared, invalid) else {
                 continue;
-            }
-            if !engine_ok {
-                continue;
-            }
-            let engine = k.engine.map(|e| e.value);
-            if let Some((first, first_engine)) = overlap(&seen, &name.value, &engine) {
+            };
+            if let Err((first, first_engine)) = seen.claim(&name.value, &engine, k.at) {
                 let kind = StateErrorKind::DuplicateKeep {
                     name: name.value,
                     engine,
@@ -1394,9 +1375,6 @@ impl Walker<'_> {
                 self.problem(k.at, kind);
                 continue;
             }
-            seen.entry(name.value.clone())
-                .or_default()
-                .push((engine.clone(), k.at));
             keep_volumes.push(KeepVolume {
                 line: self.line(k.at),
                 name: name.value,
@@ -1416,6 +1394,25 @@ impl Walker<'_> {
     }
 
     /// True if `engine` is absent or names a declared `[[engine]]`; else reports it.
+    /// The checks a `[[box]]` and a `volumes.keep` entry share: the engine it
+    /// names is declared, and its name is valid (`invalid` words the problem).
+    /// Returns the entry's engine when both hold.
+    fn entry(
+        &mut self,
+        name: &At,
+        engine: Option<At>,
+        max: usize,
+        declared: &[String],
+        invalid: impl FnOnce(String, String) -> StateErrorKind,
+    ) -> Option<Option<String>> {
+        let engine_ok = self.engine_ref(engine.as_ref(), declared);
+        if let Some(reason) = name_problem(&name.value, max) {
+            self.problem(name.at, invalid(name.value.clone(), reason));
+            return None;
+        }
+        engine_ok.then(|| engine.map(|e| e.value))
+    }
+
     fn engine_ref(&mut self, engine: Option<&At>, declared: &[String]) -> bool {
         let Some(engine) = engine else { return true };
         if declared.contains(&engine.value) {
@@ -1436,14 +1433,29 @@ fn has_key(table: &DeTable<'_>, key: &str) -> bool {
 }
 
 /// Entries seen so far by name: each one's engine (`None`: every engine) and offset.
-type Seen = HashMap<String, Vec<(Option<String>, usize)>>;
+#[derive(Default)]
+struct Seen(HashMap<String, Vec<(Option<String>, usize)>>);
 
-/// The first entry named `name` that covers an engine `engine` covers too.
-fn overlap(seen: &Seen, name: &str, engine: &Option<String>) -> Option<(usize, Option<String>)> {
-    seen.get(name)?
-        .iter()
-        .find(|(other, _)| other.is_none() || engine.is_none() || other == engine)
-        .map(|(other, at)| (*at, other.clone()))
+impl Seen {
+    /// Records the entry named `name` on `engine` (`None`: every engine) at
+    /// offset `at`, unless an earlier entry of that name covers an engine this
+    /// one covers too: then that entry's offset and engine.
+    fn claim(
+        &mut self,
+        name: &str,
+        engine: &Option<String>,
+        at: usize,
+    ) -> Result<(), (usize, Option<String>)> {
+        let entries = self.0.entry(name.to_string()).or_default();
+        if let Some((other, first)) = entries
+            .iter()
+            .find(|(other, _)| other.is_none() || engine.is_none() || other == engine)
+        {
+            return Err((*first, other.clone()));
+        }
+        entries.push((engine.clone(), at));
+        Ok(())
+    }
 }
 
 /// A value's type as serde words it in "invalid type" messages.
