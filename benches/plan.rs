@@ -45,8 +45,8 @@ use criterion::{
     criterion_group, criterion_main, BatchSize, Bencher, BenchmarkId, Criterion, SamplingMode,
     Throughput,
 };
-use sandboxctl::inventory::Inventory;
 use sandboxctl::model::{ImageInfo, Kind, Labels, Object, ObjectKey, Scope, DEFAULT_ENGINE};
+use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
 use sandboxctl::render;
 

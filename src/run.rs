@@ -11,18 +11,20 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::apply::{ApplyOptions, Observer};
-use crate::audit::{AuditLog, Recorder};
+use crate::cli::config::{resolve, Config, Job};
 use crate::cli::Args;
-use crate::config::{resolve, Config, Job};
 use crate::engine::docker::DockerEngine;
 use crate::engine::Engine;
-use crate::inventory::Inventory;
-use crate::metrics::Metrics;
+use crate::exec::apply::{ApplyOptions, Observer};
+use crate::exec::reconcile::{
+    plan_once, reconcile_once, reconcile_saved, Early, ReconcileObserver,
+};
+use crate::exec::verify::Report;
+use crate::observe::audit::{AuditLog, Recorder};
+use crate::observe::metrics::Metrics;
+use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan};
-use crate::reconcile::{plan_once, reconcile_once, reconcile_saved, Early, ReconcileObserver};
 use crate::render::{self, Format, Progress};
-use crate::verify::Report;
 use std::time::SystemTime;
 
 /// How a command ended; `main` maps it to the process exit code.
@@ -96,15 +98,15 @@ pub async fn run(args: Args) -> Exit {
     // Generated from the clap definitions: no state file, no engine.
     match args.command {
         crate::cli::Command::Completions { shell } => {
-            return crate::operator::emit(|out| crate::operator::completions(shell, out))
+            return crate::cli::operator::emit(|out| crate::cli::operator::completions(shell, out))
         }
-        crate::cli::Command::Man => return crate::operator::emit(crate::operator::man),
+        crate::cli::Command::Man => return crate::cli::operator::emit(crate::cli::operator::man),
         crate::cli::Command::Validate { files } => {
             let files = if files.is_empty() {
                 vec![args
                     .state
                     .clone()
-                    .unwrap_or_else(|| PathBuf::from(crate::desired::DEFAULT_STATE_PATH))]
+                    .unwrap_or_else(|| PathBuf::from(crate::state::DEFAULT_STATE_PATH))]
             } else {
                 files.clone()
             };
@@ -313,9 +315,9 @@ async fn explain(
     engine: &dyn Engine,
     goal: &Goal,
     query: &str,
-) -> anyhow::Result<Vec<crate::explain::Explanation>> {
-    use crate::explain::{explain, find, universe, Query};
+) -> anyhow::Result<Vec<crate::plan::explain::Explanation>> {
     use crate::model::Kind;
+    use crate::plan::explain::{explain, find, universe, Query};
     let (inventory, plan) = plan_once(engine, goal, &config.scope, config.now).await?;
     let (volumes, networks) = tokio::try_join!(
         engine.list(Kind::Volume, &[]),
@@ -446,16 +448,16 @@ impl Observer for Steps {
     fn started(&mut self, step: &crate::plan::Step) {
         self.progress.started(step);
     }
-    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::apply::Outcome) {
+    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
         self.progress.finished(step, outcome);
         if let Some(r) = &mut self.recorder {
             r.finished(step, outcome);
         }
         if let Some(m) = &self.metrics {
             let code = match outcome.code() {
-                Some("removed") => Some(crate::audit::Outcome::Removed),
-                Some("alreadyGone") => Some(crate::audit::Outcome::AlreadyGone),
-                Some(_) => Some(crate::audit::Outcome::Failed),
+                Some("removed") => Some(crate::observe::audit::Outcome::Removed),
+                Some("alreadyGone") => Some(crate::observe::audit::Outcome::AlreadyGone),
+                Some(_) => Some(crate::observe::audit::Outcome::Failed),
                 None => None,
             };
             if let Some(code) = code {
@@ -513,7 +515,7 @@ impl ReconcileObserver for Printing<'_> {
             {
                 self.sink.err(&format!(
                     "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {})\n",
-                    crate::text::escape(id),
+                    crate::render::text::escape(id),
                     self.scope
                 ));
             }
@@ -537,7 +539,7 @@ impl ReconcileObserver for Printing<'_> {
         if let Some(e) = self.steps.audit_error() {
             self.audit_failed = true;
             self.sink
-                .err(&format!("error: {}\n", crate::text::escape(&e)));
+                .err(&format!("error: {}\n", crate::render::text::escape(&e)));
         }
     }
 }
@@ -554,7 +556,7 @@ fn read_plan(path: &Path) -> Result<Plan, PlanFileError> {
         ))
     })?;
     let plan: Plan = serde_json::from_str(&text).map_err(|e| {
-        if serde_json::from_str::<crate::fleet::FleetPlan>(&text).is_ok() {
+        if serde_json::from_str::<crate::exec::fleet::FleetPlan>(&text).is_ok() {
             return fail(
                 "it is a fleet plan (one part per engine): apply it with the state file that names those engines ([[engine]] tables, --state PATH)".into(),
             );
@@ -632,7 +634,7 @@ pub async fn run_watch(
         let shutdown = async move {
             let _ = shutdown_rx.await;
         };
-        match crate::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
+        match crate::observe::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
             Ok((bound, handle)) => {
                 server = Some(handle);
                 bound_addr = Some(bound);
@@ -675,8 +677,8 @@ pub async fn run_watch(
     let state_path = config
         .state
         .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::desired::DEFAULT_STATE_PATH));
-    let mut state = crate::config::StateFile::new(state_path, cli_scope.clone(), *grace);
+        .unwrap_or_else(|| PathBuf::from(crate::state::DEFAULT_STATE_PATH));
+    let mut state = crate::cli::config::StateFile::new(state_path, cli_scope.clone(), *grace);
     let options = WatchOptions {
         debounce: *debounce,
         resync: *resync,
@@ -700,7 +702,7 @@ pub async fn run_watch(
         &options,
         *once,
         stop.clone(),
-        &crate::config::now,
+        &crate::cli::config::now,
         &mut observer,
     )
     .await;
@@ -721,7 +723,7 @@ pub async fn run_watch(
                 .zip(watched.reports)
                 .map(|(e, r)| (e.as_ref(), Ok(r)))
                 .collect();
-            crate::fleet::merge(parts).report
+            crate::exec::fleet::merge(parts).report
         }
     };
     observer.sink.out(&render::report(&report, config.format));
@@ -751,7 +753,7 @@ struct Watching<'a> {
 }
 
 fn log_time() -> String {
-    crate::plan::rfc3339(crate::config::now())
+    crate::plan::rfc3339(crate::cli::config::now())
 }
 
 impl ReconcileObserver for Watching<'_> {
@@ -838,7 +840,7 @@ impl crate::watch::WatchObserver for Watching<'_> {
 /// each reached lazily (one that is down fails its part alone).
 async fn run_fleet(config: &Config, sink: &mut dyn Sink) -> Exit {
     use crate::engine::lazy::LazyEngine;
-    use crate::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
+    use crate::exec::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
     let engines: Vec<Arc<dyn Engine>> = config
         .fleet
         .iter()
@@ -1029,7 +1031,7 @@ impl<'a> FleetPrinting<'a> {
         }
     }
 
-    fn finish(self, report: crate::fleet::FleetReport) -> Exit {
+    fn finish(self, report: crate::exec::fleet::FleetReport) -> Exit {
         self.sink
             .borrow_mut()
             .out(&render::fleet_report(&report, self.format));
@@ -1044,7 +1046,7 @@ impl<'a> FleetPrinting<'a> {
     }
 }
 
-impl crate::fleet::FleetObserver for FleetPrinting<'_> {
+impl crate::exec::fleet::FleetObserver for FleetPrinting<'_> {
     fn for_engine(&self, engine: &str) -> Box<dyn ReconcileObserver + '_> {
         let mut steps = Steps::new(self.audit.clone(), None);
         if self.format == Format::Human {
@@ -1082,7 +1084,7 @@ impl ReconcileObserver for EnginePrinting<'_, '_> {
                 .unwrap_or_default();
             self.shared.sink.borrow_mut().out(&format!(
                 "Engine {}: {endpoint}\n{}\n",
-                crate::text::escape(&self.engine),
+                crate::render::text::escape(&self.engine),
                 render::plan_human(plan)
             ));
         }
@@ -1098,17 +1100,17 @@ impl ReconcileObserver for EnginePrinting<'_, '_> {
             self.shared
                 .sink
                 .borrow_mut()
-                .err(&format!("error: {}\n", crate::text::escape(&e)));
+                .err(&format!("error: {}\n", crate::render::text::escape(&e)));
         }
     }
 }
 
 /// `validate`: every problem of every file, no engine call.
 pub fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit {
-    let results: Vec<(PathBuf, Vec<crate::desired::StateError>)> = files
+    let results: Vec<(PathBuf, Vec<crate::state::StateError>)> = files
         .iter()
         .map(|f| {
-            let problems = crate::desired::check_file(f).err().unwrap_or_default();
+            let problems = crate::state::check_file(f).err().unwrap_or_default();
             (f.clone(), problems)
         })
         .collect();

@@ -45,7 +45,7 @@ fn deps(o: &Object, kind: Kind) -> BTreeSet<String> {
 }
 
 fn unix_now() -> i64 {
-    sandboxctl::config::now()
+    sandboxctl::cli::config::now()
 }
 
 /// The first test to ask: is there an engine at all? Without one this is the

@@ -20,8 +20,8 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
 };
-use sandboxctl::endpoint::{context_digest, resolve, ChosenBy, EndpointInput};
 use sandboxctl::engine::connect::connect;
+use sandboxctl::engine::endpoint::{context_digest, resolve, ChosenBy, EndpointInput};
 use tokio::net::{TcpListener, UnixStream};
 use tokio_rustls::rustls;
 
@@ -488,5 +488,5 @@ async fn impossible_tls_fails_clearly_and_never_goes_plain() {
         .replace(&plain.port.to_string(), "$PLAIN")
         .replace(&secure.port.to_string(), "$TLS")
         .replace(&empty.path().display().to_string(), "$EMPTY");
-    insta::assert_snapshot!(text);
+    insta::with_settings!({snapshot_path => "../snapshots"}, { insta::assert_snapshot!(text) });
 }

@@ -9,13 +9,13 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sandboxctl::config;
-use sandboxctl::desired::DesiredState;
+use sandboxctl::cli::config;
 use sandboxctl::engine::memory::{MemoryEngine, World};
+use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::model::Scope;
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
-use sandboxctl::reconcile::plan_once;
 use sandboxctl::render;
+use sandboxctl::state::DesiredState;
 
 /// The time every plan here is made for: 2026-12-01T00:00:00Z (as tests/planner.rs).
 const NOW: i64 = 1_796_083_200;

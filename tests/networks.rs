@@ -146,7 +146,9 @@ async fn a_box_with_its_own_network_is_torn_down_completely() {
         plan.step(&b.volume).waits_for,
         vec![plan.step(&b.container.name).step]
     );
-    insta::assert_json_snapshot!("box_with_network_plan", redacted(&sbx, &plan_json, &subs));
+    insta::with_settings!({snapshot_path => "../snapshots"}, {
+        insta::assert_json_snapshot!("box_with_network_plan", redacted(&sbx, &plan_json, &subs));
+    });
 
     let out = cli.run_with(["apply", "--format", "json"]);
     out.success();
@@ -160,10 +162,12 @@ async fn a_box_with_its_own_network_is_torn_down_completely() {
         set([&b.container.id, &second.id])
     );
     assert_eq!(report.removed.names(Kind::Volume), set([&b.volume]));
-    insta::assert_json_snapshot!(
-        "box_with_network_report",
-        redacted(&sbx, &report_json, &subs)
-    );
+    insta::with_settings!({snapshot_path => "../snapshots"}, {
+        insta::assert_json_snapshot!(
+            "box_with_network_report",
+            redacted(&sbx, &report_json, &subs)
+        );
+    });
     // The engine: all gone, and it took the network only after both containers.
     let seen = proxy.seen();
     let delete = |path: String| {

@@ -7,17 +7,17 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use sandboxctl::apply::{apply, ApplyOptions, Outcome, Silent};
-use sandboxctl::config;
-use sandboxctl::desired::DesiredState;
+use sandboxctl::cli::config;
 use sandboxctl::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
 use sandboxctl::engine::{EngineError, ErrorKind};
-use sandboxctl::inventory::Inventory;
+use sandboxctl::exec::apply::{apply, ApplyOptions, Outcome, Silent};
+use sandboxctl::exec::reconcile::plan_once;
+use sandboxctl::exec::verify::{verify, Report};
 use sandboxctl::model::{Kind, Reason, Scope};
+use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
-use sandboxctl::reconcile::plan_once;
 use sandboxctl::render;
-use sandboxctl::verify::{verify, Report};
+use sandboxctl::state::DesiredState;
 
 /// The time every plan here is made for: 2026-12-01T00:00:00Z.
 const NOW: i64 = 1_796_083_200;
@@ -99,7 +99,7 @@ fn example(stem: &str) -> (DesiredState, World) {
 /// Human output is safe for a terminal: no control character but the line
 /// breaks, no invisible formatting character (bidi overrides, zero-width), and
 /// no line longer than `MAX_HUMAN_LINE` characters. Stated independently of
-/// `sandboxctl::text`.
+/// `sandboxctl::render::text`.
 fn assert_terminal_safe(what: &str, text: &str) {
     for (n, line) in text.split('\n').enumerate() {
         let bad = line.chars().find(|&c| {
@@ -578,7 +578,7 @@ struct Recorder {
     max_in_flight: usize,
 }
 
-impl sandboxctl::apply::Observer for Recorder {
+impl sandboxctl::exec::apply::Observer for Recorder {
     fn started(&mut self, _step: &sandboxctl::plan::Step) {
         self.in_flight += 1;
         self.max_in_flight = self.max_in_flight.max(self.in_flight);

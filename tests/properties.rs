@@ -30,14 +30,14 @@ use std::sync::atomic::AtomicBool;
 use proptest::prelude::*;
 use proptest::sample::select;
 
-use sandboxctl::apply::{apply, ApplyOptions, Silent};
 use sandboxctl::engine::memory::{ContainerInfo, MemoryEngine, NetworkInfo, Op, VolumeInfo, World};
-use sandboxctl::inventory::Inventory;
+use sandboxctl::exec::apply::{apply, ApplyOptions, Silent};
+use sandboxctl::exec::reconcile::plan_once;
+use sandboxctl::exec::verify::verify;
 use sandboxctl::model::{ImageInfo, Kind, Labels, ObjectKey, Scope, DEFAULT_ENGINE};
+use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
-use sandboxctl::reconcile::plan_once;
 use sandboxctl::render;
-use sandboxctl::verify::verify;
 
 const BOXES: [&str; 4] = ["b0", "b1", "b2", "b3"];
 const VOLUMES: usize = 6;

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use sandboxctl::desired::{
+use sandboxctl::state::{
     check_file, DesiredState, Expiry, StateError, StateErrorKind, DEFAULT_STATE_PATH, MAX_NESTING,
     MAX_STATE_BYTES,
 };
@@ -87,17 +87,17 @@ fn parse_checked(bytes: &[u8]) -> Result<(), String> {
         Ok(state) => {
             // Whatever was accepted obeys the rules.
             for b in &state.boxes {
-                sandboxctl::desired::check_box_id(&b.id)?;
+                sandboxctl::state::check_box_id(&b.id)?;
             }
             for k in &state.keep_volumes {
-                sandboxctl::desired::check_volume_name(&k.name)?;
+                sandboxctl::state::check_volume_name(&k.name)?;
             }
             for (key, value) in &state.scope {
-                sandboxctl::desired::check_label(key, value)?;
+                sandboxctl::state::check_label(key, value)?;
             }
             let engines: Vec<&str> = state.engines.iter().map(|e| e.name.as_str()).collect();
             for name in &engines {
-                sandboxctl::desired::check_box_id(name)?;
+                sandboxctl::state::check_box_id(name)?;
             }
             let refs = state.boxes.iter().map(|b| &b.engine);
             let refs = refs.chain(state.keep_volumes.iter().map(|k| &k.engine));

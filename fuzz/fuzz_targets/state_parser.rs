@@ -5,19 +5,19 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use sandboxctl::desired::{DesiredState, StateErrorKind, MAX_STATE_BYTES};
+use sandboxctl::state::{DesiredState, StateErrorKind, MAX_STATE_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let error = match DesiredState::parse(data, Path::new("fuzz.toml")) {
         Ok(state) => {
             for b in &state.boxes {
-                sandboxctl::desired::check_box_id(&b.id).unwrap();
+                sandboxctl::state::check_box_id(&b.id).unwrap();
             }
             for k in &state.keep_volumes {
-                sandboxctl::desired::check_volume_name(&k.name).unwrap();
+                sandboxctl::state::check_volume_name(&k.name).unwrap();
             }
             for (key, value) in &state.scope {
-                sandboxctl::desired::check_label(key, value).unwrap();
+                sandboxctl::state::check_label(key, value).unwrap();
             }
             return;
         }

@@ -15,7 +15,7 @@ use bollard::errors::Error as BollardError;
 use bollard::models::SystemVersion;
 use bollard::{BollardRequest, ClientVersion, Docker, API_DEFAULT_VERSION};
 
-use crate::endpoint::{Endpoint, Tls};
+use crate::engine::endpoint::{Endpoint, Tls};
 
 /// Stands in for "no file" where bollard wants a path: it reads as an empty
 /// file, so bollard adds no CA (system roots only) or no client certificate.
@@ -357,7 +357,7 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::ChosenBy;
+    use crate::engine::endpoint::ChosenBy;
 
     fn v141() -> ClientVersion {
         ClientVersion {
@@ -501,6 +501,6 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n")
             .replace(&dir.path().display().to_string(), "$DIR");
-        insta::assert_snapshot!(text);
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
     }
 }

@@ -26,10 +26,10 @@ use futures_util::stream::{BoxStream, StreamExt};
 
 use super::connect::{describe, error_chain, is_connect_failure, whole_seconds};
 use super::{Engine, EngineError, ErrorKind, Event};
-use crate::endpoint::Endpoint;
+use crate::engine::endpoint::Endpoint;
 use crate::model::{short_id, ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
 
-pub use crate::endpoint::DEFAULT_HOST;
+pub use crate::engine::endpoint::DEFAULT_HOST;
 
 /// The image tag Docker reports for an untagged image; never a real tag.
 const NONE_TAG: &str = "<none>:<none>";
@@ -104,10 +104,10 @@ impl DockerEngine {
             .map(str::trim)
             .filter(|h| !h.is_empty())
             .unwrap_or(DEFAULT_HOST);
-        let ep = crate::endpoint::resolve_host(
+        let ep = crate::engine::endpoint::resolve_host(
             host,
-            &crate::endpoint::EndpointInput::default(),
-            crate::endpoint::ChosenBy::HostFlag,
+            &crate::engine::endpoint::EndpointInput::default(),
+            crate::engine::endpoint::ChosenBy::HostFlag,
         )
         .map_err(|e| {
             EngineError::new(

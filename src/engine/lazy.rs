@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 
 use super::docker::DockerEngine;
 use super::{Engine, EngineError, Event};
-use crate::endpoint::Endpoint;
+use crate::engine::endpoint::Endpoint;
 use crate::model::{ImageInfo, Kind, Object, ObjectKey};
 
 struct Shared {

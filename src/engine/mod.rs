@@ -17,6 +17,7 @@ use crate::model::{ImageInfo, Kind, Object, ObjectKey};
 
 pub mod connect;
 pub mod docker;
+pub mod endpoint;
 pub mod lazy;
 pub mod memory;
 

@@ -6,9 +6,9 @@
 //! fault-injection proxy), so what it compares against is the engine's truth.
 
 use sandboxctl::engine::Engine;
+use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::model::{Kind, Scope};
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
-use sandboxctl::reconcile::plan_once;
 use sandboxctl::render::entry_label;
 
 use super::cli::Output;
@@ -30,7 +30,7 @@ pub fn goal(boxes: &[&str]) -> Goal {
 pub async fn left_to_remove(sbx: &Sandbox, goal: &Goal) -> Plan {
     let engine = sbx.engine().await;
     let scope = Scope::new(sbx.scope_labels());
-    let (_, plan) = plan_once(&engine, goal, &scope, sandboxctl::config::now())
+    let (_, plan) = plan_once(&engine, goal, &scope, sandboxctl::cli::config::now())
         .await
         .unwrap_or_else(|e| panic!("list {} directly: {e}", engine.endpoint()));
     plan

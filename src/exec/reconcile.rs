@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 
-use crate::apply::{apply, ApplyOptions, Observer};
 use crate::engine::Engine;
-use crate::inventory::{Inventory, InventoryError};
+use crate::exec::apply::{apply, ApplyOptions, Observer};
+use crate::exec::verify::{verify, Report};
 use crate::model::Scope;
+use crate::plan::inventory::{Inventory, InventoryError};
 use crate::plan::{Goal, Plan};
-use crate::verify::{verify, Report};
 
 /// Why a reconcile stopped before removing anything.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ impl Early {
     }
 }
 
-pub use crate::verify::plan_once;
+pub use crate::exec::verify::plan_once;
 
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.
@@ -109,7 +109,7 @@ pub trait ReconcileObserver {
     fn applied(&mut self) {}
 }
 
-impl ReconcileObserver for crate::apply::Silent {
+impl ReconcileObserver for crate::exec::apply::Silent {
     fn steps(&mut self) -> &mut dyn Observer {
         self
     }
@@ -161,9 +161,9 @@ pub fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::{Outcome, Silent};
     use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World};
     use crate::engine::{EngineError, ErrorKind};
+    use crate::exec::apply::{Outcome, Silent};
     use crate::model::{Kind, Labels};
     use crate::plan::DeclaredBox;
 

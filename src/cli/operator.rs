@@ -133,7 +133,7 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
     }
     doc.control("SH", ["FILES"]);
     doc.control("TP", [])
-        .text([bold(crate::desired::DEFAULT_STATE_PATH)])
+        .text([bold(crate::state::DEFAULT_STATE_PATH)])
         .text([roman(
             "the desired state, used when neither --state nor SANDBOXCTL_STATE is given",
         )]);

@@ -62,7 +62,7 @@ use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::audit::{Kind, Outcome};
+use crate::observe::audit::{Kind, Outcome};
 
 /// The content type of `GET /metrics`.
 pub const OPENMETRICS_CONTENT_TYPE: &str =

@@ -14,9 +14,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use crate::engine::{Engine, EngineError, ErrorKind};
+use crate::exec::walk::{walk, Walked};
 use crate::model::{Kind, ObjectKey, Scope};
 use crate::plan::{Plan, Step};
-use crate::walk::{walk, Walked};
 
 /// The default number of removals in flight. Measured on 2 cores with Docker
 /// 20.10 (`scripts/bench-teardown.sh`, README): 12 was fastest at 50 and 200

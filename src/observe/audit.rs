@@ -358,7 +358,7 @@ impl Recorder {
     }
 
     /// Learns the labels and images of what a plan may remove.
-    pub fn know(&mut self, inventory: &crate::inventory::Inventory) {
+    pub fn know(&mut self, inventory: &crate::plan::inventory::Inventory) {
         self.objects = inventory
             .objects
             .values()
@@ -367,9 +367,9 @@ impl Recorder {
     }
 }
 
-impl crate::apply::Observer for Recorder {
-    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::apply::Outcome) {
-        use crate::apply::Outcome as O;
+impl crate::exec::apply::Observer for Recorder {
+    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
+        use crate::exec::apply::Outcome as O;
         let outcome_code = match outcome {
             O::Removed => Outcome::Removed,
             O::AlreadyGone => Outcome::AlreadyGone,

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::apply::{Applied, Outcome};
 use crate::engine::Engine;
-use crate::inventory::{Inventory, InventoryError};
+use crate::exec::apply::{Applied, Outcome};
 use crate::model::Scope;
 use crate::model::{Kind, ObjectKey, Reason};
+use crate::plan::inventory::{Inventory, InventoryError};
 use crate::plan::{Entry, Goal, Kept, Plan, Retained};
 
 /// An object named in a report.

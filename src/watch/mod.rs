@@ -17,12 +17,12 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
-use crate::apply::ApplyOptions;
 use crate::engine::{Engine, EngineError};
+use crate::exec::apply::ApplyOptions;
+use crate::exec::reconcile::{reconcile_once, Early, ReconcileObserver};
+use crate::exec::verify::Report;
 use crate::model::{Reason, Scope};
 use crate::plan::{parse_rfc3339, Goal, Plan};
-use crate::reconcile::{reconcile_once, Early, ReconcileObserver};
-use crate::verify::Report;
 
 /// How watch runs.
 #[derive(Debug, Clone)]
@@ -202,11 +202,11 @@ struct Keeping<'a> {
 }
 
 impl ReconcileObserver for Keeping<'_> {
-    fn planned(&mut self, inventory: &crate::inventory::Inventory, plan: &Plan) {
+    fn planned(&mut self, inventory: &crate::plan::inventory::Inventory, plan: &Plan) {
         self.plan = Some(plan.clone());
         self.inner.planned(inventory, plan);
     }
-    fn steps(&mut self) -> &mut dyn crate::apply::Observer {
+    fn steps(&mut self) -> &mut dyn crate::exec::apply::Observer {
         self.inner.steps()
     }
     fn applied(&mut self) {

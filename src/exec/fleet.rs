@@ -15,13 +15,15 @@ use std::sync::Arc;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::apply::ApplyOptions;
 use crate::engine::Engine;
-use crate::inventory::Inventory;
+use crate::exec::apply::ApplyOptions;
+use crate::exec::reconcile::{
+    check_saved, execute, plan_once, reconcile_once, Early, ReconcileObserver,
+};
+use crate::exec::verify::{Failure, Report};
 use crate::model::Scope;
+use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan, PLAN_VERSION};
-use crate::reconcile::{check_saved, execute, plan_once, reconcile_once, Early, ReconcileObserver};
-use crate::verify::{Failure, Report};
 
 /// The plans of a fleet: one per engine that could be listed, and a failure
 /// per engine that could not. The saved form of a fleet's plan.
@@ -322,9 +324,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::Silent;
     use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
     use crate::engine::{EngineError, ErrorKind};
+    use crate::exec::apply::Silent;
     use crate::model::{Kind, Labels};
     use crate::plan::DeclaredBox;
 

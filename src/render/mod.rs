@@ -7,6 +7,8 @@
 //! label values, errors) is escaped and long values are cut in human output
 //! (`text::clip`); JSON keeps exact values. Must not decide anything.
 
+pub mod text;
+
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,13 +17,13 @@ use std::io::{IsTerminal, Write};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Serialize, Serializer};
 
-use crate::apply::{Observer, Outcome};
 use crate::engine::ErrorKind;
-use crate::inventory::Inventory;
+use crate::exec::apply::{Observer, Outcome};
+use crate::exec::verify::{Named, Report};
 use crate::model::{short_id, ImageInfo, Kind, Reason, Ref};
+use crate::plan::inventory::Inventory;
 use crate::plan::{Entry, Noted, Plan, Step};
-use crate::text::{clip, escape, escape_lines};
-use crate::verify::{Named, Report};
+use crate::render::text::{clip, escape, escape_lines};
 
 /// Output format, from `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,7 +66,7 @@ pub fn inventory(inv: &Inventory, format: Format) -> String {
 }
 
 /// Explanations in `format`.
-pub fn explain(items: &[crate::explain::Explanation], format: Format) -> String {
+pub fn explain(items: &[crate::plan::explain::Explanation], format: Format) -> String {
     match format {
         Format::Json => explain_json(items),
         _ => explain_human(items),
@@ -105,7 +107,11 @@ pub fn reason_json<S: Serializer>(reason: &Reason, s: S) -> Result<S::Ok, S::Err
 fn refs(list: &[Ref]) -> String {
     list.iter()
         .map(|r| {
-            let mut s = format!("{} {}", r.kind, crate::text::cut(&r.name, CELL_CHARS));
+            let mut s = format!(
+                "{} {}",
+                r.kind,
+                crate::render::text::cut(&r.name, CELL_CHARS)
+            );
             match (&r.id, &r.how) {
                 (Some(id), Some(how)) => {
                     let _ = write!(s, " ({}, {how})", short_id(id));
@@ -127,7 +133,7 @@ fn refs(list: &[Ref]) -> String {
 /// A reason in words. The one place reasons become text.
 pub fn reason_text(reason: &Reason) -> String {
     // Box IDs and times come from the engine: keep them short in a sentence.
-    let short = |s: &str| crate::text::cut(s, CELL_CHARS).into_owned();
+    let short = |s: &str| crate::render::text::cut(s, CELL_CHARS).into_owned();
     match reason {
         Reason::NoBoxLabel => "leaked: no ca.sandbox.id label".into(),
         Reason::BoxNotDeclared { box_id } => format!("leaked: box {} is not declared", short(box_id)),
@@ -748,8 +754,8 @@ fn exclusion_text(e: &crate::model::Exclusion) -> String {
 }
 
 /// Explanations as a person reads them: one block per object, as a chain.
-pub fn explain_human(items: &[crate::explain::Explanation]) -> String {
-    use crate::explain::Verdict;
+pub fn explain_human(items: &[crate::plan::explain::Explanation]) -> String {
+    use crate::plan::explain::Verdict;
     let mut out = String::new();
     for (i, e) in items.iter().enumerate() {
         if i > 0 {
@@ -806,7 +812,7 @@ pub fn explain_human(items: &[crate::explain::Explanation]) -> String {
 }
 
 /// Explanations as JSON, with the reason codes.
-pub fn explain_json(items: &[crate::explain::Explanation]) -> String {
+pub fn explain_json(items: &[crate::plan::explain::Explanation]) -> String {
     json(&items)
 }
 
@@ -1012,7 +1018,7 @@ pub fn watch_cycle(
     engine: &str,
     trigger: &str,
     took: std::time::Duration,
-    result: &Result<Report, crate::reconcile::Early>,
+    result: &Result<Report, crate::exec::reconcile::Early>,
 ) -> Option<String> {
     let ms = took.as_millis() as u64;
     match result {
@@ -1125,7 +1131,7 @@ pub fn watch_audit_error(format: Format, time: &str, error: &str) -> String {
 /// not be listed, and a fleet summary line. JSON: the saved fleet plan with
 /// the summary.
 pub fn fleet_plan(
-    fleet: &crate::fleet::FleetPlan,
+    fleet: &crate::exec::fleet::FleetPlan,
     endpoints: &[(String, String)],
     format: Format,
 ) -> String {
@@ -1134,7 +1140,7 @@ pub fn fleet_plan(
         #[derive(Serialize)]
         struct WithSummary<'a> {
             #[serde(flatten)]
-            fleet: &'a crate::fleet::FleetPlan,
+            fleet: &'a crate::exec::fleet::FleetPlan,
             summary: String,
         }
         return json(&WithSummary { fleet, summary });
@@ -1173,7 +1179,7 @@ fn endpoint_of(endpoints: &[(String, String)], engine: &str) -> String {
 }
 
 /// `Fleet: 2 engines; remove 1 container, ...; 1 engine failed.`
-pub fn fleet_plan_summary(fleet: &crate::fleet::FleetPlan) -> String {
+pub fn fleet_plan_summary(fleet: &crate::exec::fleet::FleetPlan) -> String {
     let count = |k: Kind| {
         fleet
             .engines
@@ -1214,7 +1220,7 @@ pub fn fleet_plan_summary(fleet: &crate::fleet::FleetPlan) -> String {
 /// A fleet's report: each engine's report under its heading, then the
 /// per-engine summary and whether the fleet converged. JSON: the merged
 /// report with `engines`.
-pub fn fleet_report(report: &crate::fleet::FleetReport, format: Format) -> String {
+pub fn fleet_report(report: &crate::exec::fleet::FleetReport, format: Format) -> String {
     if format == Format::Json {
         return json(report);
     }
@@ -1307,7 +1313,7 @@ fn indented(text: &str) -> String {
 
 /// `validate`'s answer: per file, valid or every problem (file:line:col).
 pub fn validation(
-    results: &[(std::path::PathBuf, Vec<crate::desired::StateError>)],
+    results: &[(std::path::PathBuf, Vec<crate::state::StateError>)],
     format: Format,
 ) -> String {
     if format == Format::Json {

@@ -4,14 +4,17 @@
 //! Owns flags, environment fallbacks, help text and every check that makes an
 //! invocation invalid (exit 2). Must not read the state file or reach the engine.
 
+pub mod config;
+pub mod operator;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::desired::{check_box_id, parse_label_arg};
 use crate::model::Labels;
 use crate::render::Format;
+use crate::state::{check_box_id, parse_label_arg};
 
 /// Tear down ephemeral Docker sandboxes by declarative reconciliation.
 ///
@@ -188,7 +191,7 @@ pub struct Args {
 
 /// A duration like `30s`, `10m`, `8h`, `2d` (a bare number is refused: say the unit).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::desired::parse_duration(s)
+    crate::state::parse_duration(s)
 }
 
 fn parse_parallelism(s: &str) -> Result<usize, String> {

@@ -424,7 +424,7 @@ fn quoted(s: &str) -> String {
 /// The text with control characters and invisible formatting characters
 /// escaped (`text::escape`), so a file's content cannot drive a terminal.
 fn printable(s: &str) -> String {
-    crate::text::escape(s).into_owned()
+    crate::render::text::escape(s).into_owned()
 }
 
 #[cfg(test)]
@@ -578,7 +578,7 @@ mod tests {
             .map(|(name, input)| format!("{name}: {}", cfg.show(resolve(&input))))
             .collect::<Vec<_>>()
             .join("\n");
-        insta::assert_snapshot!(text);
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
     }
 
     #[test]
@@ -605,7 +605,7 @@ mod tests {
         .map(|input| cfg.show(resolve(input)))
         .collect::<Vec<_>>()
         .join("\n");
-        insta::assert_snapshot!(text);
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
     }
 
     #[test]
@@ -629,7 +629,7 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        insta::assert_snapshot!(text);
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
     }
 
     #[test]
@@ -719,7 +719,7 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        insta::assert_snapshot!(text);
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
     }
 
     #[test]
@@ -770,7 +770,7 @@ mod tests {
             context_flag: some("x"),
             ..EndpointInput::default()
         })));
-        insta::assert_snapshot!(lines.join("\n"));
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(lines.join("\n")) });
     }
 
     #[test]

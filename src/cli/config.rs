@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cli::{Args, Command};
-use crate::desired::{DesiredState, Expiry, DEFAULT_STATE_PATH};
-use crate::endpoint::{Endpoint, EndpointInput};
+use crate::engine::endpoint::{Endpoint, EndpointInput};
 use crate::model::{Labels, Scope};
 use crate::plan::{DeclaredBox, Goal, KeptVolume};
 use crate::render::Format;
+use crate::state::{DesiredState, Expiry, DEFAULT_STATE_PATH};
 
 /// What to do, fully resolved.
 #[derive(Debug, Clone)]
@@ -163,7 +163,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
     let fleet = fleet_of(&args, &desired)?;
     let endpoint = match fleet.first() {
         Some(first) => first.endpoint.clone(),
-        None => crate::endpoint::resolve(&EndpointInput::from_process(
+        None => crate::engine::endpoint::resolve(&EndpointInput::from_process(
             args.context.clone(),
             args.host.clone(),
         ))?,
@@ -239,10 +239,10 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
     // Without --parallelism, a fleet gets the default budget per engine.
     let parallelism = args
         .parallelism
-        .unwrap_or(crate::apply::DEFAULT_PARALLELISM * fleet.len().max(1));
+        .unwrap_or(crate::exec::apply::DEFAULT_PARALLELISM * fleet.len().max(1));
     let engine_parallelism = args
         .engine_parallelism
-        .unwrap_or(crate::apply::DEFAULT_PARALLELISM)
+        .unwrap_or(crate::exec::apply::DEFAULT_PARALLELISM)
         .min(parallelism);
     Ok(Config {
         job,
@@ -442,18 +442,18 @@ fn fleet_of(args: &Args, desired: &DesiredState) -> anyhow::Result<Vec<EngineTar
         .iter()
         .filter(|e| args.engines.is_empty() || args.engines.contains(&e.name))
         .map(|e| {
-            let chosen = crate::endpoint::ChosenBy::StateFile(e.name.clone());
+            let chosen = crate::engine::endpoint::ChosenBy::StateFile(e.name.clone());
             let endpoint = match &e.target {
-                crate::desired::EngineTarget::Default => {
-                    let mut ep = crate::endpoint::resolve(&input)?;
+                crate::state::EngineTarget::Default => {
+                    let mut ep = crate::engine::endpoint::resolve(&input)?;
                     ep.chosen_by = chosen;
                     ep
                 }
-                crate::desired::EngineTarget::Host(host) => {
-                    crate::endpoint::resolve_host(host, &input, chosen)?
+                crate::state::EngineTarget::Host(host) => {
+                    crate::engine::endpoint::resolve_host(host, &input, chosen)?
                 }
-                crate::desired::EngineTarget::Context(name) => {
-                    crate::endpoint::resolve_named_context(name, &input, chosen)?
+                crate::state::EngineTarget::Context(name) => {
+                    crate::engine::endpoint::resolve_named_context(name, &input, chosen)?
                 }
             };
             Ok(EngineTarget {

@@ -10,16 +10,19 @@
 //! beyond listing them as retained. On a large inventory the basis digests are
 //! computed on a second (scoped) thread; the plan is the same either way.
 
+pub mod explain;
+pub mod inventory;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
-use crate::inventory::{fingerprint, Holder, Inventory};
 use crate::model::{
     Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
+use crate::plan::inventory::{fingerprint, Holder, Inventory};
 
 /// From this many objects on, `Plan::build` computes the basis digests on a
 /// second thread (below it, starting a thread costs more than it saves).
@@ -541,7 +544,7 @@ fn use_of(dependent: &Object, dependency: &Object) -> &'static str {
         Kind::Container => dependent
             .joins
             .first()
-            .map(|j| crate::inventory::Use::Joins(j.namespace).as_str())
+            .map(|j| crate::plan::inventory::Use::Joins(j.namespace).as_str())
             .unwrap_or("joins its namespace"),
     }
 }
@@ -845,8 +848,8 @@ fn stable_toposort<N>(graph: &DiGraph<N, ()>) -> (Vec<NodeIndex>, Vec<NodeIndex>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inventory::Use;
     use crate::model::{Join, Namespace, BOX_ID_LABEL, DEFAULT_ENGINE};
+    use crate::plan::inventory::Use;
 
     const NOW: i64 = 1_800_000_000;
 

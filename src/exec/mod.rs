@@ -1,0 +1,10 @@
+//! Carrying a plan out: the generic DAG `walk`er, `apply` (one step's work and
+//! the error policy), `verify` (the report and the definition of success),
+//! `reconcile` (list, plan, apply, verify on one engine) and `fleet` (every
+//! engine of a run at once, one merged report, one exit decision).
+
+pub mod apply;
+pub mod fleet;
+pub mod reconcile;
+pub mod verify;
+pub mod walk;
