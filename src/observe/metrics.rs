@@ -256,6 +256,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Exposes `engine`'s counters at 0 before anything happened to it, so a
+    /// dashboard or an alert on `increase()` sees every engine from the start.
+    pub fn know_engine(&self, engine: &str) {
+        let _ = self.failures.get_or_create(&engine_label(engine));
+        let _ = self.reconnects.get_or_create(&engine_label(engine));
+    }
+
     /// Counts one failed engine operation (listing, removal, verification).
     pub fn add_failure(&self, engine: &str) {
         self.failures.get_or_create(&engine_label(engine)).inc();
