@@ -842,3 +842,162 @@ pub fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit 
         ..Verdict::default()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
+    use crate::engine::{EngineError, ErrorKind};
+    use crate::model::{Kind, Labels};
+    use clap::Parser;
+
+    /// Everything printed, kept.
+    #[derive(Default)]
+    struct Buffers {
+        out: String,
+        err: String,
+    }
+
+    impl Sink for Buffers {
+        fn out(&mut self, text: &str) {
+            self.out.push_str(text);
+        }
+        fn err(&mut self, text: &str) {
+            self.err.push_str(text);
+        }
+    }
+
+    fn managed(box_id: &str) -> Labels {
+        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
+        Arc::new(
+            MemoryEngine::new(World {
+                containers: boxes
+                    .iter()
+                    .map(|b| ContainerInfo::new(&format!("{name}-{b}"), b, managed(b)))
+                    .collect(),
+                ..World::default()
+            })
+            .named(name),
+        )
+    }
+
+    /// A config for `argv` (after the program name) with a state file of `state`.
+    fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.toml");
+        std::fs::write(&path, state).unwrap();
+        let path = path.display().to_string();
+        let mut all = vec!["sandboxctl", "--state", &path];
+        all.extend_from_slice(argv);
+        let args = crate::cli::Cli::try_parse_from(all)
+            .unwrap()
+            .into_args()
+            .unwrap();
+        (dir, resolve(args).unwrap())
+    }
+
+    const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
+
+    fn unreachable(engine: &MemoryEngine) {
+        engine.inject(
+            Op::List(Kind::Container),
+            None,
+            FaultAction::Fail(EngineError::new(
+                "list containers",
+                ErrorKind::Unreachable {
+                    endpoint: "unix:///nonexistent-a.sock".into(),
+                    detail: "connection refused".into(),
+                },
+            )),
+            usize::MAX,
+        );
+    }
+
+    #[tokio::test]
+    async fn destroy_in_a_fleet_warns_about_ids_no_engine_carries() {
+        let (_dir, config) = config(FLEET, &["destroy", "x", "ghost"]);
+        let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert!(
+            sink.err.contains("ca.sandbox.id=ghost") && !sink.err.contains("ca.sandbox.id=x "),
+            "{}",
+            sink.err
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_cycle_is_judged_over_every_engine_and_reported_by_name() {
+        let (_dir, config) = config(
+            FLEET,
+            &["--format", "json", "watch", "--once", "--grace", "1s"],
+        );
+        // The first engine is down: its part fails, the second converges,
+        // and each is reported under its own name.
+        let a = engine("a", &["p"]);
+        unreachable(&a);
+        let b = engine("b", &["q"]);
+        let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+        let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(report["converged"], false);
+        let summary: Vec<(String, bool)> = report["engines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["engine"].as_str().unwrap().to_string(),
+                    s["converged"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(summary, [("a".into(), false), ("b".into(), true)]);
+        assert_eq!(report["failures"][0]["engine"], "a");
+        assert!(
+            b.world().containers.is_empty(),
+            "the healthy engine converged"
+        );
+        assert_eq!(a.world().containers.len(), 1, "the failed one is untouched");
+        let log: Vec<serde_json::Value> = sink
+            .err
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let failed: Vec<&str> = log
+            .iter()
+            .filter(|l| l["event"] == "cycleFailed")
+            .map(|l| l["engine"].as_str().unwrap())
+            .collect();
+        assert_eq!(failed, ["a"], "{}", sink.err);
+    }
+
+    #[tokio::test]
+    async fn watch_once_on_one_unreachable_engine_is_a_failure() {
+        let (_dir, config) = config(
+            "",
+            &["--format", "json", "watch", "--once", "--grace", "1s"],
+        );
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+        unreachable(&engine);
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Failure);
+        let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(report["converged"], false);
+        assert_eq!(report["failures"][0]["engine"], "default");
+        assert!(
+            report.get("engines").is_none(),
+            "one engine keeps its layout"
+        );
+    }
+}

@@ -773,6 +773,23 @@ mod tests {
     }
 
     #[test]
+    fn every_known_engine_has_its_counters_at_zero_from_the_start() {
+        let metrics = FakeClock::new().metrics();
+        metrics.know_engine("a");
+        metrics.know_engine("b");
+        metrics.add_failure("b");
+        let text = metrics.encode();
+        for line in [
+            r#"sandboxctl_failures_total{engine="a"} 0"#,
+            r#"sandboxctl_failures_total{engine="b"} 1"#,
+            r#"sandboxctl_event_stream_reconnects_total{engine="a"} 0"#,
+            r#"sandboxctl_event_stream_reconnects_total{engine="b"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+    }
+
+    #[test]
     fn failing_from_the_start_is_unhealthy() {
         let clock = FakeClock::new();
         let metrics = clock.metrics();
