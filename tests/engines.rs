@@ -30,18 +30,18 @@ use crate::support::proxy::Proxy;
 
 /// The second dockerd these tests share. The `.tcp()` variant (it also has a
 /// unix socket): the harness's own test of `shared()` owns the plain variant.
-async fn second() -> Engine {
+async fn second() -> Option<Engine> {
     SecondDockerd::new().tcp().shared().await
 }
 
-async fn tls() -> Engine {
+async fn tls() -> Option<Engine> {
     TlsDockerd::new().shared().await
 }
 
 /// A Podman of the test's own. Not shared: planning a removal inspects every
 /// unmanaged container, and another test's container caught by Podman in its
 /// transient `stopped` state fails that inspection (see the report).
-async fn podman() -> Engine {
+async fn podman() -> Option<Engine> {
     Podman::new().start().await
 }
 
@@ -125,7 +125,7 @@ fn assert_docker0() {
 /// objects with the very same scope, names and labels are untouched.
 #[tokio::test]
 async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone() {
-    let engine = second().await;
+    let Some(engine) = second().await else { return };
     let scope = unique_scope("eng-second");
     let there = Corner::on(&engine, &scope);
     let here = Corner::on_main(&scope);
@@ -200,7 +200,7 @@ async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alon
 /// removes the box and the leak.
 #[tokio::test]
 async fn tls_engine_with_verified_certificates_plans_and_applies() {
-    let engine = tls().await;
+    let Some(engine) = tls().await else { return };
     let scope = unique_scope("eng-tls-ok");
     let corner = Corner::on(&engine, &scope);
     let (gone, lv) = tokio::join!(corner.add_box("gone", true), corner.leaked_volume("lv"));
@@ -234,7 +234,7 @@ async fn tls_engine_with_verified_certificates_plans_and_applies() {
 /// a client with the right CA but no certificate of its own, and no files at all.
 #[tokio::test]
 async fn tls_failures_are_clear_and_remove_nothing() {
-    let engine = tls().await;
+    let Some(engine) = tls().await else { return };
     let files = engine.tls().expect("TLS files").clone();
     let scope = unique_scope("eng-tls-bad");
     let corner = Corner::on(&engine, &scope);
@@ -294,7 +294,9 @@ async fn tls_failures_are_clear_and_remove_nothing() {
 /// becomes a plain connection. Without it, the same address works.
 #[tokio::test]
 async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
-    let (engine, tls_engine) = tokio::join!(second(), tls());
+    let (Some(engine), Some(tls_engine)) = tokio::join!(second(), tls()) else {
+        return;
+    };
     let files = tls_engine.tls().expect("TLS files").clone();
     let tcp = engine.tcp_host().expect("a plain tcp listener");
     let scope = unique_scope("eng-tls-plain");
@@ -336,7 +338,7 @@ async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
 /// with a port is refused with the workaround, not tried.
 #[tokio::test]
 async fn ssh_reaches_the_engine_through_dial_stdio() {
-    let engine = second().await;
+    let Some(engine) = second().await else { return };
     // Room for every connection at once: see the next test for a stock sshd.
     let sshd = SshServer::to(&engine)
         .max_startups("100:30:200")
@@ -399,7 +401,7 @@ async fn ssh_reaches_the_engine_through_dial_stdio() {
 /// object must still be removed and the run converge.
 #[tokio::test]
 async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything() {
-    let engine = second().await;
+    let Some(engine) = second().await else { return };
     let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh-many");
     let corner = Corner::on(&engine, &scope);
@@ -480,7 +482,9 @@ struct Case {
 /// engine and the rule; the plan lists only that engine's object.
 #[tokio::test]
 async fn docker_contexts_follow_the_docker_cli_precedence() {
-    let (second, tls) = tokio::join!(second(), tls());
+    let (Some(second), Some(tls)) = tokio::join!(second(), tls()) else {
+        return;
+    };
     let scope = unique_scope("eng-contexts");
     let corners = [
         Corner::on_main(&scope),
@@ -494,7 +498,7 @@ async fn docker_contexts_follow_the_docker_cli_precedence() {
     ];
     let second_host = second.socket_host();
     let tls_host = tls.docker_host();
-    let main = main_host();
+    let Some(main) = main_host() else { return };
 
     let configs = tempfile::tempdir().expect("temp dir");
     let make_config = |current: Option<&str>| {
@@ -825,14 +829,16 @@ async fn core_promises(socket: &Path, api: &str, test: &str) {
 
 #[tokio::test]
 async fn core_promises_on_docker_20_10() {
-    let host = main_host();
+    let Some(host) = main_host() else { return };
     let socket = host.strip_prefix("unix://").expect("a unix socket");
     core_promises(Path::new(socket), "1.41", "eng-core-2010").await;
 }
 
 #[tokio::test]
 async fn core_promises_on_docker_26_1() {
-    let engine = CurrentDocker::new().shared().await;
+    let Some(engine) = CurrentDocker::new().shared().await else {
+        return;
+    };
     core_promises(engine.socket(), "1.45", "eng-core-261").await;
 }
 
@@ -843,7 +849,7 @@ async fn core_promises_on_docker_26_1() {
 /// 10 s. sandboxctl kills it first, so apply takes well under that.
 #[tokio::test]
 async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
-    let engine = podman().await;
+    let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-kill");
     let corner = Corner::on(&engine, &scope);
     let name = corner.unique("slow");
@@ -924,7 +930,7 @@ async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
 /// Podman's 409 is reported naming it); the free leak goes; exit 1.
 #[tokio::test]
 async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
-    let engine = podman().await;
+    let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-held");
     let corner = Corner::on(&engine, &scope);
     let (held, free) = tokio::join!(corner.leaked_volume("held"), corner.leaked_volume("free"));
@@ -957,7 +963,7 @@ async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
 /// A Podman of its own also keeps the count exact.
 #[tokio::test]
 async fn podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning() {
-    let engine = podman().await;
+    let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-or");
     let corner = Corner::on(&engine, &scope);
     let (foreign, leak) = tokio::join!(corner.volume(None, &[]), corner.leaked_volume("lv"));
@@ -1044,7 +1050,11 @@ fn engine_names(report: &Value, section: &str, kind: &str) -> Vec<String> {
 /// converge and are reported.
 #[tokio::test]
 async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
-    let (d1, d2, pm) = tokio::join!(second(), SecondDockerd::new().start(), podman());
+    let (Some(d1), Some(d2), Some(pm)) =
+        tokio::join!(second(), SecondDockerd::new().start(), podman())
+    else {
+        return;
+    };
     let scope = unique_scope("eng-fleet");
     let named: [(&str, &Engine); 3] = [("d1", &d1), ("d2", &d2), ("pm", &pm)];
     let mut corners: Vec<Corner> = named.iter().map(|(_, e)| Corner::on(e, &scope)).collect();
@@ -1198,14 +1208,17 @@ async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
 /// when one did. Engines: the main dockerd, the second one and Docker 26.1.
 #[tokio::test]
 async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
-    let (second, current) = tokio::join!(second(), CurrentDocker::new().shared());
+    let (Some(second), Some(current)) = tokio::join!(second(), CurrentDocker::new().shared())
+    else {
+        return;
+    };
     let scope = unique_scope("eng-fleet-saved");
     let corners = [
         Corner::on_main(&scope),
         Corner::on(&second, &scope),
         Corner::on(&current, &scope),
     ];
-    let main_host = main_host();
+    let Some(main_host) = main_host() else { return };
     let state = format!(
         "[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{scope}\" }}\n\n\
          [[engine]]\nname = \"main\"\nhost = \"{main_host}\"\n\n\
@@ -1268,7 +1281,9 @@ async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
 /// fleet's engine (`pm`) and the count.
 #[tokio::test]
 async fn fleet_warns_about_objects_podman_returned_outside_the_filter() {
-    let (d1, pm) = tokio::join!(second(), podman());
+    let (Some(d1), Some(pm)) = tokio::join!(second(), podman()) else {
+        return;
+    };
     let scope = unique_scope("eng-fleet-warn");
     let (c1, c2) = (Corner::on(&d1, &scope), Corner::on(&pm, &scope));
     let (foreign, leak1, leak2) = tokio::join!(

@@ -166,7 +166,9 @@ fn text(output: &Output) -> String {
 
 #[tokio::test]
 async fn second_dockerd_runs_a_container_and_stops_clean() {
-    let engine = SecondDockerd::new().start().await;
+    let Some(engine) = SecondDockerd::new().start().await else {
+        return;
+    };
     eprintln!(
         "second dockerd started in {:.2} s",
         engine.started_in().as_secs_f64()
@@ -175,13 +177,10 @@ async fn second_dockerd_runs_a_container_and_stops_clean() {
     let (_, api) = version(&docker, "second dockerd").await;
     assert_eq!(api, "1.41");
     let own_id = docker.info().await.expect("info").id;
-    let main_id = Sandbox::new("engines-main-id")
-        .await
-        .docker()
-        .info()
-        .await
-        .expect("main info")
-        .id;
+    let Some(main) = Sandbox::new("engines-main-id").await else {
+        return;
+    };
+    let main_id = main.docker().info().await.expect("main info").id;
     assert_ne!(
         own_id, main_id,
         "the second dockerd reports the main engine's ID"
@@ -206,7 +205,9 @@ async fn second_dockerd_runs_a_container_and_stops_clean() {
 
 #[tokio::test]
 async fn plain_tcp_listener_answers() {
-    let engine = SecondDockerd::new().tcp().start().await;
+    let Some(engine) = SecondDockerd::new().tcp().start().await else {
+        return;
+    };
     let tcp = engine.tcp_host().expect("a tcp listener");
     let out = docker(
         &[("DOCKER_HOST".to_string(), tcp.clone())],
@@ -228,7 +229,9 @@ async fn plain_tcp_listener_answers() {
 
 #[tokio::test]
 async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
-    let engine = TlsDockerd::new().start().await;
+    let Some(engine) = TlsDockerd::new().start().await else {
+        return;
+    };
     let host = engine.docker_host();
     assert!(host.starts_with("tcp://127.0.0.1:"), "{host}");
     let tls = engine.tls().expect("TLS files").clone();
@@ -303,7 +306,9 @@ async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
 
 #[tokio::test]
 async fn sshd_reaches_an_engine_through_dial_stdio() {
-    let engine = SecondDockerd::new().start().await;
+    let Some(engine) = SecondDockerd::new().start().await else {
+        return;
+    };
     let sshd = SshServer::to(&engine).start().await;
     eprintln!("sshd started in {:.2} s", sshd.started_in().as_secs_f64());
     let host = sshd.docker_host();
@@ -343,7 +348,9 @@ async fn sshd_reaches_an_engine_through_dial_stdio() {
 
 #[tokio::test]
 async fn podman_runs_a_container_and_stops_clean() {
-    let engine = Podman::new().start().await;
+    let Some(engine) = Podman::new().start().await else {
+        return;
+    };
     assert_eq!(engine.kind(), Kind::Podman);
     eprintln!(
         "podman started in {:.2} s",
@@ -371,7 +378,9 @@ async fn podman_runs_a_container_and_stops_clean() {
 
 #[tokio::test]
 async fn current_docker_runs_a_container_and_stops_clean() {
-    let engine = CurrentDocker::new().start().await;
+    let Some(engine) = CurrentDocker::new().start().await else {
+        return;
+    };
     assert_eq!(engine.kind(), Kind::CurrentDocker);
     eprintln!(
         "docker 26 started in {:.2} s",
@@ -382,13 +391,10 @@ async fn current_docker_runs_a_container_and_stops_clean() {
     assert!(version.starts_with("26."), "version {version}");
     assert_eq!(api, "1.45");
     let own_id = docker.info().await.expect("info").id;
-    let main_id = Sandbox::new("engines-main-id-26")
-        .await
-        .docker()
-        .info()
-        .await
-        .expect("main info")
-        .id;
+    let Some(main) = Sandbox::new("engines-main-id-26").await else {
+        return;
+    };
+    let main_id = main.docker().info().await.expect("main info").id;
     assert_ne!(own_id, main_id, "Docker 26.1 reports the main engine's ID");
     run_container(&docker, "engines-docker26").await;
     let traces = Traces::of(&engine);
@@ -399,7 +405,11 @@ async fn current_docker_runs_a_container_and_stops_clean() {
 
 #[tokio::test]
 async fn shared_engines_start_once_and_stop_with_the_last_user() {
-    let (a, b) = tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared());
+    let (Some(a), Some(b)) =
+        tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared())
+    else {
+        return;
+    };
     assert_eq!(a.pid(), b.pid(), "one engine for both users");
     assert_eq!(a.dir(), b.dir());
     let traces = Traces::of(&a);
@@ -408,7 +418,9 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
     version(&b.docker(), "shared dockerd").await;
     stop(b);
     traces.assert_gone();
-    let c = SecondDockerd::new().shared().await;
+    let Some(c) = SecondDockerd::new().shared().await else {
+        return;
+    };
     assert_ne!(
         c.pid(),
         traces.pid,
@@ -421,12 +433,16 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
 
 #[tokio::test]
 async fn main_engine_keeps_docker0_after_a_second_dockerd() {
-    let engine = SecondDockerd::new().start().await;
+    let Some(engine) = SecondDockerd::new().start().await else {
+        return;
+    };
     let traces = Traces::of(&engine);
     stop(engine);
     traces.assert_gone();
     // docker0 exists and the main engine's default bridge network still works.
-    let sandbox = Sandbox::new("engines-docker0").await;
+    let Some(sandbox) = Sandbox::new("engines-docker0").await else {
+        return;
+    };
     // The main engine as Sandbox sees it: DOCKER_HOST, else the local socket.
     let main: Vec<(String, String)> = std::env::var("DOCKER_HOST")
         .map(|host| vec![("DOCKER_HOST".to_string(), host)])

@@ -175,7 +175,9 @@ fn only(out: &Output) -> Value {
 
 #[tokio::test]
 async fn explain_kept_removed_and_blocked_objects() {
-    let sbx = Sandbox::new("explain-kept").await;
+    let Some(sbx) = Sandbox::new("explain-kept").await else {
+        return;
+    };
     let keep = test_box(&sbx, "keep", Run::Running).await;
     let gone = test_box(&sbx, "gone", Run::Exited).await;
     let held = sbx
@@ -278,7 +280,9 @@ async fn explain_kept_removed_and_blocked_objects() {
 
 #[tokio::test]
 async fn explain_unmanaged_look_alikes() {
-    let sbx = Sandbox::new("explain-look").await;
+    let Some(sbx) = Sandbox::new("explain-look").await else {
+        return;
+    };
     let volume = sbx
         .volume(
             VolumeSpec::new()
@@ -342,7 +346,9 @@ async fn explain_unmanaged_look_alikes() {
 
 #[tokio::test]
 async fn explain_ambiguous_and_unknown_names_fail_with_candidates() {
-    let sbx = Sandbox::new("explain-twin").await;
+    let Some(sbx) = Sandbox::new("explain-twin").await else {
+        return;
+    };
     // A container and a volume with one name (as `docker run -v NAME:/x --name NAME` makes).
     let name = sbx.unique("twin");
     let volume = sbx

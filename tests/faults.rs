@@ -15,7 +15,7 @@ use sandboxctl::model::short_id;
 
 use crate::support::assert::{assert_honest, goal};
 use crate::support::cli::{Cli, Output};
-use crate::support::docker::{require_engine, Run, Sandbox, SandboxBox, VolumeSpec};
+use crate::support::docker::{engine_version, Run, Sandbox, SandboxBox, VolumeSpec};
 use crate::support::proxy::Proxy;
 use crate::support::report::{FailureKind, Kind, Reason, Report};
 
@@ -55,7 +55,9 @@ async fn two_boxes(sbx: &Sandbox) -> (SandboxBox, SandboxBox) {
 /// and the JSON report (every key: it parses as a full report) is
 /// `converged: false` with one engine failure.
 async fn listing_failure_removes_nothing(test: &str, method: &str, path: &str, what: &str) {
-    let sbx = Sandbox::new(test).await;
+    let Some(sbx) = Sandbox::new(test).await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let net = sbx.add_box_with_network("netbox", Run::Exited).await;
@@ -130,7 +132,9 @@ async fn listing_images_fails_removes_nothing() {
 
 #[tokio::test]
 async fn container_removal_500_skips_its_volume_and_names_both() {
-    let sbx = Sandbox::new("fault-container-500").await;
+    let Some(sbx) = Sandbox::new("fault-container-500").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let proxy = Proxy::start();
@@ -199,7 +203,9 @@ async fn container_removal_500_skips_its_volume_and_names_both() {
 
 #[tokio::test]
 async fn volume_removal_500_is_named_and_the_rest_goes() {
-    let sbx = Sandbox::new("fault-volume-500").await;
+    let Some(sbx) = Sandbox::new("fault-volume-500").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -240,7 +246,9 @@ async fn volume_removal_500_is_named_and_the_rest_goes() {
 /// containers that were attached to it are gone.
 #[tokio::test]
 async fn network_removal_500_is_named_and_the_rest_goes() {
-    let sbx = Sandbox::new("fault-network-500").await;
+    let Some(sbx) = Sandbox::new("fault-network-500").await else {
+        return;
+    };
     let net = sbx.add_box_with_network("netbox", Run::Running).await;
     let proxy = Proxy::start();
     proxy
@@ -282,7 +290,9 @@ async fn network_removal_500_is_named_and_the_rest_goes() {
 
 #[tokio::test]
 async fn connection_dropped_on_a_removal_names_that_object() {
-    let sbx = Sandbox::new("fault-dropped").await;
+    let Some(sbx) = Sandbox::new("fault-dropped").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -321,7 +331,9 @@ async fn connection_dropped_on_a_removal_names_that_object() {
 /// it is not reported as left behind.
 #[tokio::test]
 async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
-    let sbx = Sandbox::new("fault-answer-lost").await;
+    let Some(sbx) = Sandbox::new("fault-answer-lost").await else {
+        return;
+    };
     let (a, _b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -353,7 +365,9 @@ async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
 
 #[tokio::test]
 async fn engine_slower_than_the_timeout_fails_fast() {
-    let sbx = Sandbox::new("fault-slow-listing").await;
+    let Some(sbx) = Sandbox::new("fault-slow-listing").await else {
+        return;
+    };
     let (a, _b) = two_boxes(&sbx).await;
     let before = sbx.remaining().await;
     let proxy = Proxy::start();
@@ -409,7 +423,9 @@ async fn engine_slower_than_the_timeout_fails_fast() {
 
 #[tokio::test]
 async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
-    let sbx = Sandbox::new("fault-slow-removal").await;
+    let Some(sbx) = Sandbox::new("fault-slow-removal").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     let target = format!("/containers/{}", a.container.id);
@@ -458,7 +474,9 @@ async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
 
 #[tokio::test]
 async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeeded() {
-    let sbx = Sandbox::new("fault-verify").await;
+    let Some(sbx) = Sandbox::new("fault-verify").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     // The first listing round (managed + all containers) passes; verification's fails.
@@ -503,7 +521,9 @@ async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeede
 /// sandboxctl does: the engine answers 404, which is "already gone", not a failure.
 #[tokio::test]
 async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
-    let sbx = Sandbox::new("fault-404").await;
+    let Some(sbx) = Sandbox::new("fault-404").await else {
+        return;
+    };
     let (a, b) = two_boxes(&sbx).await;
     let net = sbx.add_box_with_network("netbox", Run::Exited).await;
     let proxy = Proxy::start();
@@ -541,7 +561,9 @@ async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
 /// container's volume is removed only once the container is really gone.
 #[tokio::test]
 async fn removal_already_in_progress_is_waited_out() {
-    let sbx = Sandbox::new("fault-409").await;
+    let Some(sbx) = Sandbox::new("fault-409").await else {
+        return;
+    };
     let (a, _b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     let container = format!("/containers/{}", a.container.id);
@@ -592,7 +614,9 @@ async fn removal_already_in_progress_is_waited_out() {
 
 #[tokio::test]
 async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
-    let sbx = Sandbox::new("fault-unmanaged-user").await;
+    let Some(sbx) = Sandbox::new("fault-unmanaged-user").await else {
+        return;
+    };
     let (a, _b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let user = sbx.unmanaged_user(&leak, Run::Running).await;
@@ -636,7 +660,9 @@ async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
 /// failure naming that container, never forced.
 #[tokio::test]
 async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
-    let sbx = Sandbox::new("fault-taken-mid-apply").await;
+    let Some(sbx) = Sandbox::new("fault-taken-mid-apply").await else {
+        return;
+    };
     let leak = sbx.leaked_volume().await;
     let proxy = Proxy::start();
     let inspect = format!("/volumes/{leak}");
@@ -681,7 +707,9 @@ async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
 /// creation time), or recreated without the sandbox labels, is left alone.
 #[tokio::test]
 async fn volume_recreated_after_the_listing_is_left_alone() {
-    let sbx = Sandbox::new("fault-volume-recreated").await;
+    let Some(sbx) = Sandbox::new("fault-volume-recreated").await else {
+        return;
+    };
     let (same_labels, unlabeled) = tokio::join!(sbx.leaked_volume(), sbx.leaked_volume());
     let created = std::time::Instant::now();
     let proxy = Proxy::start();
@@ -750,7 +778,9 @@ async fn volume_recreated_after_the_listing_is_left_alone() {
 #[tokio::test]
 async fn proxy_forwards_keep_alive_exchanges() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    require_engine();
+    if engine_version().is_none() {
+        return;
+    }
     let proxy = Proxy::start();
     let mut s = tokio::net::UnixStream::connect(proxy.socket())
         .await

@@ -49,8 +49,12 @@ fn delete_path(path: &str) -> String {
 
 #[tokio::test]
 async fn two_concurrent_applies_both_converge_without_false_failures() {
-    let sbx = Sandbox::new("race-two-applies").await;
-    let other = Sandbox::new("race-other-scope").await;
+    let Some(sbx) = Sandbox::new("race-two-applies").await else {
+        return;
+    };
+    let Some(other) = Sandbox::new("race-other-scope").await else {
+        return;
+    };
     let ids: Vec<String> = (0..10).map(|i| format!("b{i}")).collect();
     let boxes: Vec<SandboxBox> = join_all(ids.iter().map(|id| sbx.add_box(id, Run::Running))).await;
     let (keeper, decoys, foreign) = tokio::join!(
@@ -197,7 +201,9 @@ async fn assert_refused_as_stale(
 
 #[tokio::test]
 async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
-    let sbx = Sandbox::new("race-stale-leak").await;
+    let Some(sbx) = Sandbox::new("race-stale-leak").await else {
+        return;
+    };
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited)
@@ -226,7 +232,9 @@ async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
 
 #[tokio::test]
 async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
-    let sbx = Sandbox::new("race-stale-recreated").await;
+    let Some(sbx) = Sandbox::new("race-stale-recreated").await else {
+        return;
+    };
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running)
@@ -276,7 +284,9 @@ async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
 
 #[tokio::test]
 async fn fresh_saved_plan_is_applied_exactly() {
-    let sbx = Sandbox::new("race-fresh-plan").await;
+    let Some(sbx) = Sandbox::new("race-fresh-plan").await else {
+        return;
+    };
     let (alpha, beta, gamma, leak) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running),
@@ -337,7 +347,9 @@ async fn fresh_saved_plan_is_applied_exactly() {
 /// the inventory (and so the basis) has not changed.
 #[tokio::test]
 async fn edited_saved_plan_never_removes_an_unmanaged_container() {
-    let sbx = Sandbox::new("race-edited-plan").await;
+    let Some(sbx) = Sandbox::new("race-edited-plan").await else {
+        return;
+    };
     let (_alpha, beta, bystander) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited),
@@ -379,7 +391,9 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
 /// the run still verifies and reports, and exits 130 naming what is left.
 #[tokio::test]
 async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
-    let sbx = Sandbox::new("interrupt").await;
+    let Some(sbx) = Sandbox::new("interrupt").await else {
+        return;
+    };
     let mut boxes = Vec::new();
     for i in 0..6 {
         boxes.push(sbx.add_box(&format!("int{i}"), Run::Running).await);

@@ -309,7 +309,9 @@ fn removing_cycles(watcher: &Watcher) -> Vec<(String, u64)> {
 /// deadline reaps it, long before the 60 s resync.
 #[tokio::test]
 async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
-    let sbx = Sandbox::new("watch-leak").await;
+    let Some(sbx) = Sandbox::new("watch-leak").await else {
+        return;
+    };
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -351,7 +353,9 @@ async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
 /// still there just before its grace ends, and reaped whole right after.
 #[tokio::test]
 async fn undeclared_box_survives_its_grace_then_goes() {
-    let sbx = Sandbox::new("watch-grace").await;
+    let Some(sbx) = Sandbox::new("watch-grace").await else {
+        return;
+    };
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "8s"]);
     let audit = cli.dir().join("audit.jsonl");
     let audit_arg = audit.display().to_string();
@@ -415,7 +419,9 @@ async fn undeclared_box_survives_its_grace_then_goes() {
 /// (reason `expired`) when it ends, by the deadline alone.
 #[tokio::test]
 async fn declared_box_goes_when_its_ttl_ends() {
-    let sbx = Sandbox::new("watch-ttl").await;
+    let Some(sbx) = Sandbox::new("watch-ttl").await else {
+        return;
+    };
     let state = format!(
         "{}\n[[box]]\nid = \"short\"\nttl = \"4s\"\n",
         sbx.scope_toml()
@@ -479,7 +485,9 @@ async fn declared_box_goes_when_its_ttl_ends() {
 /// (proof that cycles ran) is reaped.
 #[tokio::test]
 async fn state_edit_declaring_a_box_protects_it() {
-    let sbx = Sandbox::new("watch-edit").await;
+    let Some(sbx) = Sandbox::new("watch-edit").await else {
+        return;
+    };
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -524,7 +532,9 @@ async fn state_edit_declaring_a_box_protects_it() {
 /// the box it declares is kept and a leak is still reaped.
 #[tokio::test]
 async fn broken_state_edit_keeps_the_last_good_state() {
-    let sbx = Sandbox::new("watch-broken").await;
+    let Some(sbx) = Sandbox::new("watch-broken").await else {
+        return;
+    };
     let cli = watch_cli(&sbx, &state_declaring(&sbx, &["kept"])).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -593,7 +603,9 @@ fn repoint(link: &Path, target: &Path) {
 /// grace, without waiting for the resync.
 #[tokio::test]
 async fn cut_event_stream_reconnects_and_catches_up() {
-    let sbx = Sandbox::new("watch-stream").await;
+    let Some(sbx) = Sandbox::new("watch-stream").await else {
+        return;
+    };
     let sockets = tempfile::tempdir().expect("temp dir");
     let link = sockets.path().join("docker.sock");
     let first = Proxy::start();
@@ -669,7 +681,9 @@ async fn cut_event_stream_reconnects_and_catches_up() {
 /// one at a time (`--parallelism 1`).
 #[tokio::test]
 async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
-    let sbx = Sandbox::new("watch-sigterm").await;
+    let Some(sbx) = Sandbox::new("watch-sigterm").await else {
+        return;
+    };
     let proxy = Proxy::start();
     proxy
         .on("DELETE", "/containers/")
@@ -743,7 +757,9 @@ async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
 /// containers) and why it went; the file is created 0600.
 #[tokio::test]
 async fn audit_log_has_one_line_per_removal() {
-    let sbx = Sandbox::new("watch-audit").await;
+    let Some(sbx) = Sandbox::new("watch-audit").await else {
+        return;
+    };
     let leak = sbx.leaked_container(Run::Exited).await;
     let lone = sbx.leaked_volume().await;
     let b = sbx.add_box_with_network("gone", Run::Running).await;
@@ -873,7 +889,9 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 /// outcome, cycles by result) and `/healthz` answers 200 after a converged cycle.
 #[tokio::test]
 async fn metrics_count_what_happened() {
-    let sbx = Sandbox::new("watch-metrics").await;
+    let Some(sbx) = Sandbox::new("watch-metrics").await else {
+        return;
+    };
     let running = sbx.leaked_container(Run::Running).await;
     let exited = sbx.leaked_container(Run::Exited).await;
     let volume = sbx.leaked_volume().await;
@@ -967,7 +985,9 @@ fn watch_without_grace_refuses_to_start() {
 /// when it converged (young objects kept), 1 when a removal failed.
 #[tokio::test]
 async fn watch_once_runs_one_cycle_and_exits_like_apply() {
-    let sbx = Sandbox::new("watch-once").await;
+    let Some(sbx) = Sandbox::new("watch-once").await else {
+        return;
+    };
     let old = sbx.leaked_container(Run::Exited).await;
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let young = sbx.leaked_container(Run::Exited).await;
@@ -1056,7 +1076,9 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(10);
-    let sbx = Sandbox::new("watch-soak").await;
+    let Some(sbx) = Sandbox::new("watch-soak").await else {
+        return;
+    };
     let mut declared_ids: Vec<String> = Vec::new();
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", &format!("{GRACE}s")]);
     let audit = cli.dir().join("audit.jsonl");

@@ -5,6 +5,11 @@
 //! directory (so `state/sandboxes.toml` is not picked up unless a test writes
 //! it there) with the `SANDBOXCTL_*` variables removed, and is killed if it
 //! outlives its deadline. Knows nothing about Docker except `DOCKER_HOST`.
+//!
+//! Never checks for an engine itself, so the engine-free CLI tests (which
+//! point `DOCKER_HOST` at nothing) run without one. A run against the real
+//! engine is made past a gate (see `support::docker`): from
+//! `Sandbox::cli()`, or after `Sandbox::new` or an extra engine answered.
 
 use std::ffi::{OsStr, OsString};
 use std::io::Read;

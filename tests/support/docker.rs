@@ -9,10 +9,31 @@
 //! `sandboxctl`'s own engine, so that it can check what the engine under test
 //! did. Never removes an image.
 //!
-//! Owns the "no engine" outcome too: the first `Sandbox::new` (or
-//! [`require_engine`]) of the process pings the engine once; without one,
-//! every real-engine test fails at once, and the first of them prints one line
-//! saying how to start an engine (no panic message, no backtrace).
+//! Owns the "no engine" outcome too, for every real-engine test of the
+//! binary: those made on a `Sandbox` (its CLI runs included: `Sandbox::cli`),
+//! those of the extra-engine harness (`engines.rs`, whose engines load the
+//! main engine's test image) and those that only need to know an engine is
+//! there. `cargo test` without an engine fails once, with one line that says
+//! how to start one, and the engine-free tests run and pass as ever:
+//!
+//! * The engine is pinged once per process ([`engine_status`]) where
+//!   sandboxctl finds it: `DOCKER_HOST`, else the local socket.
+//! * One test, [`engine_is_reachable`], fails without an engine, its output
+//!   that one line (no panic message, no backtrace).
+//! * Every other real-engine test starts at a gate that answers `None`,
+//!   silently, without an engine, and returns at once (it passes, without
+//!   output): `let Some(sbx) = Sandbox::new("x").await else { return };`;
+//!   `let Some(engine) = SecondDockerd::new().start().await else { return };`
+//!   (every `start` and `shared` of `engines.rs`, and its `main_host`); or,
+//!   for a test that needs no handle, `if engine_version().is_none() { return; }`.
+//!   Everything else that reaches the main engine (a `Sandbox`'s methods,
+//!   `Corner::on_main`, a CLI run against it) is used only past a gate.
+//! * A run that leaves [`engine_is_reachable`] out (a filter such as
+//!   `cargo test -- cli_docker::`, or `--skip`) would pass without testing
+//!   anything; there the first gate that finds no engine fails in its place,
+//!   with the same line, and the others stay silent. A run of one test per
+//!   process (nextest) fails each engine test that way.
+//! * With an engine every gate answers `Some`: nothing else changes.
 //!
 //! Tests run in parallel threads of one process: the only state shared
 //! between them is the imported test image and the engine check.
@@ -131,21 +152,77 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     root.to_string()
 }
 
-/// Fails the calling test unless an engine answered the process's one ping.
-/// Without an engine the first caller prints the how-to line (shown under the
-/// test's output); later callers fail silently, so a run without an engine
-/// says it once. Returns the engine's version.
-pub fn require_engine() -> &'static str {
-    static TOLD: AtomicBool = AtomicBool::new(false);
+/// The one test that fails without an engine: its output is the line saying
+/// how to start one. Every other real-engine test passes a gate instead.
+#[test]
+fn engine_is_reachable() {
     match engine_status() {
-        Ok(version) => version,
+        Ok(version) => assert!(version.contains("API 1."), "{version}"),
+        Err(line) => fail_with(line),
+    }
+}
+
+/// The gate of a real-engine test: the engine's version when one answered the
+/// process's one ping; else `None`, silently, and the test returns at once
+/// (`if engine_version().is_none() { return; }`). Only when this run leaves
+/// [`engine_is_reachable`] out does the first gate without an engine fail in
+/// its place, with the same line.
+pub fn engine_version() -> Option<&'static str> {
+    static STAND_IN: AtomicBool = AtomicBool::new(false);
+    match engine_status() {
+        Ok(version) => Some(version),
         Err(line) => {
-            if !TOLD.swap(true, Ordering::SeqCst) {
-                eprintln!("{line}");
+            if !reachability_test_runs() && !STAND_IN.swap(true, Ordering::SeqCst) {
+                fail_with(line);
             }
-            std::panic::resume_unwind(Box::new(NoEngine))
+            None
         }
     }
+}
+
+/// Fails the calling test with `line` as its only output: printed, then an
+/// unwind that skips the panic hook (no "panicked at", no backtrace).
+fn fail_with(line: &str) -> ! {
+    eprintln!("{line}");
+    std::panic::resume_unwind(Box::new(NoEngine))
+}
+
+/// Whether libtest runs [`engine_is_reachable`] in this process, from its
+/// command line: the name matches a filter (a substring, or the whole name
+/// with `--exact`) or there is none, no `--skip` matches it, and not only the
+/// ignored tests run.
+fn reachability_test_runs() -> bool {
+    // The test's name as libtest knows it: its path without the crate.
+    let path = module_path!();
+    let name = format!(
+        "{}::engine_is_reachable",
+        path.split_once("::").map_or(path, |(_, rest)| rest)
+    );
+    let (mut filters, mut skips, mut exact) = (Vec::new(), Vec::new(), false);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--exact" => exact = true,
+            "--ignored" => return false,
+            "--skip" => skips.extend(args.next()),
+            "--test-threads" | "--format" | "--logfile" | "--color" | "--shuffle-seed" | "-Z" => {
+                args.next();
+            }
+            _ => match arg.strip_prefix("--skip=") {
+                Some(skip) => skips.push(skip.to_string()),
+                None if arg.starts_with('-') => {}
+                None => filters.push(arg),
+            },
+        }
+    }
+    let matches = |f: &String| {
+        if exact {
+            *f == name
+        } else {
+            name.contains(f.as_str())
+        }
+    };
+    (filters.is_empty() || filters.iter().any(matches)) && !skips.iter().any(matches)
 }
 
 // ----- what the harness creates -------------------------------------------------
@@ -461,8 +538,9 @@ struct Owned {
 }
 
 /// One test's isolated corner of the Docker daemon. Create it first in every
-/// real-engine test; drop it (end of scope, or unwinding) to remove everything
-/// it made.
+/// real-engine test (it is the gate: `let Some(sbx) = Sandbox::new("x").await
+/// else { return };`); drop it (end of scope, or unwinding) to remove
+/// everything it made.
 ///
 /// Run the CLI against it only with `--scope <sandbox.scope_arg()>`: without
 /// it, sandboxctl would manage other tests' objects.
@@ -475,13 +553,13 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Checks that an engine answers (see [`require_engine`]), connects to it
-    /// (as sandboxctl does: `DOCKER_HOST` or the local socket), imports the
-    /// test image once per process, and picks a scope value
-    /// `<test>-<pid>-<nanos>-<n>` no other test can have.
-    pub async fn new(test: &str) -> Sandbox {
+    /// `None` without an engine (see [`engine_version`]): the test returns at
+    /// once. Else connects to it (as sandboxctl does: `DOCKER_HOST` or the
+    /// local socket), imports the test image once per process, and picks a
+    /// scope value `<test>-<pid>-<nanos>-<n>` no other test can have.
+    pub async fn new(test: &str) -> Option<Sandbox> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        require_engine();
+        engine_version()?;
         let docker = connect().await;
         let image_id = test_image(&docker).await;
         let nanos = SystemTime::now()
@@ -506,13 +584,13 @@ impl Sandbox {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        Sandbox {
+        Some(Sandbox {
             docker,
             scope_value,
             image_id,
             counter: AtomicU64::new(0),
             created: Mutex::new(Owned::default()),
-        }
+        })
     }
 
     /// The bollard client, for anything the helpers do not cover.

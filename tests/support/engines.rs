@@ -24,6 +24,12 @@
 //!
 //! Every start has a deadline ([`START_DEADLINE`]) and panics with the
 //! daemon's log tail when it is not met.
+//!
+//! Needs the main engine too: the test image comes from it. Every `start` and
+//! `shared` is therefore a gate (see `support::docker`): `None`, before
+//! anything is started, when the main engine does not answer, and the test
+//! returns at once. So is [`main_host`]; [`Corner::on_main`] is used only past
+//! a gate.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -39,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker;
 
-use super::docker::{Sandbox, TEST_IMAGE};
+use super::docker::{engine_version, Sandbox, TEST_IMAGE};
 
 /// How long an engine may take to answer after it was spawned.
 pub const START_DEADLINE: Duration = Duration::from_secs(60);
@@ -140,8 +146,8 @@ impl SecondDockerd {
         self
     }
 
-    /// Starts an engine of its own (not shared).
-    pub async fn start(self) -> Engine {
+    /// Starts an engine of its own (not shared); `None` without the main engine.
+    pub async fn start(self) -> Option<Engine> {
         start_engine(Spec::Dockerd {
             current: false,
             listen: self.listen,
@@ -149,8 +155,9 @@ impl SecondDockerd {
         .await
     }
 
-    /// The engine every test of this process shares for this configuration.
-    pub async fn shared(self) -> Engine {
+    /// The engine every test of this process shares for this configuration;
+    /// `None` without the main engine.
+    pub async fn shared(self) -> Option<Engine> {
         shared_engine(Spec::Dockerd {
             current: false,
             listen: self.listen,
@@ -171,8 +178,8 @@ impl TlsDockerd {
         self
     }
 
-    /// Starts an engine of its own (not shared).
-    pub async fn start(self) -> Engine {
+    /// Starts an engine of its own (not shared); `None` without the main engine.
+    pub async fn start(self) -> Option<Engine> {
         start_engine(Spec::Dockerd {
             current: self.current,
             listen: Listen::Tls,
@@ -180,8 +187,9 @@ impl TlsDockerd {
         .await
     }
 
-    /// The engine every test of this process shares for this configuration.
-    pub async fn shared(self) -> Engine {
+    /// The engine every test of this process shares for this configuration;
+    /// `None` without the main engine.
+    pub async fn shared(self) -> Option<Engine> {
         shared_engine(Spec::Dockerd {
             current: self.current,
             listen: Listen::Tls,
@@ -202,8 +210,8 @@ impl CurrentDocker {
         self
     }
 
-    /// Starts an engine of its own (not shared).
-    pub async fn start(self) -> Engine {
+    /// Starts an engine of its own (not shared); `None` without the main engine.
+    pub async fn start(self) -> Option<Engine> {
         start_engine(Spec::Dockerd {
             current: true,
             listen: self.listen,
@@ -211,8 +219,9 @@ impl CurrentDocker {
         .await
     }
 
-    /// The engine every test of this process shares for this configuration.
-    pub async fn shared(self) -> Engine {
+    /// The engine every test of this process shares for this configuration;
+    /// `None` without the main engine.
+    pub async fn shared(self) -> Option<Engine> {
         shared_engine(Spec::Dockerd {
             current: true,
             listen: self.listen,
@@ -227,13 +236,14 @@ impl Podman {
         Podman::default()
     }
 
-    /// Starts a service of its own (not shared).
-    pub async fn start(self) -> Engine {
+    /// Starts a service of its own (not shared); `None` without the main engine.
+    pub async fn start(self) -> Option<Engine> {
         start_engine(Spec::Podman).await
     }
 
-    /// The service every test of this process shares.
-    pub async fn shared(self) -> Engine {
+    /// The service every test of this process shares; `None` without the main
+    /// engine.
+    pub async fn shared(self) -> Option<Engine> {
         shared_engine(Spec::Podman).await
     }
 }
@@ -541,18 +551,21 @@ type Slot = Arc<Mutex<Weak<EngineInner>>>;
 static REGISTRY: LazyLock<Mutex<HashMap<Spec, Slot>>> = LazyLock::new(Default::default);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-async fn start_engine(spec: Spec) -> Engine {
+async fn start_engine(spec: Spec) -> Option<Engine> {
+    engine_version()?;
     ensure_main_test_image().await;
-    tokio::task::spawn_blocking(move || Engine {
+    let engine = tokio::task::spawn_blocking(move || Engine {
         inner: Arc::new(start_blocking(spec)),
     })
     .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    Some(engine)
 }
 
-async fn shared_engine(spec: Spec) -> Engine {
+async fn shared_engine(spec: Spec) -> Option<Engine> {
+    engine_version()?;
     ensure_main_test_image().await;
-    tokio::task::spawn_blocking(move || {
+    let engine = tokio::task::spawn_blocking(move || {
         let slot = REGISTRY
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -568,7 +581,8 @@ async fn shared_engine(spec: Spec) -> Engine {
         Engine { inner }
     })
     .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    Some(engine)
 }
 
 /// Makes sure the main engine has [`TEST_IMAGE`], through the same path the
@@ -1511,8 +1525,15 @@ fn tail(path: &Path, lines: usize) -> String {
 // ----- one test's objects on any engine -------------------------------------
 
 /// The main engine's address as the harness reaches it: `DOCKER_HOST` when it
-/// is a `unix://` address, else the local socket.
-pub fn main_host() -> String {
+/// is a `unix://` address, else the local socket. `None` when no engine
+/// answers: a gate, like `Sandbox::new`.
+pub fn main_host() -> Option<String> {
+    engine_version()?;
+    Some(main_address())
+}
+
+/// [`main_host`] without the gate, for the harness past one.
+fn main_address() -> String {
     std::env::var("DOCKER_HOST")
         .ok()
         .filter(|h| h.starts_with("unix://"))
@@ -1584,9 +1605,10 @@ impl Corner {
         Corner::at(&engine.socket_host(), scope)
     }
 
-    /// Objects of scope `scope` on the main engine ([`main_host`]).
+    /// Objects of scope `scope` on the main engine ([`main_host`]); only past a
+    /// gate (an extra engine started, or `main_host` answered).
     pub fn on_main(scope: &str) -> Corner {
-        Corner::at(&main_host(), scope)
+        Corner::at(&main_address(), scope)
     }
 
     /// Objects of scope `scope` on the engine at the `unix://` address `host`.

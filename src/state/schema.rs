@@ -1,0 +1,972 @@
+//! The schema walk: the TOML document parsed (with its spans) and checked
+//! against the format, table by table and key by key (unknown keys, wrong
+//! types, missing keys, `host` with `context`, `expires` with `ttl`), then
+//! across entries (duplicate boxes, kept volumes and engines, `engine =`
+//! naming no `[[engine]]`), into a [`DesiredState`].
+//!
+//! Owns the format's tables and keys, the hints that explain them, and the
+//! order of problems (every one, sorted by position; a syntax error alone).
+//! Must not judge single values itself (rules.rs does: ids, names, labels,
+//! hosts, durations, times) and must not read files or scan raw text
+//! (read.rs and scan.rs run first).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use crate::model::Labels;
+
+use super::error::{line_col, StateError, StateErrorKind};
+use super::rules::{
+    context_problem, host_problem, label_key_problem, label_value_problem, name_problem,
+    parse_duration, parse_time, DURATION_HINT, MAX_BOX_ID_CHARS, MAX_VOLUME_NAME_CHARS, TIME_HINT,
+};
+use super::show::{clean_message, Bare, Shown};
+use super::{BoxDecl, DesiredState, EngineDecl, EngineTarget, Expiry, KeepVolume, Policy};
+
+const FORMAT_HINT: &str = "the format is [scope] labels = { \"key\" = \"value\" }, \
+     [[box]] id = \"...\" (one table per box), [volumes] keep = [\"...\"]";
+const ENGINE_HINT: &str = "each engine is a table: [[engine]] name = \"...\", and optionally \
+     host = \"ssh://user@host\" or context = \"name\"";
+const POLICY_HINT: &str = "the format is [policy] grace = \"10m\"";
+const KEEP_ENTRY: &str = "a volume name or an inline table { engine = \"...\", name = \"...\" }";
+
+const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes"];
+const SCOPE_KEYS: &[&str] = &["labels"];
+const POLICY_KEYS: &[&str] = &["grace"];
+const ENGINE_KEYS: &[&str] = &["name", "host", "context"];
+const BOX_KEYS: &[&str] = &["id", "engine", "expires", "ttl"];
+const VOLUMES_KEYS: &[&str] = &["keep"];
+const KEEP_KEYS: &[&str] = &["engine", "name"];
+
+/// Parses `text` as TOML and walks it: the state, or every problem in file
+/// order (never an empty list). A syntax error stops parsing, so it is alone;
+/// every other rule is checked everywhere. `path` is only used in messages
+/// and `source`.
+pub(super) fn walk(text: &str, path: &Path) -> Result<DesiredState, Vec<StateError>> {
+    let root = DeTable::parse(text).map_err(|e| {
+        let kind = StateErrorKind::Syntax {
+            hint: if e.message() == "duplicate key" {
+                "this key or table is already defined above: remove or merge one of them"
+            } else {
+                "fix the syntax there"
+            }
+            .to_string(),
+            message: clean_message(e.message()),
+        };
+        vec![StateError::new(
+            path,
+            e.span().map(|s| line_col(text, s.start)),
+            kind,
+        )]
+    })?;
+    let mut walker = Walker {
+        text,
+        problems: Vec::new(),
+    };
+    let raw = walker.file(root.get_ref());
+    let state = walker.validate(raw, path);
+    if walker.problems.is_empty() {
+        return Ok(state);
+    }
+    // Stable: problems at one offset keep the order they were found in.
+    walker.problems.sort_by_key(|(offset, _)| *offset);
+    Err(walker
+        .problems
+        .into_iter()
+        .map(|(offset, kind)| StateError::new(path, Some(line_col(text, offset)), kind))
+        .collect())
+}
+
+/// A string value from the file and the byte offsets of its key and value.
+struct At {
+    value: String,
+    key: usize,
+    at: usize,
+}
+
+#[derive(Default)]
+struct RawFile {
+    scope: Labels,
+    grace: Option<Duration>,
+    engines: Vec<RawEngine>,
+    boxes: Vec<RawBox>,
+    keep: Vec<RawKeep>,
+}
+
+struct RawEngine {
+    name: Option<At>,
+    target: EngineTarget,
+}
+
+struct RawBox {
+    id: Option<At>,
+    engine: Option<At>,
+    expiry: Option<Expiry>,
+}
+
+struct RawKeep {
+    name: Option<At>,
+    engine: Option<At>,
+    /// The entry's offset.
+    at: usize,
+}
+
+type Entry<'a, 'i> = (
+    &'a Spanned<toml::de::DeString<'i>>,
+    &'a Spanned<DeValue<'i>>,
+);
+
+/// Walks the parsed document, collecting every problem with its byte offset.
+struct Walker<'t> {
+    text: &'t str,
+    problems: Vec<(usize, StateErrorKind)>,
+}
+
+impl Walker<'_> {
+    fn problem(&mut self, at: usize, kind: StateErrorKind) {
+        self.problems.push((at, kind));
+    }
+
+    fn line_col(&self, offset: usize) -> (usize, usize) {
+        line_col(self.text, offset)
+    }
+
+    fn line(&self, offset: usize) -> usize {
+        self.line_col(offset).0
+    }
+
+    fn wrong_type(&mut self, value: &Spanned<DeValue<'_>>, expected: &str, hint: &str) {
+        let kind = StateErrorKind::WrongType {
+            found: found(value.get_ref()),
+            expected: expected.to_string(),
+            hint: hint.to_string(),
+        };
+        self.problem(value.span().start, kind);
+    }
+
+    /// The entries of `table` whose keys are in `allowed`, in file order; the
+    /// others are reported as unknown keys with `hint`.
+    fn known<'a, 'i>(
+        &mut self,
+        table: &'a DeTable<'i>,
+        allowed: &'static [&'static str],
+        hint: &str,
+    ) -> Vec<Entry<'a, 'i>> {
+        let mut entries: Vec<Entry<'a, 'i>> = Vec::new();
+        for (key, value) in table.iter() {
+            if allowed.contains(&key.get_ref().as_ref()) {
+                entries.push((key, value));
+            } else {
+                let kind = StateErrorKind::UnknownKey {
+                    key: key.get_ref().to_string(),
+                    expected: allowed,
+                    hint: hint.to_string(),
+                };
+                self.problem(key.span().start, kind);
+            }
+        }
+        entries.sort_by_key(|(key, _)| key.span().start);
+        entries
+    }
+
+    /// A string value, or a wrong-type problem.
+    fn string(&mut self, (key, value): Entry<'_, '_>, expected: &str, hint: &str) -> Option<At> {
+        match value.get_ref() {
+            DeValue::String(s) => Some(At {
+                value: s.to_string(),
+                key: key.span().start,
+                at: value.span().start,
+            }),
+            _ => {
+                self.wrong_type(value, expected, hint);
+                None
+            }
+        }
+    }
+
+    /// A table value, or a wrong-type problem.
+    fn table<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        expected: &str,
+        hint: &str,
+    ) -> Option<&'a DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(t) => Some(t),
+            _ => {
+                self.wrong_type(value, expected, hint);
+                None
+            }
+        }
+    }
+
+    /// An array value, or a wrong-type problem.
+    fn array<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        hint: &str,
+    ) -> Option<&'a [Spanned<DeValue<'i>>]> {
+        match value.get_ref() {
+            DeValue::Array(a) => Some(a),
+            _ => {
+                self.wrong_type(value, "a sequence", hint);
+                None
+            }
+        }
+    }
+
+    fn file(&mut self, root: &DeTable<'_>) -> RawFile {
+        let mut raw = RawFile::default();
+        for (key, value) in self.known(root, TOP_KEYS, "remove it or fix its spelling") {
+            match key.get_ref().as_ref() {
+                "scope" => raw.scope = self.scope(value),
+                "policy" => raw.grace = self.policy(value),
+                "engine" => raw.engines = self.engines(value),
+                "box" => raw.boxes = self.boxes(value),
+                _ => raw.keep = self.volumes(value),
+            }
+        }
+        raw
+    }
+
+    fn scope(&mut self, value: &Spanned<DeValue<'_>>) -> Labels {
+        let mut scope = Labels::new();
+        let Some(table) = self.table(value, "a [scope] table", FORMAT_HINT) else {
+            return scope;
+        };
+        let hint = "remove it or fix its spelling; scope labels go inside \
+                    labels = { \"key\" = \"value\" }";
+        for (_, labels) in self.known(table, SCOPE_KEYS, hint) {
+            let Some(labels) = self.table(labels, "a map", FORMAT_HINT) else {
+                continue;
+            };
+            let mut entries: Vec<_> = labels.iter().collect();
+            entries.sort_by_key(|(key, _)| key.span().start);
+            for (key, value) in entries {
+                let DeValue::String(text) = value.get_ref() else {
+                    let hint = if matches!(value.get_ref(), DeValue::Table(_))
+                        && is_dotted_key_at(self.text, Some(value.span()))
+                    {
+                        "quote label keys that contain dots, e.g. \"ca.sandbox.owner\" = \"team-a\""
+                    } else {
+                        FORMAT_HINT
+                    };
+                    self.wrong_type(value, "a string", hint);
+                    continue;
+                };
+                let name = key.get_ref().to_string();
+                if let Some(reason) = label_key_problem(&name) {
+                    let kind = StateErrorKind::InvalidScopeLabel { key: name, reason };
+                    self.problem(key.span().start, kind);
+                } else if let Some(reason) = label_value_problem(text) {
+                    let kind = StateErrorKind::InvalidScopeLabel { key: name, reason };
+                    self.problem(value.span().start, kind);
+                } else {
+                    scope.insert(name, text.to_string());
+                }
+            }
+        }
+        scope
+    }
+
+    fn policy(&mut self, value: &Spanned<DeValue<'_>>) -> Option<Duration> {
+        let table = self.table(value, "a [policy] table", POLICY_HINT)?;
+        let mut grace = None;
+        for entry in self.known(table, POLICY_KEYS, "remove it or fix its spelling") {
+            let hint = "write grace = \"10m\"";
+            if let Some(text) = self.string(entry, "a duration string", hint) {
+                grace = self.duration("grace", &text);
+            }
+        }
+        grace
+    }
+
+    fn duration(&mut self, key: &'static str, text: &At) -> Option<Duration> {
+        match parse_duration(&text.value) {
+            Ok(d) => Some(d),
+            Err(reason) => {
+                let kind = StateErrorKind::InvalidDuration {
+                    key,
+                    value: text.value.clone(),
+                    reason,
+                };
+                self.problem(text.at, kind);
+                None
+            }
+        }
+    }
+
+    fn engines(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<RawEngine> {
+        let hint = "declare engines as [[engine]] tables (double brackets, one per engine)";
+        let Some(items) = self.array(value, hint) else {
+            return Vec::new();
+        };
+        let mut engines = Vec::new();
+        for item in items {
+            let Some(table) = self.table(item, "an [[engine]] table", ENGINE_HINT) else {
+                continue;
+            };
+            let mut engine = RawEngine {
+                name: None,
+                target: EngineTarget::Default,
+            };
+            let mut target_key: Option<(&'static str, usize)> = None;
+            for entry in self.known(table, ENGINE_KEYS, "remove it or fix its spelling") {
+                let key = entry.0.get_ref().as_ref();
+                let Some(text) = self.string(entry, "a string", ENGINE_HINT) else {
+                    continue;
+                };
+                if key == "name" {
+                    if let Some(reason) = name_problem(&text.value, MAX_BOX_ID_CHARS) {
+                        let kind = StateErrorKind::InvalidEngineName {
+                            name: text.value.clone(),
+                            reason,
+                        };
+                        self.problem(text.at, kind);
+                    }
+                    engine.name = Some(text);
+                    continue;
+                }
+                let key: &'static str = if key == "host" { "host" } else { "context" };
+                if let Some((other, other_at)) = target_key {
+                    let kind = StateErrorKind::Conflict {
+                        key,
+                        other,
+                        other_at: self.line_col(other_at),
+                    };
+                    self.problem(text.key, kind);
+                    engine.target = EngineTarget::Default;
+                    continue;
+                }
+                target_key = Some((key, text.key));
+                let problem = if key == "host" {
+                    host_problem(&text.value).map(|reason| StateErrorKind::InvalidHost {
+                        host: text.value.clone(),
+                        reason,
+                    })
+                } else {
+                    context_problem(&text.value).map(|reason| StateErrorKind::InvalidContext {
+                        context: text.value.clone(),
+                        reason,
+                    })
+                };
+                match problem {
+                    Some(kind) => self.problem(text.at, kind),
+                    None if key == "host" => engine.target = EngineTarget::Host(text.value),
+                    None => engine.target = EngineTarget::Context(text.value),
+                }
+            }
+            if !has_key(table, "name") {
+                let kind = StateErrorKind::MissingKey {
+                    key: "name",
+                    hint: "add name = \"...\" to this [[engine]] table".into(),
+                };
+                self.problem(item.span().start, kind);
+            }
+            engines.push(engine);
+        }
+        engines
+    }
+
+    fn boxes(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<RawBox> {
+        let span_text = self.text.get(value.span()).unwrap_or_default().trim_start();
+        let hint = if matches!(value.get_ref(), DeValue::Table(_))
+            && (span_text.starts_with("[box]") || span_text.starts_with("[ box ]"))
+        {
+            "write [[box]] (double brackets, one table per box), not [box]"
+        } else {
+            FORMAT_HINT
+        };
+        let Some(items) = self.array(value, hint) else {
+            return Vec::new();
+        };
+        let mut boxes = Vec::new();
+        for item in items {
+            let Some(table) = self.table(item, "a [[box]] table", FORMAT_HINT) else {
+                continue;
+            };
+            let mut b = RawBox {
+                id: None,
+                engine: None,
+                expiry: None,
+            };
+            let mut expiry_key: Option<(&'static str, usize)> = None;
+            for entry in self.known(table, BOX_KEYS, "remove it or fix its spelling") {
+                let key = entry.0.get_ref().as_ref();
+                match key {
+                    "id" => b.id = self.string(entry, "a string", FORMAT_HINT),
+                    "engine" => {
+                        let hint = "write engine = \"...\" with the name of an [[engine]] table";
+                        b.engine = self.string(entry, "a string", hint);
+                    }
+                    _ => {
+                        let key: &'static str = if key == "ttl" { "ttl" } else { "expires" };
+                        let text = if key == "expires" {
+                            self.time_string(entry)
+                        } else {
+                            self.string(entry, "a duration string", "write ttl = \"8h\"")
+                        };
+                        let Some(text) = text else { continue };
+                        if let Some((other, other_at)) = expiry_key {
+                            let kind = StateErrorKind::Conflict {
+                                key,
+                                other,
+                                other_at: self.line_col(other_at),
+                            };
+                            self.problem(text.key, kind);
+                            b.expiry = None;
+                            continue;
+                        }
+                        expiry_key = Some((key, text.key));
+                        b.expiry = if key == "ttl" {
+                            self.ttl(&text)
+                        } else {
+                            self.time(&text)
+                        };
+                    }
+                }
+            }
+            if !has_key(table, "id") {
+                let kind = StateErrorKind::MissingKey {
+                    key: "id",
+                    hint: "add id = \"...\" to this [[box]] table".into(),
+                };
+                self.problem(item.span().start, kind);
+            }
+            boxes.push(b);
+        }
+        boxes
+    }
+
+    /// `expires`: a string, or an unquoted TOML date-time (checked the same way).
+    fn time_string(&mut self, (key, value): Entry<'_, '_>) -> Option<At> {
+        let text = match value.get_ref() {
+            DeValue::String(s) => s.to_string(),
+            DeValue::Datetime(d) => d.to_string(),
+            _ => {
+                self.wrong_type(value, "an RFC 3339 time string", TIME_HINT);
+                return None;
+            }
+        };
+        Some(At {
+            value: text,
+            key: key.span().start,
+            at: value.span().start,
+        })
+    }
+
+    fn ttl(&mut self, text: &At) -> Option<Expiry> {
+        let ttl = self.duration("ttl", text)?;
+        if ttl.is_zero() {
+            let kind = StateErrorKind::InvalidDuration {
+                key: "ttl",
+                value: text.value.clone(),
+                reason: format!("a ttl of zero would expire the box at once; {DURATION_HINT}"),
+            };
+            self.problem(text.at, kind);
+            return None;
+        }
+        Some(Expiry::Ttl(ttl))
+    }
+
+    fn time(&mut self, text: &At) -> Option<Expiry> {
+        match parse_time(&text.value) {
+            Ok(t) => Some(Expiry::At(t)),
+            Err(reason) => {
+                let kind = StateErrorKind::InvalidTime {
+                    value: text.value.clone(),
+                    reason,
+                };
+                self.problem(text.at, kind);
+                None
+            }
+        }
+    }
+
+    fn volumes(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<RawKeep> {
+        let Some(table) = self.table(value, "a [volumes] table", FORMAT_HINT) else {
+            return Vec::new();
+        };
+        let mut keep = Vec::new();
+        for (_, list) in self.known(table, VOLUMES_KEYS, "remove it or fix its spelling") {
+            let Some(items) = self.array(list, FORMAT_HINT) else {
+                continue;
+            };
+            for item in items {
+                let at = item.span().start;
+                match item.get_ref() {
+                    DeValue::String(s) => keep.push(RawKeep {
+                        name: Some(At {
+                            value: s.to_string(),
+                            key: at,
+                            at,
+                        }),
+                        engine: None,
+                        at,
+                    }),
+                    DeValue::Table(t) => {
+                        let mut entry = RawKeep {
+                            name: None,
+                            engine: None,
+                            at,
+                        };
+                        let hint = "write { engine = \"...\", name = \"...\" }";
+                        for field in self.known(t, KEEP_KEYS, "remove it or fix its spelling") {
+                            let text = self.string(field, "a string", hint);
+                            if field.0.get_ref().as_ref() == "name" {
+                                entry.name = text;
+                            } else {
+                                entry.engine = text;
+                            }
+                        }
+                        if !has_key(t, "name") {
+                            let kind = StateErrorKind::MissingKey {
+                                key: "name",
+                                hint: "add name = \"...\" (the volume name) to this entry".into(),
+                            };
+                            self.problem(at, kind);
+                        }
+                        keep.push(entry);
+                    }
+                    _ => self.wrong_type(item, KEEP_ENTRY, FORMAT_HINT),
+                }
+            }
+        }
+        keep
+    }
+
+    /// The rules across entries: names and ids, duplicates, engine references.
+    fn validate(&mut self, raw: RawFile, path: &Path) -> DesiredState {
+        // Engines first: boxes and keep entries refer to them.
+        let mut engines = Vec::new();
+        let mut first_engine: HashMap<String, usize> = HashMap::new();
+        let declared: Vec<String> = raw
+            .engines
+            .iter()
+            .filter_map(|e| e.name.as_ref().map(|n| n.value.clone()))
+            .collect();
+        for engine in raw.engines {
+            let Some(name) = engine.name else { continue };
+            if name_problem(&name.value, MAX_BOX_ID_CHARS).is_some() {
+                continue; // reported by the walk
+            }
+            if let Some(&first) = first_engine.get(&name.value) {
+                let kind = StateErrorKind::DuplicateEngine {
+                    name: name.value,
+                    first: self.line_col(first),
+                };
+                self.problem(name.at, kind);
+                continue;
+            }
+            first_engine.insert(name.value.clone(), name.at);
+            engines.push(EngineDecl {
+                line: self.line(name.key),
+                name: name.value,
+                target: engine.target,
+            });
+        }
+
+        let mut boxes = Vec::new();
+        let mut seen = Seen::default();
+        for b in raw.boxes {
+            let Some(id) = b.id else { continue };
+            let invalid = |id, reason| StateErrorKind::InvalidBoxId { id, reason };
+            let Some(engine) = self.entry(&id, b.engine, MAX_BOX_ID_CHARS, &declared, invalid)
+            else {
+                continue;
+            };
+            if let Err((first, first_engine)) = seen.claim(&id.value, &engine, id.at) {
+                let kind = StateErrorKind::DuplicateBox {
+                    id: id.value,
+                    engine,
+                    first: self.line_col(first),
+                    first_engine,
+                };
+                self.problem(id.at, kind);
+                continue;
+            }
+            boxes.push(BoxDecl {
+                line: self.line(id.key),
+                id: id.value,
+                engine,
+                expiry: b.expiry,
+            });
+        }
+        boxes.sort_by(|a, b| (&a.id, &a.engine).cmp(&(&b.id, &b.engine)));
+
+        let mut keep_volumes = Vec::new();
+        let mut seen = Seen::default();
+        for k in raw.keep {
+            let Some(name) = k.name else { continue };
+            let invalid = |name, reason| StateErrorKind::InvalidVolumeName { name, reason };
+            let max = MAX_VOLUME_NAME_CHARS;
+            let Some(engine) = self.entry(&name, k.engine, max, &declared, invalid) else {
+                continue;
+            };
+            if let Err((first, first_engine)) = seen.claim(&name.value, &engine, k.at) {
+                let kind = StateErrorKind::DuplicateKeep {
+                    name: name.value,
+                    engine,
+                    first: self.line_col(first),
+                    first_engine,
+                };
+                self.problem(k.at, kind);
+                continue;
+            }
+            keep_volumes.push(KeepVolume {
+                line: self.line(k.at),
+                name: name.value,
+                engine,
+            });
+        }
+        keep_volumes.sort_by(|a, b| (&a.name, &a.engine).cmp(&(&b.name, &b.engine)));
+
+        DesiredState {
+            source: Some(path.to_path_buf()),
+            scope: raw.scope,
+            boxes,
+            keep_volumes,
+            policy: Policy { grace: raw.grace },
+            engines,
+        }
+    }
+
+    /// True if `engine` is absent or names a declared `[[engine]]`; else reports it.
+    /// The checks a `[[box]]` and a `volumes.keep` entry share: the engine it
+    /// names is declared, and its name is valid (`invalid` words the problem).
+    /// Returns the entry's engine when both hold.
+    fn entry(
+        &mut self,
+        name: &At,
+        engine: Option<At>,
+        max: usize,
+        declared: &[String],
+        invalid: impl FnOnce(String, String) -> StateErrorKind,
+    ) -> Option<Option<String>> {
+        let engine_ok = self.engine_ref(engine.as_ref(), declared);
+        if let Some(reason) = name_problem(&name.value, max) {
+            self.problem(name.at, invalid(name.value.clone(), reason));
+            return None;
+        }
+        engine_ok.then(|| engine.map(|e| e.value))
+    }
+
+    fn engine_ref(&mut self, engine: Option<&At>, declared: &[String]) -> bool {
+        let Some(engine) = engine else { return true };
+        if declared.contains(&engine.value) {
+            return true;
+        }
+        let kind = StateErrorKind::UnknownEngine {
+            name: engine.value.clone(),
+            declared: declared.to_vec(),
+        };
+        self.problem(engine.at, kind);
+        false
+    }
+}
+
+/// True if `table` has `key` (whatever its value).
+fn has_key(table: &DeTable<'_>, key: &str) -> bool {
+    table.iter().any(|(k, _)| k.get_ref() == key)
+}
+
+/// Entries seen so far by name: each one's engine (`None`: every engine) and offset.
+#[derive(Default)]
+struct Seen(HashMap<String, Vec<(Option<String>, usize)>>);
+
+impl Seen {
+    /// Records the entry named `name` on `engine` (`None`: every engine) at
+    /// offset `at`, unless an earlier entry of that name covers an engine this
+    /// one covers too: then that entry's offset and engine.
+    fn claim(
+        &mut self,
+        name: &str,
+        engine: &Option<String>,
+        at: usize,
+    ) -> Result<(), (usize, Option<String>)> {
+        let entries = self.0.entry(name.to_string()).or_default();
+        if let Some((other, first)) = entries
+            .iter()
+            .find(|(other, _)| other.is_none() || engine.is_none() || other == engine)
+        {
+            return Err((*first, other.clone()));
+        }
+        entries.push((engine.clone(), at));
+        Ok(())
+    }
+}
+
+/// A value's type as serde words it in "invalid type" messages.
+fn found(value: &DeValue<'_>) -> String {
+    match value {
+        DeValue::String(s) => format!("string {}", Shown(s)),
+        DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
+            Ok(n) => format!("integer `{n}`"),
+            Err(_) => format!("integer `{}`", Bare(&i.to_string())),
+        },
+        DeValue::Float(x) => format!("floating point `{}`", Bare(x.as_str())),
+        DeValue::Boolean(b) => format!("boolean `{b}`"),
+        DeValue::Datetime(d) => format!("datetime `{d}`"),
+        DeValue::Array(_) => "sequence".into(),
+        DeValue::Table(_) => "map".into(),
+    }
+}
+
+/// True if `span` covers a bare key followed by `.` (a dotted key made a table).
+fn is_dotted_key_at(text: &str, span: Option<std::ops::Range<usize>>) -> bool {
+    let Some(span) = span else { return false };
+    let (Some(key), Some(rest)) = (text.get(span.clone()), text.get(span.end..)) else {
+        return false;
+    };
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && rest.trim_start_matches([' ', '\t']).starts_with('.')
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::state::check;
+    use crate::state::testing::{all, err, ids, kept, parse};
+
+    #[test]
+    fn parses_the_full_format() {
+        let state = parse(
+            "[scope]\nlabels = { \"ca.sandbox.owner\" = \"team-a\" }\n\n\
+             [[box]]\nid = \"explore-ripgrep\"\n\n[[box]]\nid = \"B2.x_y-z\"\n\n\
+             [volumes]\nkeep = [\"ca-sbx-notes\", \"n2\"]\n",
+        )
+        .unwrap();
+        assert_eq!(state.source.as_deref(), Some(Path::new("s.toml")));
+        assert_eq!(state.scope.get("ca.sandbox.owner").unwrap(), "team-a");
+        assert_eq!(ids(&state), ["B2.x_y-z", "explore-ripgrep"]);
+        assert_eq!(kept(&state), ["ca-sbx-notes", "n2"]);
+        assert_eq!((state.boxes[0].line, state.boxes[1].line), (8, 5));
+        assert_eq!(state.keep_volumes[0].line, 11);
+        assert_eq!(state.policy, Policy::default());
+        assert!(state.engines.is_empty());
+    }
+
+    #[test]
+    fn scope_labels_as_a_table_and_dotted_key() {
+        let state = parse("[scope.labels]\n\"a.b\" = \"c\"\nowner = \"x\"\n").unwrap();
+        assert_eq!(state.scope.len(), 2);
+        let state = parse("[scope]\nlabels.owner = \"x\"\n").unwrap();
+        assert_eq!(state.scope.get("owner").unwrap(), "x");
+    }
+
+    #[test]
+    fn duplicate_box_message_matches_the_contract() {
+        assert_eq!(
+            err("[[box]]\nid = \"a\"\n\n[[box]]\nid = \"a\"\n"),
+            "s.toml:5:6: duplicate box id \"a\" (first declared at 2:6); remove one of them"
+        );
+    }
+
+    #[test]
+    fn the_first_problem_in_the_file_is_reported() {
+        // The bad label (line 2) comes before the bad box (line 4) and keep (line 6).
+        let e = parse(
+            "[scope]\nlabels = { \"ca.sandbox\" = \"1\" }\n[[box]]\nid = \"a b\"\n\
+             [volumes]\nkeep = [\"\"]\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line_col(), Some((2, 12)));
+        assert!(
+            matches!(e.kind, StateErrorKind::InvalidScopeLabel { .. }),
+            "{e}"
+        );
+        let e = parse("[volumes]\nkeep = [\"/x\"]\n[[box]]\nid = \"a b\"\n").unwrap_err();
+        assert!(
+            matches!(e.kind, StateErrorKind::InvalidVolumeName { .. }),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn syntax_and_schema_errors_carry_positions() {
+        let e = parse("[volumes]\nkeep = [\"a\"\n").unwrap_err();
+        assert!(matches!(e.kind, StateErrorKind::Syntax { .. }), "{e}");
+        assert_eq!(e.line_col().unwrap().0, 2);
+        let e = parse("[[box]]\nid = 1\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("s.toml:2:6: invalid type: integer `1`, expected a string; {FORMAT_HINT}")
+        );
+        // Both problems, in file order: the table (missing id) comes before its key.
+        assert_eq!(
+            all("[[box]]\nname = \"a\"\n"),
+            [
+                "s.toml:1:1: missing key `id`; add id = \"...\" to this [[box]] table",
+                "s.toml:2:1: unknown key `name`, expected one of `id`, `engine`, `expires`, \
+                 `ttl`; remove it or fix its spelling"
+            ]
+        );
+        assert_eq!(
+            err("[[box]]\n"),
+            "s.toml:1:1: missing key `id`; add id = \"...\" to this [[box]] table"
+        );
+        assert_eq!(
+            err("[box]\nid = \"a\"\n"),
+            "s.toml:1:1: invalid type: map, expected a sequence; write [[box]] (double \
+             brackets, one table per box), not [box]"
+        );
+        assert!(
+            err("[scope]\nlabels = { ca.sandbox.owner = \"x\" }\n").ends_with(
+                "quote label keys that contain dots, e.g. \"ca.sandbox.owner\" = \"team-a\""
+            )
+        );
+    }
+
+    const FULL: &str = r#"[policy]
+grace = "10m"
+
+[[engine]]
+name = "ci-1"
+host = "ssh://runner@ci-1"
+
+[[engine]]
+name = "mac"
+context = "colima"
+
+[[engine]]
+name = "local"
+
+[[box]]
+id = "demo"
+engine = "ci-1"
+expires = "2026-12-24T18:00:00Z"
+
+[[box]]
+id = "demo"
+engine = "local"
+ttl = "8h"
+
+[[box]]
+id = "always"
+
+[volumes]
+keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine = "mac" }]
+"#;
+
+    #[test]
+    fn parses_engines_policy_expiry_and_per_engine_keeps() {
+        let state = parse(FULL).unwrap();
+        let at = |secs| Expiry::At(SystemTime::UNIX_EPOCH + Duration::from_secs(secs));
+        let engine = |name: &str| Some(name.to_string());
+        assert_eq!(
+            state,
+            DesiredState {
+                source: Some(PathBuf::from("s.toml")),
+                scope: Labels::new(),
+                boxes: vec![
+                    BoxDecl {
+                        id: "always".into(),
+                        engine: None,
+                        expiry: None,
+                        line: 26,
+                    },
+                    BoxDecl {
+                        id: "demo".into(),
+                        engine: engine("ci-1"),
+                        expiry: Some(at(1_798_135_200)),
+                        line: 16,
+                    },
+                    BoxDecl {
+                        id: "demo".into(),
+                        engine: engine("local"),
+                        expiry: Some(Expiry::Ttl(Duration::from_secs(8 * 3600))),
+                        line: 21,
+                    },
+                ],
+                keep_volumes: vec![
+                    KeepVolume {
+                        name: "cache".into(),
+                        engine: engine("ci-1"),
+                        line: 29,
+                    },
+                    KeepVolume {
+                        name: "cache".into(),
+                        engine: engine("mac"),
+                        line: 29,
+                    },
+                    KeepVolume {
+                        name: "notes".into(),
+                        engine: None,
+                        line: 29,
+                    },
+                ],
+                policy: Policy {
+                    grace: Some(Duration::from_secs(600)),
+                },
+                engines: vec![
+                    EngineDecl {
+                        name: "ci-1".into(),
+                        target: EngineTarget::Host("ssh://runner@ci-1".into()),
+                        line: 5,
+                    },
+                    EngineDecl {
+                        name: "mac".into(),
+                        target: EngineTarget::Context("colima".into()),
+                        line: 9,
+                    },
+                    EngineDecl {
+                        name: "local".into(),
+                        target: EngineTarget::Default,
+                        line: 13,
+                    },
+                ],
+            }
+        );
+        // check() agrees with parse() on a valid file.
+        assert_eq!(check(FULL.as_bytes(), Path::new("s.toml")).unwrap(), state);
+    }
+
+    #[test]
+    fn expires_may_be_an_unquoted_toml_datetime() {
+        let quoted = parse("[[box]]\nid = \"a\"\nexpires = \"2026-12-24T18:00:00Z\"\n").unwrap();
+        let bare = parse("[[box]]\nid = \"a\"\nexpires = 2026-12-24T18:00:00Z\n").unwrap();
+        assert_eq!(quoted.boxes, bare.boxes);
+        assert_eq!(
+            err("[[box]]\nid = \"a\"\nexpires = 2026-12-24T18:00:00+02:00\n"),
+            "s.toml:3:11: invalid expires time \"2026-12-24T18:00:00+02:00\": only UTC times \
+             are accepted: end it with Z (or +00:00); write an RFC 3339 time in UTC, e.g. \
+             \"2026-12-24T18:00:00Z\""
+        );
+    }
+
+    #[test]
+    fn one_id_on_two_engines_is_two_entries_but_every_engine_overlaps() {
+        let engines = "[[engine]]\nname = \"a\"\n[[engine]]\nname = \"b\"\n";
+        let state = parse(&format!(
+            "{engines}[[box]]\nid = \"x\"\nengine = \"b\"\n[[box]]\nid = \"x\"\nengine = \"a\"\n"
+        ))
+        .unwrap();
+        let on: Vec<_> = state.boxes.iter().map(|b| b.engine.as_deref()).collect();
+        assert_eq!(on, [Some("a"), Some("b")]);
+        assert!(err(&format!(
+            "{engines}[[box]]\nid = \"x\"\nengine = \"b\"\n[[box]]\nid = \"x\"\n"
+        ))
+        .contains("duplicate box id \"x\" (first declared at 6:6 on engine \"b\""));
+        // The same for kept volumes.
+        let state = parse(&format!(
+            "{engines}[volumes]\nkeep = [{{ engine = \"b\", name = \"v\" }}, {{ engine = \"a\", name = \"v\" }}]\n"
+        ))
+        .unwrap();
+        let on: Vec<_> = state
+            .keep_volumes
+            .iter()
+            .map(|k| k.engine.as_deref())
+            .collect();
+        assert_eq!(on, [Some("a"), Some("b")]);
+    }
+}
