@@ -1,63 +1,41 @@
-//! One command, start to end: resolved config -> engine -> plan / reconcile /
-//! inventory -> render, and the exit status it earns.
+//! One command, start to end: a resolved `Config` and its engines in, text
+//! and an `Exit` out. Dispatch only.
 //!
-//! Owns choosing the engine for a run, saved-plan files, Ctrl-C, and what is
-//! printed when. The work itself is `reconcile`'s; the words are `render`'s.
-//! `run_with` takes the engine as an argument, so every path (stale plans,
-//! failed listings, JSON on failure) is testable with the in-memory engine.
+//! Every command runs on a non-empty list of engines (a single engine is a
+//! fleet of one) through `exec::fleet`, and every exit status is `Exit::of`
+//! a `Verdict` made from the merged result. Owns which engines a run reaches
+//! (lazily: one that is down fails its part alone), signals, saved-plan
+//! files, and which view prints what when; the work is `exec`'s and `watch`'s,
+//! the words `render`'s. `run_on` takes the engines as an argument, so every
+//! command, shape and fault is testable with the in-memory engine.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::config::{resolve, Config, Job};
+use crate::cli::exit::Exit;
 use crate::cli::Args;
-use crate::engine::docker::DockerEngine;
+use crate::engine::lazy::LazyEngine;
 use crate::engine::Engine;
-use crate::exec::apply::{ApplyOptions, Observer};
-use crate::exec::reconcile::{
-    plan_once, reconcile_once, reconcile_saved, Early, ReconcileObserver,
+use crate::exec::apply::ApplyOptions;
+use crate::exec::event::{Event, Fanout, Observer};
+use crate::exec::fleet::{
+    merge, plan_all, reconcile_all, reconcile_saved_all, FleetPlan, FleetReport, PlanFileError,
+    Verdict,
 };
+use crate::exec::reconcile::plan_once;
 use crate::exec::verify::Report;
 use crate::observe::audit::{AuditLog, Recorder};
 use crate::observe::metrics::Metrics;
 use crate::plan::inventory::Inventory;
-use crate::plan::{Goal, Plan};
+use crate::plan::Goal;
 use crate::render::{self, Format, Progress};
-use std::time::SystemTime;
-
-/// How a command ended; `main` maps it to the process exit code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// 0: converged, or nothing to do.
-    Success,
-    /// 1: something failed; the output says what.
-    Failure,
-    /// 2: `plan --detailed-exitcode` with changes pending.
-    Pending,
-    /// 130: interrupted by Ctrl-C (after verifying and reporting).
-    Interrupted,
-}
-
-impl Exit {
-    pub fn code(self) -> i32 {
-        match self {
-            Exit::Success => 0,
-            Exit::Failure => 1,
-            Exit::Pending => 2,
-            Exit::Interrupted => 130,
-        }
-    }
-}
-
-/// A saved plan could not be read, parsed, written or used.
-#[derive(Debug, thiserror::Error)]
-#[error("plan file {}: {detail}", path.display())]
-pub struct PlanFileError {
-    pub path: PathBuf,
-    pub detail: String,
-}
 
 /// Where text goes: the process's stdout and stderr, or buffers (tests).
 pub trait Sink {
@@ -77,23 +55,7 @@ impl Sink for Terminal {
     }
 }
 
-/// Everything printed, kept (for tests).
-#[derive(Debug, Default)]
-pub struct Captured {
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Sink for Captured {
-    fn out(&mut self, text: &str) {
-        self.stdout.push_str(text);
-    }
-    fn err(&mut self, text: &str) {
-        self.stderr.push_str(text);
-    }
-}
-
-/// Runs one validated command against the engine `DOCKER_HOST` names.
+/// Runs one validated command on the engines its config names.
 pub async fn run(args: Args) -> Exit {
     // Generated from the clap definitions: no state file, no engine.
     match args.command {
@@ -122,12 +84,11 @@ pub async fn run(args: Args) -> Exit {
             | crate::cli::Command::Destroy { .. }
             | crate::cli::Command::Watch { .. }
     );
-    let mut sink = Terminal;
     let config = match resolve(args) {
         Ok(config) => config,
         Err(e) => {
             return fail(
-                &mut sink,
+                &mut Terminal,
                 format,
                 reports,
                 crate::model::DEFAULT_ENGINE,
@@ -136,176 +97,663 @@ pub async fn run(args: Args) -> Exit {
             );
         }
     };
-    if !config.fleet.is_empty() {
-        return run_fleet(&config, &mut sink).await;
+    let engines: Vec<Arc<dyn Engine>> = config
+        .engines
+        .iter()
+        .map(|t| {
+            Arc::new(LazyEngine::new(&t.name, t.endpoint.clone(), config.timeout))
+                as Arc<dyn Engine>
+        })
+        .collect();
+    let cancel = CancellationToken::new();
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let signals = tokio::spawn(on_signals(
+        cancel.clone(),
+        interrupted.clone(),
+        matches!(config.job, Job::Watch { .. }),
+        config.format,
+    ));
+    let exit = run_on(&config, engines, cancel, &mut Terminal).await;
+    signals.abort();
+    if interrupted.load(Ordering::SeqCst) {
+        Exit::Interrupted
+    } else {
+        exit
     }
-    if let Job::Watch { .. } = &config.job {
-        // Reached lazily: an engine that is down at the start, or goes away
-        // later, costs failed cycles, never the watch.
-        let engine = crate::engine::lazy::LazyEngine::new(
-            crate::model::DEFAULT_ENGINE,
-            config.endpoint.clone(),
-            config.timeout,
-        );
-        return run_watch(&config, vec![Arc::new(engine)], &mut sink).await;
-    }
-    let engine = match DockerEngine::connect(
-        &config.endpoint,
-        crate::model::DEFAULT_ENGINE,
-        config.timeout,
-    )
-    .await
-    {
-        Ok(engine) => engine,
-        Err(e) => {
-            let endpoint = match &e.kind {
-                crate::engine::ErrorKind::Unreachable { endpoint, .. } => endpoint.clone(),
-                _ => "engine".into(),
-            };
-            let reports = config.reports();
-            return fail(
-                &mut sink,
-                config.format,
-                reports,
-                crate::model::DEFAULT_ENGINE,
-                &endpoint,
-                &e.into(),
-            );
-        }
-    };
-    let (cancel, watcher) = cancel_on_ctrl_c();
-    let exit = run_with(&config, &engine, &cancel, &mut sink).await;
-    watcher.abort();
-    exit
 }
 
-/// Runs `config` against `engine`, printing to `sink`. `cancel` stops new removals.
-pub async fn run_with(
+/// Cancels `cancel` on a signal. A converging command: the first Ctrl-C stops
+/// new removals (those in flight finish, then verify), a second quits at
+/// once. `watch`: SIGTERM (exit 0) or Ctrl-C (exit 130, `interrupted`) stop
+/// it after the cycle in flight.
+async fn on_signals(
+    cancel: CancellationToken,
+    interrupted: Arc<AtomicBool>,
+    watch: bool,
+    format: Format,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    if !watch {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+            render::stderr("interrupted: finishing removals in flight, then verifying (Ctrl-C again to quit at once)\n");
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(Exit::Interrupted.code());
+            }
+        }
+        return;
+    }
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => {
+            interrupted.store(true, Ordering::SeqCst);
+            "SIGINT"
+        }
+    };
+    cancel.cancel();
+    render::stderr(&render::watch_stopping(format, &log_time(), name));
+}
+
+/// Runs `config` on `engines` (one per `config.engines`, by name), printing
+/// to `sink`. Cancelling `cancel` stops new removals (and stops `watch`).
+pub async fn run_on(
     config: &Config,
-    engine: &dyn Engine,
-    cancel: &AtomicBool,
+    engines: Vec<Arc<dyn Engine>>,
+    cancel: CancellationToken,
     sink: &mut dyn Sink,
 ) -> Exit {
-    let fail_here = |sink: &mut dyn Sink, e: &anyhow::Error| {
-        fail(
-            sink,
-            config.format,
-            config.reports(),
-            engine.name(),
-            engine.endpoint(),
-            e,
-        )
+    let endpoints: Vec<(String, String)> = config
+        .engines
+        .iter()
+        .map(|t| (t.name.clone(), t.endpoint.to_string()))
+        .collect();
+    let run = Run {
+        config,
+        engines: &engines,
+        endpoints: &endpoints,
     };
     match &config.job {
-        Job::Watch { .. } => fail_here(
-            sink,
-            &anyhow::anyhow!("watch needs an engine it can share: use `run_watch`"),
-        ),
-        Job::Inventory => match Inventory::list(engine, &config.scope).await {
-            Ok(inventory) => {
-                if let Some(w) = render::rejected_warning(&inventory) {
-                    sink.err(&w);
-                }
-                sink.out(&render::inventory(&inventory, config.format));
-                Exit::Success
-            }
-            Err(e) => fail_here(sink, &e.into()),
-        },
+        Job::Inventory => run.inventory(sink).await,
         Job::Plan {
             goal,
             detailed,
             out,
-        } => {
-            let plan = match plan_once(engine, goal, &config.scope, config.now).await {
-                Ok((inventory, plan)) => {
-                    if let Some(w) = render::rejected_warning(&inventory) {
-                        sink.err(&w);
-                    }
-                    plan
-                }
-                Err(e) => return fail_here(sink, &e.into()),
-            };
-            if let Some(path) = out {
-                if let Err(e) = save(path, &render::plan_json(&plan)) {
-                    return fail_here(sink, &e.into());
-                }
-            }
-            if config.format == Format::Human {
-                sink.out(&format!("Engine: {}\n", config.endpoint));
-            }
-            sink.out(&render::plan(&plan, config.format));
-            match (detailed, plan.is_empty()) {
-                (true, false) => Exit::Pending,
-                _ => Exit::Success,
-            }
+        } => run.plan(goal, *detailed, out.as_deref(), sink).await,
+        Job::Graph { goal } | Job::Explain { goal, .. } => run.each_plan(goal, sink).await,
+        Job::Converge { .. } | Job::ApplySaved { .. } => run.converge(&cancel, sink).await,
+        Job::Watch { .. } => run.watch(&cancel, sink).await,
+    }
+}
+
+/// A command with its config and engines.
+struct Run<'a> {
+    config: &'a Config,
+    engines: &'a [Arc<dyn Engine>],
+    endpoints: &'a [(String, String)],
+}
+
+impl Run<'_> {
+    fn options(&self) -> ApplyOptions {
+        ApplyOptions {
+            parallelism: self.config.engine_parallelism,
+            budget: Some(Arc::new(tokio::sync::Semaphore::new(
+                self.config.parallelism,
+            ))),
+            ..ApplyOptions::default()
         }
-        Job::Graph { goal } => {
-            let plan = match plan_once(engine, goal, &config.scope, config.now).await {
-                Ok((_, plan)) => plan,
-                Err(e) => return fail_here(sink, &e.into()),
-            };
-            sink.out(&render::graph(&plan, config.format));
-            Exit::Success
-        }
-        Job::Explain { goal, query } => match explain(config, engine, goal, query).await {
-            Ok(items) => {
-                sink.out(&render::explain(&items, config.format));
-                Exit::Success
-            }
-            Err(e) => fail_here(sink, &e),
-        },
-        Job::Converge { goal, named } => {
-            let options = options(config);
-            let audit = match open_audit(config) {
-                Ok(audit) => audit,
-                Err(e) => return fail_here(sink, &e),
-            };
-            let mut observer = Printing::new(config.format, goal, named, &config.scope, sink);
-            observer.steps = Steps::new(audit, None);
-            let result = reconcile_once(
-                engine,
-                goal,
-                &config.scope,
-                config.now,
-                &options,
-                cancel,
-                &mut observer,
+    }
+
+    /// One engine's failure before any work, as a single engine prints it:
+    /// the error on stderr and, for commands that end in a report, in JSON,
+    /// the report on stdout.
+    fn fail(&self, sink: &mut dyn Sink, engine: &str, name: &str, e: &anyhow::Error) -> Exit {
+        fail(
+            sink,
+            self.config.format,
+            self.config.reports(),
+            engine,
+            name,
+            e,
+        )
+    }
+
+    async fn inventory(&self, sink: &mut dyn Sink) -> Exit {
+        let scope = &self.config.scope;
+        let parts = futures_util::future::join_all(self.engines.iter().map(|e| async move {
+            (
+                e.name().to_string(),
+                Inventory::list(e.as_ref(), scope).await,
             )
-            .await;
-            let audit_failed = observer.audit_failed;
-            audited(finish(config, engine, result, sink, None), audit_failed)
+        }))
+        .await;
+        for inventory in parts.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            if let Some(w) = render::rejected_warning(inventory) {
+                sink.err(&w);
+            }
         }
-        Job::ApplySaved { path } => {
-            let saved = match read_plan(path) {
-                Ok(plan) => plan,
+        let failed = parts.iter().any(|(_, r)| r.is_err());
+        if self.config.fleet {
+            let parts: Vec<(String, Result<Inventory, String>)> = parts
+                .into_iter()
+                .map(|(n, r)| (n, r.map_err(|e| e.to_string())))
+                .collect();
+            sink.out(&render::fleet_inventory(&parts, self.config.format));
+        } else {
+            for (name, result) in &parts {
+                match result {
+                    Ok(inventory) => sink.out(&render::inventory(inventory, self.config.format)),
+                    Err(e) => {
+                        self.fail(sink, name, self.endpoint_of(name), &e.clone().into());
+                    }
+                }
+            }
+        }
+        Exit::of(Verdict {
+            failed,
+            ..Verdict::default()
+        })
+    }
+
+    fn endpoint_of(&self, engine: &str) -> &str {
+        self.endpoints
+            .iter()
+            .find(|(n, _)| n == engine)
+            .map(|(_, e)| e.as_str())
+            .unwrap_or_default()
+    }
+
+    async fn plan(
+        &self,
+        goal: &Goal,
+        detailed: bool,
+        out: Option<&Path>,
+        sink: &mut dyn Sink,
+    ) -> Exit {
+        let config = self.config;
+        let (fleet, inventories) = plan_all(self.engines, goal, &config.scope, config.now).await;
+        for inventory in &inventories {
+            if let Some(w) = render::rejected_warning(inventory) {
+                sink.err(&w);
+            }
+        }
+        let verdict = Verdict {
+            failed: !fleet.failures.is_empty(),
+            pending: detailed && !fleet.is_empty(),
+            ..Verdict::default()
+        };
+        if !config.fleet {
+            if let Some(f) = fleet.failures.first() {
+                return self.fail(sink, &f.engine, &f.name, &anyhow::anyhow!("{}", f.error));
+            }
+        }
+        if let Some(path) = out {
+            let text = match (config.fleet, fleet.engines.first()) {
+                (false, Some(plan)) => render::plan_json(plan),
+                _ => render::fleet_plan(&fleet, self.endpoints, Format::Json),
+            };
+            if let Err(e) = save(path, &text) {
+                return self.fail(sink, "fleet", "plan file", &e.into());
+            }
+        }
+        match (config.fleet, fleet.engines.first()) {
+            (false, Some(plan)) => {
+                if config.format == Format::Human {
+                    sink.out(&format!("Engine: {}\n", self.endpoints[0].1));
+                }
+                sink.out(&render::plan(plan, config.format));
+            }
+            _ => sink.out(&render::fleet_plan(&fleet, self.endpoints, config.format)),
+        }
+        Exit::of(verdict)
+    }
+
+    /// `graph` and `explain`: one plan each, engine after engine.
+    async fn each_plan(&self, goal: &Goal, sink: &mut dyn Sink) -> Exit {
+        let config = self.config;
+        let mut failed = false;
+        for engine in self.engines {
+            let done = match &config.job {
+                Job::Explain { query, .. } => explain(config, engine.as_ref(), goal, query)
+                    .await
+                    .map(|items| render::explain(&items, config.format)),
+                _ => plan_once(engine.as_ref(), goal, &config.scope, config.now)
+                    .await
+                    .map(|(_, plan)| render::graph(&plan, config.format))
+                    .map_err(Into::into),
+            };
+            match done {
+                Ok(text) => sink.out(&text),
+                Err(e) => {
+                    failed = true;
+                    self.fail(sink, engine.name(), engine.endpoint(), &e);
+                }
+            }
+        }
+        Exit::of(Verdict {
+            failed,
+            ..Verdict::default()
+        })
+    }
+
+    /// `apply`, `destroy`, `apply FILE`: every engine at once, one report.
+    async fn converge(&self, cancel: &CancellationToken, sink: &mut dyn Sink) -> Exit {
+        let config = self.config;
+        let audit = match open_audit(config) {
+            Ok(audit) => audit,
+            Err(e) => return self.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e),
+        };
+        let saved = match &config.job {
+            Job::ApplySaved { path } => match FleetPlan::read(path) {
+                Ok(plan) => Some((path.as_path(), plan)),
                 Err(e) => {
                     return fail(
                         sink,
                         config.format,
                         true,
-                        engine.name(),
+                        &config.engines[0].name,
                         "plan file",
                         &e.into(),
                     )
                 }
+            },
+            _ => None,
+        };
+        let printer = Printer::new(config, self.endpoints, sink, saved.is_none());
+        let recorder = Audit::new(audit, &printer);
+        let observer = Fanout(vec![&printer, &recorder]);
+        let options = self.options();
+        let report = match (&config.job, &saved) {
+            (_, Some((path, plan))) => {
+                reconcile_saved_all(self.engines, plan, path, &options, cancel, &observer).await
+            }
+            (Job::Converge { goal, .. }, None) => {
+                reconcile_all(
+                    self.engines,
+                    goal,
+                    &config.scope,
+                    config.now,
+                    &options,
+                    cancel,
+                    &observer,
+                )
+                .await
+            }
+            _ => unreachable!("converge runs converging jobs"),
+        };
+        let audit_failed = recorder.failed();
+        printer.conclude(&report, audit_failed)
+    }
+
+    /// `watch`: cycles until `cancel` (or once), logging, serving metrics,
+    /// writing the audit log; ends with the last cycle's report.
+    async fn watch(&self, cancel: &CancellationToken, sink: &mut dyn Sink) -> Exit {
+        use crate::watch::{watch, Desired, WatchOptions};
+        let config = self.config;
+        let Job::Watch {
+            goal,
+            once,
+            debounce,
+            resync,
+            metrics: metrics_addr,
+            cli_scope,
+            grace,
+        } = &config.job
+        else {
+            unreachable!("watch runs watch jobs")
+        };
+        let audit = match open_audit(config) {
+            Ok(audit) => audit,
+            Err(e) => return self.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e),
+        };
+        let metrics = Arc::new(Metrics::new());
+        for engine in self.engines {
+            metrics.know_engine(engine.name());
+        }
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut server = None;
+        let mut bound_addr = None;
+        if let Some(addr) = metrics_addr {
+            let shutdown = async move {
+                let _ = shutdown_rx.await;
             };
-            let options = options(config);
-            let scope = saved.scope();
-            let audit = match open_audit(config) {
-                Ok(audit) => audit,
-                Err(e) => return fail_here(sink, &e),
-            };
-            let mut observer = Printing::new(config.format, &saved.goal, &[], &scope, sink);
-            observer.print_plan = false;
-            observer.steps = Steps::new(audit, None);
-            let result = reconcile_saved(engine, &saved, &options, cancel, &mut observer).await;
-            let audit_failed = observer.audit_failed;
-            audited(
-                finish(config, engine, result, sink, Some(path)),
-                audit_failed,
-            )
+            match crate::observe::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
+                Ok((bound, handle)) => {
+                    server = Some(handle);
+                    bound_addr = Some(bound);
+                }
+                Err(e) => {
+                    return self.fail(sink, crate::model::DEFAULT_ENGINE, "metrics", &e.into())
+                }
+            }
+        }
+        sink.err(&render::watch_started(
+            config.format,
+            &log_time(),
+            self.endpoints,
+            *grace,
+            bound_addr,
+        ));
+        let state_path = config
+            .state
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::state::DEFAULT_STATE_PATH));
+        let mut state = crate::cli::config::StateFile::new(state_path, cli_scope.clone(), *grace);
+        let options = WatchOptions {
+            debounce: *debounce,
+            resync: *resync,
+            apply: self.options(),
+            ..WatchOptions::default()
+        };
+        let printer = Printer::new(config, self.endpoints, sink, false);
+        let recorder = Audit::new(audit, &printer);
+        let counted = Counted(metrics.clone());
+        let observer = Fanout(vec![&printer, &recorder, &counted]);
+        let last = watch(
+            self.engines,
+            Desired {
+                goal: goal.clone(),
+                scope: config.scope.clone(),
+            },
+            &mut state,
+            &options,
+            *once,
+            cancel,
+            &crate::cli::config::now,
+            &observer,
+        )
+        .await;
+        let _ = shutdown_tx.send(());
+        if let Some(handle) = server {
+            let _ = handle.await;
+        }
+        let report = last.unwrap_or_else(|| merge(Vec::new()));
+        let audit_failed = recorder.failed();
+        let exit = printer.conclude(&report, audit_failed);
+        if cancel.is_cancelled() && !*once {
+            // Told to stop (SIGTERM): a clean stop, whatever the last cycle
+            // found (its report and log said so); Ctrl-C is 130 (see `run`).
+            Exit::Success
+        } else {
+            exit
         }
     }
+}
+
+/// What a converge or a watch prints as it goes: each engine's plan (human
+/// format) before any removal, progress, watch's log lines, warnings; then
+/// the merged report, and the exit status decided from it.
+struct Printer<'a> {
+    config: &'a Config,
+    endpoints: &'a [(String, String)],
+    sink: RefCell<&'a mut dyn Sink>,
+    /// Print each plan before carrying it out (not for a saved plan: it was shown when made).
+    print_plan: bool,
+    progress: RefCell<Progress>,
+    /// Box IDs some engine's listing carries (for `destroy ID` warnings).
+    box_ids: RefCell<BTreeSet<String>>,
+    /// Engines whose listing succeeded.
+    listed: Cell<usize>,
+}
+
+impl<'a> Printer<'a> {
+    fn new(
+        config: &'a Config,
+        endpoints: &'a [(String, String)],
+        sink: &'a mut dyn Sink,
+        print_plan: bool,
+    ) -> Self {
+        let progress = if config.fleet && config.format == Format::Human {
+            Progress::Lines
+        } else {
+            Progress::Quiet
+        };
+        Printer {
+            config,
+            endpoints,
+            sink: RefCell::new(sink),
+            print_plan,
+            progress: RefCell::new(progress),
+            box_ids: RefCell::new(BTreeSet::new()),
+            listed: Cell::new(0),
+        }
+    }
+
+    fn watching(&self) -> bool {
+        matches!(self.config.job, Job::Watch { .. })
+    }
+
+    fn err(&self, text: &str) {
+        self.sink.borrow_mut().err(text);
+    }
+
+    /// Prints the merged report (per engine for a fleet) and decides the exit.
+    fn conclude(&self, report: &FleetReport, audit_failed: bool) -> Exit {
+        let config = self.config;
+        if let Job::Converge { named, .. } = &config.job {
+            let present = self.box_ids.borrow();
+            for id in named.iter().filter(|id| !present.contains(id.as_str())) {
+                self.err(&format!(
+                    "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {}){}\n",
+                    crate::render::text::escape(id),
+                    config.scope,
+                    if self.listed.get() < report.parts.len() {
+                        " on the engines that could be listed"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        let mut sink = self.sink.borrow_mut();
+        match (config.fleet, report.parts.as_slice()) {
+            (false, [part]) => match &part.result {
+                Err(e) => {
+                    sink.err(&render::error(&anyhow::Error::new(e.clone())));
+                    if config.format == Format::Json {
+                        sink.out(&render::report_json(&report.report));
+                    }
+                }
+                Ok(_) => sink.out(&render::report(&report.report, config.format)),
+            },
+            _ => sink.out(&render::fleet_report(report, config.format)),
+        }
+        let mut verdict = Verdict::of_report(&report.report);
+        verdict.failed |= audit_failed;
+        Exit::of(verdict)
+    }
+}
+
+impl Observer for Printer<'_> {
+    fn on(&self, event: &Event<'_>) {
+        let format = self.config.format;
+        match event {
+            Event::Planned {
+                engine,
+                inventory,
+                plan,
+            } => {
+                self.listed.set(self.listed.get() + 1);
+                self.box_ids
+                    .borrow_mut()
+                    .extend(inventory.box_ids().into_iter().map(str::to_string));
+                if let Some(w) = render::rejected_warning(inventory) {
+                    self.err(&w);
+                }
+                if format != Format::Human || !self.print_plan || self.watching() {
+                    return;
+                }
+                if self.config.fleet {
+                    let endpoint = self
+                        .endpoints
+                        .iter()
+                        .find(|(n, _)| n == engine)
+                        .map(|(_, e)| e.as_str())
+                        .unwrap_or_default();
+                    self.sink.borrow_mut().out(&format!(
+                        "Engine {}: {endpoint}\n{}\n",
+                        crate::render::text::escape(engine),
+                        render::plan_human(plan)
+                    ));
+                } else {
+                    let mut sink = self.sink.borrow_mut();
+                    sink.out(&render::plan_human(plan));
+                    sink.out("\n");
+                    *self.progress.borrow_mut() = Progress::new(format, plan.steps.len());
+                }
+            }
+            Event::Finished { step, outcome, .. } => {
+                self.progress.borrow_mut().finished(step, outcome);
+            }
+            Event::Applied { .. } => {
+                if !self.config.fleet {
+                    self.progress.borrow().finish();
+                }
+            }
+            Event::Cycle {
+                trigger,
+                took: _,
+                report,
+            } => {
+                for part in &report.parts {
+                    if let Some(line) = render::watch_cycle(
+                        format,
+                        &log_time(),
+                        &part.engine,
+                        trigger.as_str(),
+                        part.took,
+                        &part.result,
+                    ) {
+                        self.err(&line);
+                    }
+                }
+            }
+            Event::Stream { engine, error } => {
+                let text = error.map(ToString::to_string);
+                self.err(&render::watch_stream(
+                    format,
+                    &log_time(),
+                    engine,
+                    text.as_deref(),
+                ));
+            }
+            Event::State { broken } => {
+                self.err(&render::watch_state(format, &log_time(), *broken));
+            }
+            Event::Started { .. } => {}
+        }
+    }
+}
+
+/// The audit log as an observer: one line per attempted removal; a write
+/// failure is said (through the printer) when an engine's apply ends.
+struct Audit<'p, 'a> {
+    recorder: Option<RefCell<Recorder>>,
+    printer: &'p Printer<'a>,
+    failed: Cell<bool>,
+}
+
+impl<'p, 'a> Audit<'p, 'a> {
+    fn new(log: Option<Arc<AuditLog>>, printer: &'p Printer<'a>) -> Self {
+        Audit {
+            recorder: log.map(|log| RefCell::new(Recorder::new(log, SystemTime::now))),
+            printer,
+            failed: Cell::new(false),
+        }
+    }
+
+    /// True if a line could not be written (said on stderr).
+    fn failed(&self) -> bool {
+        self.report_error();
+        self.failed.get()
+    }
+
+    fn report_error(&self) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let printer = self.printer;
+        let error = recorder.borrow_mut().error.take();
+        if let Some(e) = error {
+            self.failed.set(true);
+            let text = e.to_string();
+            if printer.watching() {
+                printer.err(&render::watch_audit_error(
+                    printer.config.format,
+                    &log_time(),
+                    &text,
+                ));
+            } else {
+                printer.err(&format!("error: {}\n", crate::render::text::escape(&text)));
+            }
+        }
+    }
+}
+
+impl Observer for Audit<'_, '_> {
+    fn on(&self, event: &Event<'_>) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        match event {
+            Event::Planned { inventory, .. } => recorder.borrow_mut().know(inventory),
+            Event::Finished { step, outcome, .. } => recorder.borrow_mut().finished(step, outcome),
+            Event::Applied { .. } => self.report_error(),
+            _ => {}
+        }
+    }
+}
+
+/// Watch's metrics as an observer.
+struct Counted(Arc<Metrics>);
+
+impl Observer for Counted {
+    fn on(&self, event: &Event<'_>) {
+        let metrics = &self.0;
+        match event {
+            Event::Planned {
+                engine, inventory, ..
+            } => {
+                for kind in crate::model::Kind::ALL {
+                    metrics.set_managed(engine, kind, inventory.of_kind(kind).count() as u64);
+                }
+            }
+            Event::Finished { step, outcome, .. } => {
+                let code = match outcome.code() {
+                    Some("removed") => Some(crate::observe::audit::Outcome::Removed),
+                    Some("alreadyGone") => Some(crate::observe::audit::Outcome::AlreadyGone),
+                    Some(_) => Some(crate::observe::audit::Outcome::Failed),
+                    None => None,
+                };
+                if let Some(code) = code {
+                    metrics.add_removal(step.object.kind, code);
+                }
+            }
+            Event::Cycle { took, report, .. } => {
+                metrics.record_cycle(*took, report.report.converged, std::time::Instant::now());
+                for part in &report.parts {
+                    let failures = match &part.result {
+                        Ok(r) => r.failures.len(),
+                        Err(_) => 1,
+                    };
+                    for _ in 0..failures {
+                        metrics.add_failure(&part.engine);
+                    }
+                }
+            }
+            Event::Stream {
+                engine,
+                error: None,
+            } => metrics.add_reconnect(engine),
+            _ => {}
+        }
+    }
+}
+
+fn log_time() -> String {
+    crate::plan::rfc3339(crate::cli::config::now())
 }
 
 /// Plans, lists what the managed inventory leaves out (unlabeled volumes and
@@ -343,654 +791,6 @@ fn open_audit(config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
     }
 }
 
-/// A run whose audit log could not be written did not fully succeed.
-fn audited(exit: Exit, audit_failed: bool) -> Exit {
-    if audit_failed && exit == Exit::Success {
-        Exit::Failure
-    } else {
-        exit
-    }
-}
-
-/// A cancel flag that the first Ctrl-C sets (no new removal starts; those in
-/// flight finish, then verify); a second Ctrl-C quits at once. Abort the task
-/// when the run is over.
-fn cancel_on_ctrl_c() -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let watcher = tokio::spawn({
-        let cancel = cancel.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.store(true, Ordering::SeqCst);
-                render::stderr("interrupted: finishing removals in flight, then verifying (Ctrl-C again to quit at once)\n");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(Exit::Interrupted.code());
-                }
-            }
-        }
-    });
-    (cancel, watcher)
-}
-
-fn options(config: &Config) -> ApplyOptions {
-    ApplyOptions {
-        parallelism: config.parallelism,
-        ..ApplyOptions::default()
-    }
-}
-
-/// Prints the report of a reconcile and picks the exit status.
-fn finish(
-    config: &Config,
-    engine: &dyn Engine,
-    result: Result<Report, Early>,
-    sink: &mut dyn Sink,
-    saved: Option<&Path>,
-) -> Exit {
-    let report = match result {
-        Ok(report) => report,
-        Err(e) => {
-            let err: anyhow::Error = match (saved, &e) {
-                (Some(path), Early::Stale { .. } | Early::Edited) => PlanFileError {
-                    path: path.to_path_buf(),
-                    detail: format!(
-                        "{e}. Make a new plan with `sandboxctl plan --out {}`",
-                        path.display()
-                    ),
-                }
-                .into(),
-                _ => e.into(),
-            };
-            let name = if saved.is_some() && err.is::<PlanFileError>() {
-                "plan file"
-            } else {
-                engine.endpoint()
-            };
-            return fail(sink, config.format, true, engine.name(), name, &err);
-        }
-    };
-    sink.out(&render::report(&report, config.format));
-    if report.interrupted {
-        Exit::Interrupted
-    } else if report.converged {
-        Exit::Success
-    } else {
-        Exit::Failure
-    }
-}
-
-/// What happens to every step: progress, the audit log, metrics.
-pub struct Steps {
-    pub progress: Progress,
-    pub recorder: Option<Recorder>,
-    pub metrics: Option<Arc<Metrics>>,
-}
-
-impl Steps {
-    fn new(audit: Option<Arc<AuditLog>>, metrics: Option<Arc<Metrics>>) -> Self {
-        Steps {
-            progress: Progress::Quiet,
-            recorder: audit.map(|log| Recorder::new(log, SystemTime::now)),
-            metrics,
-        }
-    }
-
-    /// The first audit write failure since the last call, if any.
-    fn audit_error(&mut self) -> Option<String> {
-        self.recorder
-            .as_mut()
-            .and_then(|r| r.error.take())
-            .map(|e| e.to_string())
-    }
-}
-
-impl Observer for Steps {
-    fn started(&mut self, step: &crate::plan::Step) {
-        self.progress.started(step);
-    }
-    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
-        self.progress.finished(step, outcome);
-        if let Some(r) = &mut self.recorder {
-            r.finished(step, outcome);
-        }
-        if let Some(m) = &self.metrics {
-            let code = match outcome.code() {
-                Some("removed") => Some(crate::observe::audit::Outcome::Removed),
-                Some("alreadyGone") => Some(crate::observe::audit::Outcome::AlreadyGone),
-                Some(_) => Some(crate::observe::audit::Outcome::Failed),
-                None => None,
-            };
-            if let Some(code) = code {
-                m.add_removal(step.object.kind, code);
-            }
-        }
-    }
-}
-
-/// What a converge prints as it goes: the plan (human format) before any
-/// removal, warnings for `destroy` IDs nothing carries, and progress.
-struct Printing<'a> {
-    format: Format,
-    goal: &'a Goal,
-    named: &'a [String],
-    scope: &'a crate::model::Scope,
-    sink: &'a mut dyn Sink,
-    print_plan: bool,
-    steps: Steps,
-    audit_failed: bool,
-}
-
-impl<'a> Printing<'a> {
-    fn new(
-        format: Format,
-        goal: &'a Goal,
-        named: &'a [String],
-        scope: &'a crate::model::Scope,
-        sink: &'a mut dyn Sink,
-    ) -> Self {
-        Printing {
-            format,
-            goal,
-            named,
-            scope,
-            sink,
-            print_plan: true,
-            steps: Steps::new(None, None),
-            audit_failed: false,
-        }
-    }
-}
-
-impl ReconcileObserver for Printing<'_> {
-    fn planned(&mut self, inventory: &Inventory, plan: &Plan) {
-        if let Some(w) = render::rejected_warning(inventory) {
-            self.sink.err(&w);
-        }
-        if matches!(self.goal, Goal::Destroy { .. }) {
-            let present = inventory.box_ids();
-            for id in self
-                .named
-                .iter()
-                .filter(|id| !present.contains(id.as_str()))
-            {
-                self.sink.err(&format!(
-                    "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {})\n",
-                    crate::render::text::escape(id),
-                    self.scope
-                ));
-            }
-        }
-        if self.format == Format::Human && self.print_plan {
-            self.sink.out(&render::plan_human(plan));
-            self.sink.out("\n");
-        }
-        if let Some(r) = &mut self.steps.recorder {
-            r.know(inventory);
-        }
-        self.steps.progress = Progress::new(self.format, plan.steps.len());
-    }
-
-    fn steps(&mut self) -> &mut dyn Observer {
-        &mut self.steps
-    }
-
-    fn applied(&mut self) {
-        self.steps.progress.finish();
-        if let Some(e) = self.steps.audit_error() {
-            self.audit_failed = true;
-            self.sink
-                .err(&format!("error: {}\n", crate::render::text::escape(&e)));
-        }
-    }
-}
-
-fn read_plan(path: &Path) -> Result<Plan, PlanFileError> {
-    let fail = |detail: String| PlanFileError {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        fail(format!(
-            "cannot read it: {e}; check the path, or save a plan there with `sandboxctl plan --out {}`",
-            path.display()
-        ))
-    })?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| {
-        if serde_json::from_str::<crate::exec::fleet::FleetPlan>(&text).is_ok() {
-            return fail(
-                "it is a fleet plan (one part per engine): apply it with the state file that names those engines ([[engine]] tables, --state PATH)".into(),
-            );
-        }
-        fail(format!(
-            "not a sandboxctl plan ({e}); make a new one with `sandboxctl plan --out {}`",
-            path.display()
-        ))
-    })?;
-    plan.validate().map_err(fail)?;
-    Ok(plan)
-}
-
-/// Reports a run that failed before anything was removed: the error on
-/// stderr, and for commands that end in a report, in JSON mode, the report
-/// (with every key) on stdout. Always exit 1.
-fn fail(
-    sink: &mut dyn Sink,
-    format: Format,
-    reports: bool,
-    engine: &str,
-    name: &str,
-    error: &anyhow::Error,
-) -> Exit {
-    sink.err(&render::error(error));
-    if reports && format == Format::Json {
-        let report = Report::failed_before_apply(engine, name, format!("{error:#}"));
-        sink.out(&render::report_json(&report));
-    }
-    Exit::Failure
-}
-
-/// Runs `watch`: cycles until SIGTERM (exit 0) or Ctrl-C (exit 130), logging
-/// each cycle that did something, serving metrics, writing the audit log.
-/// `--once` runs one cycle and exits like `apply`.
-pub async fn run_watch(
-    config: &Config,
-    engines: Vec<Arc<dyn Engine>>,
-    sink: &mut dyn Sink,
-) -> Exit {
-    use crate::watch::{watch, Desired, WatchOptions};
-    let Job::Watch {
-        goal,
-        once,
-        debounce,
-        resync,
-        metrics: metrics_addr,
-        cli_scope,
-        grace,
-    } = &config.job
-    else {
-        unreachable!("run_watch runs watch jobs")
-    };
-    let fail_here = |sink: &mut dyn Sink, e: &anyhow::Error| {
-        fail(
-            sink,
-            config.format,
-            true,
-            engines[0].name(),
-            engines[0].endpoint(),
-            e,
-        )
-    };
-    let audit = match open_audit(config) {
-        Ok(audit) => audit,
-        Err(e) => return fail_here(sink, &e),
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let metrics = Arc::new(Metrics::new());
-    let mut server = None;
-    let mut bound_addr = None;
-    if let Some(addr) = metrics_addr {
-        let shutdown = async move {
-            let _ = shutdown_rx.await;
-        };
-        match crate::observe::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
-            Ok((bound, handle)) => {
-                server = Some(handle);
-                bound_addr = Some(bound);
-            }
-            Err(e) => return fail_here(sink, &e.into()),
-        }
-    }
-    let names: Vec<(String, String)> = engines
-        .iter()
-        .map(|e| (e.name().to_string(), e.endpoint().to_string()))
-        .collect();
-    sink.err(&render::watch_started(
-        config.format,
-        &log_time(),
-        &names,
-        *grace,
-        bound_addr,
-    ));
-    let format = config.format;
-    let signals = tokio::spawn({
-        let stop = stop.clone();
-        let interrupted = interrupted.clone();
-        async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(term) => term,
-                    Err(_) => return,
-                };
-            let signal = tokio::select! {
-                _ = term.recv() => "SIGTERM",
-                _ = tokio::signal::ctrl_c() => {
-                    interrupted.store(true, Ordering::SeqCst);
-                    "SIGINT"
-                }
-            };
-            stop.store(true, Ordering::SeqCst);
-            render::stderr(&render::watch_stopping(format, &log_time(), signal));
-        }
-    });
-    let state_path = config
-        .state
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(crate::state::DEFAULT_STATE_PATH));
-    let mut state = crate::cli::config::StateFile::new(state_path, cli_scope.clone(), *grace);
-    let options = WatchOptions {
-        debounce: *debounce,
-        resync: *resync,
-        apply: options(config),
-        ..WatchOptions::default()
-    };
-    let mut observer = Watching {
-        format: config.format,
-        sink,
-        metrics: metrics.clone(),
-        steps: Steps::new(audit, Some(metrics.clone())),
-        audit_failed: false,
-    };
-    let watched = watch(
-        engines.clone(),
-        Desired {
-            goal: goal.clone(),
-            scope: config.scope.clone(),
-        },
-        &mut state,
-        &options,
-        *once,
-        stop.clone(),
-        &crate::cli::config::now,
-        &mut observer,
-    )
-    .await;
-    signals.abort();
-    let _ = shutdown_tx.send(());
-    if let Some(handle) = server {
-        let _ = handle.await;
-    }
-    let report = match watched.reports.len() {
-        1 => watched
-            .reports
-            .into_iter()
-            .next()
-            .unwrap_or_else(Report::empty),
-        _ => {
-            let parts: Vec<(&dyn Engine, Result<Report, Early>)> = engines
-                .iter()
-                .zip(watched.reports)
-                .map(|(e, r)| (e.as_ref(), Ok(r)))
-                .collect();
-            crate::exec::fleet::merge(parts).report
-        }
-    };
-    observer.sink.out(&render::report(&report, config.format));
-    if interrupted.load(Ordering::SeqCst) {
-        return Exit::Interrupted;
-    }
-    if stop.load(Ordering::SeqCst) {
-        return Exit::Success;
-    }
-    audited(
-        if report.converged {
-            Exit::Success
-        } else {
-            Exit::Failure
-        },
-        observer.audit_failed,
-    )
-}
-
-/// Watch's observer: log lines to stderr, metrics, the audit log.
-struct Watching<'a> {
-    format: Format,
-    sink: &'a mut dyn Sink,
-    metrics: Arc<Metrics>,
-    steps: Steps,
-    audit_failed: bool,
-}
-
-fn log_time() -> String {
-    crate::plan::rfc3339(crate::cli::config::now())
-}
-
-impl ReconcileObserver for Watching<'_> {
-    fn planned(&mut self, inventory: &Inventory, _plan: &Plan) {
-        if let Some(r) = &mut self.steps.recorder {
-            r.know(inventory);
-        }
-        for kind in crate::model::Kind::ALL {
-            self.metrics.set_managed(
-                &inventory.engine,
-                kind,
-                inventory.of_kind(kind).count() as u64,
-            );
-        }
-    }
-
-    fn steps(&mut self) -> &mut dyn Observer {
-        &mut self.steps
-    }
-
-    fn applied(&mut self) {
-        if let Some(e) = self.steps.audit_error() {
-            self.audit_failed = true;
-            self.sink
-                .err(&render::watch_audit_error(self.format, &log_time(), &e));
-        }
-    }
-}
-
-impl crate::watch::WatchObserver for Watching<'_> {
-    fn reconcile(&mut self) -> &mut dyn ReconcileObserver {
-        self
-    }
-
-    fn cycle(
-        &mut self,
-        engine: &str,
-        trigger: crate::watch::Trigger,
-        took: std::time::Duration,
-        result: &Result<Report, Early>,
-    ) {
-        let converged = matches!(result, Ok(r) if r.converged);
-        self.metrics
-            .record_cycle(took, converged, std::time::Instant::now());
-        let failures = match result {
-            Ok(r) => r.failures.len(),
-            Err(_) => 1,
-        };
-        for _ in 0..failures {
-            self.metrics.add_failure(engine);
-        }
-        if let Some(line) = render::watch_cycle(
-            self.format,
-            &log_time(),
-            engine,
-            trigger.as_str(),
-            took,
-            result,
-        ) {
-            self.sink.err(&line);
-        }
-    }
-
-    fn stream(&mut self, engine: &str, error: Option<&crate::engine::EngineError>) {
-        if error.is_none() {
-            self.metrics.add_reconnect(engine);
-        }
-        let text = error.map(ToString::to_string);
-        self.sink.err(&render::watch_stream(
-            self.format,
-            &log_time(),
-            engine,
-            text.as_deref(),
-        ));
-    }
-
-    fn state(&mut self, broken: Option<&str>) {
-        self.sink
-            .err(&render::watch_state(self.format, &log_time(), broken));
-    }
-}
-
-/// Runs a job over the fleet the state file names: every engine at once,
-/// each reached lazily (one that is down fails its part alone).
-async fn run_fleet(config: &Config, sink: &mut dyn Sink) -> Exit {
-    use crate::engine::lazy::LazyEngine;
-    use crate::exec::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
-    let engines: Vec<Arc<dyn Engine>> = config
-        .fleet
-        .iter()
-        .map(|t| {
-            Arc::new(LazyEngine::new(&t.name, t.endpoint.clone(), config.timeout))
-                as Arc<dyn Engine>
-        })
-        .collect();
-    let endpoints: Vec<(String, String)> = config
-        .fleet
-        .iter()
-        .map(|t| (t.name.clone(), t.endpoint.to_string()))
-        .collect();
-    let fail_here = |sink: &mut dyn Sink, e: &anyhow::Error| {
-        fail(sink, config.format, config.reports(), "fleet", "fleet", e)
-    };
-    let budget = Arc::new(tokio::sync::Semaphore::new(config.parallelism));
-    let options = ApplyOptions {
-        parallelism: config.engine_parallelism,
-        budget: Some(budget),
-        ..ApplyOptions::default()
-    };
-    if let Job::Watch { .. } = &config.job {
-        return run_watch(config, engines, sink).await;
-    }
-    let (cancel, ctrl_c) = cancel_on_ctrl_c();
-    let exit = match &config.job {
-        Job::Watch { .. } => unreachable!("handled above"),
-        Job::Plan {
-            goal,
-            detailed,
-            out,
-        } => {
-            let (fleet, inventories) = plan_all(&engines, goal, &config.scope, config.now).await;
-            for inventory in &inventories {
-                if let Some(w) = render::rejected_warning(inventory) {
-                    sink.err(&w);
-                }
-            }
-            if let Some(path) = out {
-                if let Err(e) = save(path, &render::fleet_plan(&fleet, &endpoints, Format::Json)) {
-                    return fail_here(sink, &e.into());
-                }
-            }
-            sink.out(&render::fleet_plan(&fleet, &endpoints, config.format));
-            if !fleet.failures.is_empty() {
-                Exit::Failure
-            } else if *detailed && !fleet.is_empty() {
-                Exit::Pending
-            } else {
-                Exit::Success
-            }
-        }
-        Job::Converge { goal, .. } => {
-            let audit = match open_audit(config) {
-                Ok(audit) => audit,
-                Err(e) => return fail_here(sink, &e),
-            };
-            let shared = FleetPrinting::new(config.format, sink, &endpoints, audit);
-            let report = reconcile_all(
-                &engines,
-                goal,
-                &config.scope,
-                config.now,
-                &options,
-                &cancel,
-                &shared,
-            )
-            .await;
-            shared.finish(report)
-        }
-        Job::ApplySaved { path } => {
-            let text = match std::fs::read_to_string(path) {
-                Ok(text) => text,
-                Err(e) => {
-                    return fail_here(
-                        sink,
-                        &PlanFileError {
-                            path: path.clone(),
-                            detail: format!(
-                                "cannot read it: {e}; check the path, or save a plan there with `sandboxctl plan --out {}`",
-                                path.display()
-                            ),
-                        }
-                        .into(),
-                    )
-                }
-            };
-            let saved: FleetPlan = match serde_json::from_str::<FleetPlan>(&text)
-                .map_err(|e| e.to_string())
-                .and_then(|p| p.validate().map(|()| p))
-            {
-                Ok(p) => p,
-                Err(detail) => {
-                    return fail_here(
-                        sink,
-                        &PlanFileError {
-                            path: path.clone(),
-                            detail: format!("not a sandboxctl fleet plan: {detail}; make one with `sandboxctl plan --out`"),
-                        }
-                        .into(),
-                    )
-                }
-            };
-            let audit = match open_audit(config) {
-                Ok(audit) => audit,
-                Err(e) => return fail_here(sink, &e),
-            };
-            let shared = FleetPrinting::new(config.format, sink, &endpoints, audit);
-            let report = reconcile_saved_all(&engines, &saved, &options, &cancel, &shared).await;
-            shared.finish(report)
-        }
-        Job::Inventory => {
-            let parts = futures_util::future::join_all(engines.iter().map(|e| async move {
-                (
-                    e.name().to_string(),
-                    Inventory::list(e.as_ref(), &config.scope)
-                        .await
-                        .map_err(|err| err.to_string()),
-                )
-            }))
-            .await;
-            let failed = parts.iter().any(|(_, r)| r.is_err());
-            for (_, inventory) in &parts {
-                if let Some(w) = inventory.as_ref().ok().and_then(render::rejected_warning) {
-                    sink.err(&w);
-                }
-            }
-            sink.out(&render::fleet_inventory(&parts, config.format));
-            if failed {
-                Exit::Failure
-            } else {
-                Exit::Success
-            }
-        }
-        Job::Explain { .. } | Job::Graph { .. } => {
-            // Per engine, one after the other: explain and graph name one plan each.
-            let mut exit = Exit::Success;
-            for engine in &engines {
-                if run_with(config, engine.as_ref(), &cancel, sink).await != Exit::Success {
-                    exit = Exit::Failure;
-                }
-            }
-            exit
-        }
-    };
-    ctrl_c.abort();
-    exit
-}
-
 /// Writes a saved plan next to its destination and renames it into place, so
 /// a reader never sees half a plan.
 fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
@@ -1005,104 +805,26 @@ fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
     std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
 }
 
-/// What a fleet converge prints: each engine's plan as it is made (human
-/// format), one line per finished step, the audit log; then the fleet report.
-struct FleetPrinting<'a> {
+/// Reports a run that failed before any engine work: the error on stderr,
+/// and for commands that end in a report, in JSON mode, the report (with
+/// every key) on stdout. Always exit 1.
+fn fail(
+    sink: &mut dyn Sink,
     format: Format,
-    sink: RefCell<&'a mut dyn Sink>,
-    endpoints: &'a [(String, String)],
-    audit: Option<Arc<AuditLog>>,
-    audit_failed: std::cell::Cell<bool>,
-}
-
-impl<'a> FleetPrinting<'a> {
-    fn new(
-        format: Format,
-        sink: &'a mut dyn Sink,
-        endpoints: &'a [(String, String)],
-        audit: Option<Arc<AuditLog>>,
-    ) -> Self {
-        FleetPrinting {
-            format,
-            sink: RefCell::new(sink),
-            endpoints,
-            audit,
-            audit_failed: std::cell::Cell::new(false),
-        }
+    reports: bool,
+    engine: &str,
+    name: &str,
+    error: &anyhow::Error,
+) -> Exit {
+    sink.err(&render::error(error));
+    if reports && format == Format::Json {
+        let report = Report::failed_before_apply(engine, name, format!("{error:#}"));
+        sink.out(&render::report_json(&report));
     }
-
-    fn finish(self, report: crate::exec::fleet::FleetReport) -> Exit {
-        self.sink
-            .borrow_mut()
-            .out(&render::fleet_report(&report, self.format));
-        let exit = if report.report.interrupted {
-            Exit::Interrupted
-        } else if report.report.converged {
-            Exit::Success
-        } else {
-            Exit::Failure
-        };
-        audited(exit, self.audit_failed.get())
-    }
-}
-
-impl crate::exec::fleet::FleetObserver for FleetPrinting<'_> {
-    fn for_engine(&self, engine: &str) -> Box<dyn ReconcileObserver + '_> {
-        let mut steps = Steps::new(self.audit.clone(), None);
-        if self.format == Format::Human {
-            steps.progress = Progress::Lines;
-        }
-        Box::new(EnginePrinting {
-            shared: self,
-            engine: engine.to_string(),
-            steps,
-        })
-    }
-}
-
-struct EnginePrinting<'s, 'a> {
-    shared: &'s FleetPrinting<'a>,
-    engine: String,
-    steps: Steps,
-}
-
-impl ReconcileObserver for EnginePrinting<'_, '_> {
-    fn planned(&mut self, inventory: &Inventory, plan: &Plan) {
-        if let Some(r) = &mut self.steps.recorder {
-            r.know(inventory);
-        }
-        if let Some(w) = render::rejected_warning(inventory) {
-            self.shared.sink.borrow_mut().err(&w);
-        }
-        if self.shared.format == Format::Human {
-            let endpoint = self
-                .shared
-                .endpoints
-                .iter()
-                .find(|(n, _)| *n == self.engine)
-                .map(|(_, e)| e.as_str())
-                .unwrap_or_default();
-            self.shared.sink.borrow_mut().out(&format!(
-                "Engine {}: {endpoint}\n{}\n",
-                crate::render::text::escape(&self.engine),
-                render::plan_human(plan)
-            ));
-        }
-    }
-
-    fn steps(&mut self) -> &mut dyn Observer {
-        &mut self.steps
-    }
-
-    fn applied(&mut self) {
-        if let Some(e) = self.steps.audit_error() {
-            self.shared.audit_failed.set(true);
-            self.shared
-                .sink
-                .borrow_mut()
-                .err(&format!("error: {}\n", crate::render::text::escape(&e)));
-        }
-    }
+    Exit::of(Verdict {
+        failed: true,
+        ..Verdict::default()
+    })
 }
 
 /// `validate`: every problem of every file, no engine call.
@@ -1115,9 +837,167 @@ pub fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit 
         })
         .collect();
     sink.out(&render::validation(&results, format));
-    if results.iter().all(|(_, p)| p.is_empty()) {
-        Exit::Success
-    } else {
-        Exit::Failure
+    Exit::of(Verdict {
+        failed: results.iter().any(|(_, p)| !p.is_empty()),
+        ..Verdict::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
+    use crate::engine::{EngineError, ErrorKind};
+    use crate::model::{Kind, Labels};
+    use clap::Parser;
+
+    /// Everything printed, kept.
+    #[derive(Default)]
+    struct Buffers {
+        out: String,
+        err: String,
+    }
+
+    impl Sink for Buffers {
+        fn out(&mut self, text: &str) {
+            self.out.push_str(text);
+        }
+        fn err(&mut self, text: &str) {
+            self.err.push_str(text);
+        }
+    }
+
+    fn managed(box_id: &str) -> Labels {
+        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
+        Arc::new(
+            MemoryEngine::new(World {
+                containers: boxes
+                    .iter()
+                    .map(|b| ContainerInfo::new(&format!("{name}-{b}"), b, managed(b)))
+                    .collect(),
+                ..World::default()
+            })
+            .named(name),
+        )
+    }
+
+    /// A config for `argv` (after the program name) with a state file of `state`.
+    fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.toml");
+        std::fs::write(&path, state).unwrap();
+        let path = path.display().to_string();
+        let mut all = vec!["sandboxctl", "--state", &path];
+        all.extend_from_slice(argv);
+        let args = crate::cli::Cli::try_parse_from(all)
+            .unwrap()
+            .into_args()
+            .unwrap();
+        (dir, resolve(args).unwrap())
+    }
+
+    const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
+
+    fn unreachable(engine: &MemoryEngine) {
+        engine.inject(
+            Op::List(Kind::Container),
+            None,
+            FaultAction::Fail(EngineError::new(
+                "list containers",
+                ErrorKind::Unreachable {
+                    endpoint: "unix:///nonexistent-a.sock".into(),
+                    detail: "connection refused".into(),
+                },
+            )),
+            usize::MAX,
+        );
+    }
+
+    #[tokio::test]
+    async fn destroy_in_a_fleet_warns_about_ids_no_engine_carries() {
+        let (_dir, config) = config(FLEET, &["destroy", "x", "ghost"]);
+        let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert!(
+            sink.err.contains("ca.sandbox.id=ghost") && !sink.err.contains("ca.sandbox.id=x "),
+            "{}",
+            sink.err
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_cycle_is_judged_over_every_engine_and_reported_by_name() {
+        let (_dir, config) = config(
+            FLEET,
+            &["--format", "json", "watch", "--once", "--grace", "1s"],
+        );
+        // The first engine is down: its part fails, the second converges,
+        // and each is reported under its own name.
+        let a = engine("a", &["p"]);
+        unreachable(&a);
+        let b = engine("b", &["q"]);
+        let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+        let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(report["converged"], false);
+        let summary: Vec<(String, bool)> = report["engines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["engine"].as_str().unwrap().to_string(),
+                    s["converged"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(summary, [("a".into(), false), ("b".into(), true)]);
+        assert_eq!(report["failures"][0]["engine"], "a");
+        assert!(
+            b.world().containers.is_empty(),
+            "the healthy engine converged"
+        );
+        assert_eq!(a.world().containers.len(), 1, "the failed one is untouched");
+        let log: Vec<serde_json::Value> = sink
+            .err
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let failed: Vec<&str> = log
+            .iter()
+            .filter(|l| l["event"] == "cycleFailed")
+            .map(|l| l["engine"].as_str().unwrap())
+            .collect();
+        assert_eq!(failed, ["a"], "{}", sink.err);
+    }
+
+    #[tokio::test]
+    async fn watch_once_on_one_unreachable_engine_is_a_failure() {
+        let (_dir, config) = config(
+            "",
+            &["--format", "json", "watch", "--once", "--grace", "1s"],
+        );
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+        unreachable(&engine);
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Failure);
+        let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(report["converged"], false);
+        assert_eq!(report["failures"][0]["engine"], "default");
+        assert!(
+            report.get("engines").is_none(),
+            "one engine keeps its layout"
+        );
     }
 }

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 use sandboxctl::cli::config;
 use sandboxctl::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
 use sandboxctl::engine::{EngineError, ErrorKind};
-use sandboxctl::exec::apply::{apply, ApplyOptions, Outcome, Silent};
+use sandboxctl::exec::apply::{apply, ApplyOptions, Outcome};
+use sandboxctl::exec::event::{Event, Observer, Silent};
 use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::exec::verify::{verify, Report};
 use sandboxctl::model::{Kind, Reason, Scope};
@@ -18,6 +18,7 @@ use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
 use sandboxctl::render;
 use sandboxctl::state::DesiredState;
+use tokio_util::sync::CancellationToken;
 
 /// The time every plan here is made for: 2026-12-01T00:00:00Z.
 const NOW: i64 = 1_796_083_200;
@@ -76,8 +77,8 @@ async fn apply_and_verify(engine: &MemoryEngine, plan: &Plan) -> Report {
         engine,
         plan,
         &ApplyOptions::default(),
-        &AtomicBool::new(false),
-        &mut Silent,
+        &CancellationToken::new(),
+        &Silent,
     )
     .await;
     verify(engine, plan, &applied).await
@@ -512,8 +513,8 @@ fn not_found_on_removal_is_already_gone_not_a_failure() {
             &engine,
             &plan,
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &mut Silent,
+            &CancellationToken::new(),
+            &Silent,
         ));
         assert!(applied.outcomes.iter().all(|o| *o == Outcome::AlreadyGone));
         let report = rt.block_on(verify(&engine, &plan, &applied));
@@ -557,8 +558,8 @@ fn cancelled_apply_starts_nothing_and_reports_everything_left() {
         &engine,
         &plan,
         &ApplyOptions::default(),
-        &AtomicBool::new(true),
-        &mut Silent,
+        &cancelled(),
+        &Silent,
     ));
     assert!(applied.interrupted);
     assert!(applied.outcomes.iter().all(|o| *o == Outcome::Interrupted));
@@ -572,23 +573,45 @@ fn cancelled_apply_starts_nothing_and_reports_everything_left() {
 
 /// Records the order in which steps finish and the most removals in flight.
 #[derive(Default)]
-struct Recorder {
+struct Recorder(std::sync::Mutex<Recorded>);
+
+#[derive(Default)]
+struct Recorded {
     finished: Vec<String>,
     in_flight: usize,
     max_in_flight: usize,
 }
 
-impl sandboxctl::exec::apply::Observer for Recorder {
-    fn started(&mut self, _step: &sandboxctl::plan::Step) {
-        self.in_flight += 1;
-        self.max_in_flight = self.max_in_flight.max(self.in_flight);
+impl Recorder {
+    fn into_inner(self) -> Recorded {
+        self.0.into_inner().unwrap()
     }
-    fn finished(&mut self, step: &sandboxctl::plan::Step, outcome: &Outcome) {
-        if !matches!(outcome, Outcome::Skipped(_) | Outcome::Interrupted) {
-            self.in_flight -= 1;
+}
+
+impl Observer for Recorder {
+    fn on(&self, event: &Event<'_>) {
+        let mut r = self.0.lock().unwrap();
+        match event {
+            Event::Started { .. } => {
+                r.in_flight += 1;
+                r.max_in_flight = r.max_in_flight.max(r.in_flight);
+            }
+            Event::Finished { step, outcome, .. } => {
+                if !matches!(outcome, Outcome::Skipped(_) | Outcome::Interrupted) {
+                    r.in_flight -= 1;
+                }
+                r.finished.push(step.object.name.clone());
+            }
+            _ => {}
         }
-        self.finished.push(step.object.name.clone());
     }
+}
+
+/// A token already cancelled.
+fn cancelled() -> CancellationToken {
+    let token = CancellationToken::new();
+    token.cancel();
+    token
 }
 
 /// `n` boxes, each a running container mounting its own named volume.
@@ -616,17 +639,17 @@ fn a_volume_goes_as_soon_as_its_own_containers_are_gone() {
         1,
     );
     let plan = rt.block_on(plan_with(&engine, &nothing_declared()));
-    let mut rec = Recorder::default();
+    let rec = Recorder::default();
     let applied = rt.block_on(apply(
         &engine,
         &plan,
         &ApplyOptions::default(),
-        &AtomicBool::new(false),
-        &mut rec,
+        &CancellationToken::new(),
+        &rec,
     ));
     assert!(applied.outcomes.iter().all(Outcome::is_success));
     // v1 did not wait for the unrelated slow container c0.
-    assert_eq!(rec.finished, vec!["c1", "v1", "c0", "v0"]);
+    assert_eq!(rec.into_inner().finished, vec!["c1", "v1", "c0", "v0"]);
 }
 
 #[test]
@@ -641,7 +664,7 @@ fn removals_in_flight_never_exceed_parallelism() {
             usize::MAX,
         );
         let plan = rt.block_on(plan_with(&engine, &nothing_declared()));
-        let mut rec = Recorder::default();
+        let rec = Recorder::default();
         let options = ApplyOptions {
             parallelism,
             ..ApplyOptions::default()
@@ -650,11 +673,11 @@ fn removals_in_flight_never_exceed_parallelism() {
             &engine,
             &plan,
             &options,
-            &AtomicBool::new(false),
-            &mut rec,
+            &CancellationToken::new(),
+            &rec,
         ));
         assert!(applied.outcomes.iter().all(Outcome::is_success));
-        assert_eq!(rec.max_in_flight, parallelism);
+        assert_eq!(rec.into_inner().max_in_flight, parallelism);
         assert!(engine.world().containers.is_empty() && engine.world().volumes.is_empty());
     }
 }
@@ -664,7 +687,7 @@ fn with_every_slot_busy_a_ready_volume_goes_before_the_next_container() {
     let rt = runtime();
     let engine = MemoryEngine::new(boxes(4));
     let plan = rt.block_on(plan_with(&engine, &nothing_declared()));
-    let mut rec = Recorder::default();
+    let rec = Recorder::default();
     let options = ApplyOptions {
         parallelism: 1,
         ..ApplyOptions::default()
@@ -673,11 +696,11 @@ fn with_every_slot_busy_a_ready_volume_goes_before_the_next_container() {
         &engine,
         &plan,
         &options,
-        &AtomicBool::new(false),
-        &mut rec,
+        &CancellationToken::new(),
+        &rec,
     ));
     assert_eq!(
-        rec.finished,
+        rec.into_inner().finished,
         vec!["c0", "v0", "c1", "v1", "c2", "v2", "c3", "v3"]
     );
 }

@@ -25,19 +25,20 @@
 //!   and leaves every other object exactly as it was.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::AtomicBool;
 
 use proptest::prelude::*;
 use proptest::sample::select;
 
 use sandboxctl::engine::memory::{ContainerInfo, MemoryEngine, NetworkInfo, Op, VolumeInfo, World};
-use sandboxctl::exec::apply::{apply, ApplyOptions, Silent};
+use sandboxctl::exec::apply::{apply, ApplyOptions};
+use sandboxctl::exec::event::Silent;
 use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::exec::verify::verify;
 use sandboxctl::model::{ImageInfo, Kind, Labels, ObjectKey, Scope, DEFAULT_ENGINE};
 use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
 use sandboxctl::render;
+use tokio_util::sync::CancellationToken;
 
 const BOXES: [&str; 4] = ["b0", "b1", "b2", "b3"];
 const VOLUMES: usize = 6;
@@ -482,8 +483,8 @@ fn run_case(
         &engine,
         &plan,
         &ApplyOptions::default(),
-        &AtomicBool::new(false),
-        &mut Silent,
+        &CancellationToken::new(),
+        &Silent,
     ));
     prop_assert!(
         applied.outcomes.iter().all(|o| o.is_success()),

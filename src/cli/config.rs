@@ -61,13 +61,15 @@ pub struct Config {
     pub state: Option<PathBuf>,
     pub scope: Scope,
     pub format: Format,
-    /// The engine, resolved as the docker CLI does (flags, DOCKER_HOST,
-    /// DOCKER_CONTEXT, the config file's current context, the default socket).
-    /// In a fleet, the first engine.
-    pub endpoint: Endpoint,
-    /// The fleet the state file names (`[[engine]]`), narrowed by `--engine`;
-    /// empty without `[[engine]]` (then `endpoint` is the one engine).
-    pub fleet: Vec<EngineTarget>,
+    /// The engines of this run, never empty (a single engine is a fleet of
+    /// one): the state file's `[[engine]]` tables narrowed by `--engine`, or
+    /// else the one engine resolved as the docker CLI does (flags,
+    /// DOCKER_HOST, DOCKER_CONTEXT, the config file's current context, the
+    /// default socket), named `default`.
+    pub engines: Vec<EngineTarget>,
+    /// True when the state file names the engines (`[[engine]]`): the output
+    /// is laid out per engine, even for one.
+    pub fleet: bool,
     /// Removals in flight on any one engine of a fleet.
     pub engine_parallelism: usize,
     pub timeout: Duration,
@@ -160,13 +162,18 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
     } else {
         scope_of(&args.scope, &desired)?
     };
-    let fleet = fleet_of(&args, &desired)?;
-    let endpoint = match fleet.first() {
-        Some(first) => first.endpoint.clone(),
-        None => crate::engine::endpoint::resolve(&EndpointInput::from_process(
-            args.context.clone(),
-            args.host.clone(),
-        ))?,
+    let declared = fleet_of(&args, &desired)?;
+    let fleet = !declared.is_empty();
+    let engines = if fleet {
+        declared
+    } else {
+        vec![EngineTarget {
+            name: crate::model::DEFAULT_ENGINE.to_string(),
+            endpoint: crate::engine::endpoint::resolve(&EndpointInput::from_process(
+                args.context.clone(),
+                args.host.clone(),
+            ))?,
+        }]
     };
     let audit = match &args.command {
         Command::Apply { audit, .. }
@@ -239,19 +246,19 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
     // Without --parallelism, a fleet gets the default budget per engine.
     let parallelism = args
         .parallelism
-        .unwrap_or(crate::exec::apply::DEFAULT_PARALLELISM * fleet.len().max(1));
+        .unwrap_or(crate::exec::apply::DEFAULT_PARALLELISM * engines.len());
     let engine_parallelism = args
         .engine_parallelism
         .unwrap_or(crate::exec::apply::DEFAULT_PARALLELISM)
         .min(parallelism);
     Ok(Config {
         job,
+        engines,
         fleet,
         engine_parallelism,
         state: desired.source.clone(),
         scope,
         format: args.format,
-        endpoint,
         timeout: args.timeout,
         parallelism,
         audit,

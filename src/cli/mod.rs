@@ -5,6 +5,7 @@
 //! invocation invalid (exit 2). Must not read the state file or reach the engine.
 
 pub mod config;
+pub mod exit;
 pub mod operator;
 
 use std::path::PathBuf;

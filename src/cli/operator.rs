@@ -15,8 +15,8 @@ use std::io::{self, Write};
 use clap::CommandFactory;
 use clap_complete::Shell;
 
+use crate::cli::exit::Exit;
 use crate::cli::Cli;
-use crate::run::Exit;
 
 /// The name the scripts complete and the page documents.
 const BIN_NAME: &str = "sandboxctl";

@@ -6,14 +6,14 @@
 //! generic walk in `walk.rs`. Must not remove anything the plan does not name,
 //! retry a failed removal, or print.
 
-use std::cell::RefCell;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError, ErrorKind};
+use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
 use crate::model::{Kind, ObjectKey, Scope};
 use crate::plan::{Plan, Step};
@@ -109,16 +109,6 @@ pub fn next(_kind: Kind, err: &EngineError) -> Next {
     }
 }
 
-/// Told about each step as it starts and ends (progress display, audit log).
-pub trait Observer {
-    fn started(&mut self, _step: &Step) {}
-    fn finished(&mut self, _step: &Step, _outcome: &Outcome) {}
-}
-
-/// An observer that ignores everything.
-pub struct Silent;
-impl Observer for Silent {}
-
 /// The outcome of every step, in plan order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Applied {
@@ -137,21 +127,30 @@ pub async fn apply(
     engine: &dyn Engine,
     plan: &Plan,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observer: &mut dyn Observer,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> Applied {
     let scope = plan.scope();
-    let observer = RefCell::new(observer);
+    let name = engine.name();
     let walked = walk(
         &plan.dependencies(),
         options.parallelism,
         |i| (plan.steps[i].object.kind == Kind::Container, i),
         Outcome::is_success,
-        cancel,
-        |i| observer.borrow_mut().started(&plan.steps[i]),
+        || cancel.is_cancelled(),
+        |i| {
+            observer.on(&Event::Started {
+                engine: name,
+                step: &plan.steps[i],
+            })
+        },
         |i, w| {
             let outcome = as_outcome(w.clone());
-            observer.borrow_mut().finished(&plan.steps[i], &outcome);
+            observer.on(&Event::Finished {
+                engine: name,
+                step: &plan.steps[i],
+                outcome: &outcome,
+            });
         },
         |i| remove(engine, &plan.steps[i], &scope, options),
     )

@@ -1,25 +1,27 @@
-//! A fleet: one job over every engine the state file names, at once.
+//! The run over a fleet: one job on every engine of a run at once, and the
+//! one merge of their results. A single engine is a fleet of one; `apply`,
+//! `destroy`, a saved plan and every watch cycle come through here.
 //!
 //! Owns running the per-engine work concurrently within one removal budget
 //! (each engine also capped), failing an engine's part alone (an engine that
-//! cannot be reached or listed is a failure of kind `engine`, its objects
-//! untouched, while the others still converge), and merging the per-engine
-//! plans and reports into the fleet's. Each engine's own work is exactly the
-//! single-engine `plan_once` / `reconcile_once` / `reconcile_saved`. Must not
-//! print or decide anything per object.
+//! cannot be reached or listed, or whose saved plan is stale, is a failure of
+//! kind `engine` naming that engine, its objects untouched, while the others
+//! still converge), merging every part into one report, and the one decision
+//! of success (`Verdict`). Each engine's own work is exactly `plan_once` /
+//! `reconcile_once` / `execute`. Must not print or decide anything per object.
 
-use std::cell::RefCell;
-use std::sync::atomic::AtomicBool;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
-use crate::exec::reconcile::{
-    check_saved, execute, plan_once, reconcile_once, Early, ReconcileObserver,
-};
+use crate::exec::event::Observer;
+use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Early};
 use crate::exec::verify::{Failure, Report};
 use crate::model::Scope;
 use crate::plan::inventory::Inventory;
@@ -61,6 +63,44 @@ impl FleetPlan {
         }
         Ok(())
     }
+
+    /// Reads a saved plan: one engine's (`plan --out` without `[[engine]]`) or
+    /// a fleet's. Either is carried out by engine name.
+    pub fn read(path: &Path) -> Result<FleetPlan, PlanFileError> {
+        let fail = |detail: String| PlanFileError {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            fail(format!(
+                "cannot read it: {e}; check the path, or save a plan there with `sandboxctl plan --out {}`",
+                path.display()
+            ))
+        })?;
+        let fleet = match serde_json::from_str::<Plan>(&text) {
+            Ok(plan) => FleetPlan {
+                version: PLAN_VERSION,
+                engines: vec![plan],
+                failures: vec![],
+            },
+            Err(single) => serde_json::from_str::<FleetPlan>(&text).map_err(|_| {
+                fail(format!(
+                    "not a sandboxctl plan ({single}); make a new one with `sandboxctl plan --out {}`",
+                    path.display()
+                ))
+            })?,
+        };
+        fleet.validate().map_err(fail)?;
+        Ok(fleet)
+    }
+}
+
+/// A saved plan could not be read, parsed, written or used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("plan file {}: {detail}", path.display())]
+pub struct PlanFileError {
+    pub path: std::path::PathBuf,
+    pub detail: String,
 }
 
 /// Per-engine summary of a fleet's report.
@@ -78,101 +118,83 @@ pub struct EngineSummary {
     pub error: Option<String>,
 }
 
+/// One engine's part of a run: its name, how long it took, and its report or
+/// why it stopped before removing anything. Kept by name, never by position.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub engine: String,
+    pub endpoint: String,
+    pub took: Duration,
+    pub result: Result<Report, PartError>,
+}
+
+impl Part {
+    /// The part's report; for a part that stopped early, the report of a run
+    /// that failed before apply, naming this engine and why.
+    pub fn report(&self) -> std::borrow::Cow<'_, Report> {
+        match &self.result {
+            Ok(r) => std::borrow::Cow::Borrowed(r),
+            Err(e) => std::borrow::Cow::Owned(Report::failed_before_apply(
+                &self.engine,
+                e.object(&self.endpoint),
+                e.to_string(),
+            )),
+        }
+    }
+}
+
+/// Why an engine's part stopped before removing anything.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PartError {
+    /// Listing, planning or the saved-plan checks on this engine.
+    #[error(transparent)]
+    Early(#[from] Early),
+    /// The saved plan cannot be carried out on this engine.
+    #[error(transparent)]
+    PlanFile(#[from] PlanFileError),
+}
+
+impl PartError {
+    /// What the failure names besides the engine: the plan file, or the engine's address.
+    fn object<'a>(&self, endpoint: &'a str) -> &'a str {
+        match self {
+            PartError::PlanFile(_) => "plan file",
+            PartError::Early(_) => endpoint,
+        }
+    }
+}
+
 /// A fleet's report: the seed's keys over every engine (each entry carries
 /// its `engine`), and a summary per engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct FleetReport {
     #[serde(flatten)]
     pub report: Report,
     pub engines: Vec<EngineSummary>,
-    /// The per-engine reports, for grouped human output.
+    /// Every engine's part, by name, for grouped output and watch's log.
     #[serde(skip)]
-    pub parts: Vec<(String, Report)>,
+    pub parts: Vec<Part>,
 }
 
-fn engine_failure(engine: &dyn Engine, error: String) -> Failure {
-    Failure {
-        kind: "engine".into(),
-        engine: engine.name().to_string(),
-        name: engine.endpoint().to_string(),
-        id: None,
-        error,
-    }
-}
-
-/// Merges per-engine results into the fleet's report. Pure.
-pub fn merge(results: Vec<(&dyn Engine, Result<Report, Early>)>) -> FleetReport {
+/// Merges per-engine parts into one report. Pure. Converged only when there
+/// is at least one part and every part converged: a part that failed before
+/// apply is a failure of kind `engine` naming its engine.
+pub fn merge(parts: Vec<Part>) -> FleetReport {
     let mut merged = Report::empty();
-    merged.converged = true;
+    merged.converged = !parts.is_empty();
     let mut engines = Vec::new();
-    let mut parts = Vec::new();
-    for (engine, result) in results {
-        let mut summary = EngineSummary {
-            engine: engine.name().to_string(),
-            endpoint: engine.endpoint().to_string(),
-            converged: false,
-            removed: 0,
-            failures: 0,
-            remaining: 0,
-            error: None,
-        };
-        let report = match result {
-            Ok(r) => r,
-            Err(e) => {
-                summary.error = Some(e.to_string());
-                Report::failed_before_apply(engine.name(), engine.endpoint(), e.to_string())
-            }
-        };
-        summary.converged = report.converged;
-        summary.removed = report.removed.len();
-        summary.failures = report.failures.len();
-        summary.remaining = report.all_remaining().count();
-        merged.converged &= report.converged;
-        merged.interrupted |= report.interrupted;
-        if merged.now.is_none() {
-            merged.now = report.now.clone();
-        }
-        merged
-            .removed
-            .containers
-            .extend(report.removed.containers.iter().cloned());
-        merged
-            .removed
-            .volumes
-            .extend(report.removed.volumes.iter().cloned());
-        merged
-            .removed
-            .networks
-            .extend(report.removed.networks.iter().cloned());
-        merged
-            .kept
-            .containers
-            .extend(report.kept.containers.iter().cloned());
-        merged
-            .kept
-            .volumes
-            .extend(report.kept.volumes.iter().cloned());
-        merged
-            .kept
-            .networks
-            .extend(report.kept.networks.iter().cloned());
-        for image in &report.retained.images {
-            if !merged.retained.images.contains(image) {
-                merged.retained.images.push(image.clone());
-            }
-        }
-        merged.failures.extend(report.failures.iter().cloned());
-        merged
-            .remaining_containers
-            .extend(report.remaining_containers.iter().cloned());
-        merged
-            .remaining_volumes
-            .extend(report.remaining_volumes.iter().cloned());
-        merged
-            .remaining_networks
-            .extend(report.remaining_networks.iter().cloned());
-        engines.push(summary);
-        parts.push((engine.name().to_string(), report));
+    for part in &parts {
+        let report = part.report();
+        engines.push(EngineSummary {
+            engine: part.engine.clone(),
+            endpoint: part.endpoint.clone(),
+            converged: report.converged,
+            removed: report.removed.len(),
+            failures: report.failures.len(),
+            remaining: report.all_remaining().count(),
+            error: part.result.as_ref().err().map(ToString::to_string),
+        });
+        absorb(&mut merged, &report);
     }
     FleetReport {
         report: merged,
@@ -181,8 +203,76 @@ pub fn merge(results: Vec<(&dyn Engine, Result<Report, Early>)>) -> FleetReport 
     }
 }
 
+/// Adds one engine's report to the whole.
+fn absorb(whole: &mut Report, part: &Report) {
+    whole.converged &= part.converged;
+    whole.interrupted |= part.interrupted;
+    if whole.now.is_none() {
+        whole.now = part.now.clone();
+    }
+    whole
+        .removed
+        .containers
+        .extend(part.removed.containers.iter().cloned());
+    whole
+        .removed
+        .volumes
+        .extend(part.removed.volumes.iter().cloned());
+    whole
+        .removed
+        .networks
+        .extend(part.removed.networks.iter().cloned());
+    whole
+        .kept
+        .containers
+        .extend(part.kept.containers.iter().cloned());
+    whole.kept.volumes.extend(part.kept.volumes.iter().cloned());
+    whole
+        .kept
+        .networks
+        .extend(part.kept.networks.iter().cloned());
+    for image in &part.retained.images {
+        if !whole.retained.images.contains(image) {
+            whole.retained.images.push(image.clone());
+        }
+    }
+    whole.failures.extend(part.failures.iter().cloned());
+    whole
+        .remaining_containers
+        .extend(part.remaining_containers.iter().cloned());
+    whole
+        .remaining_volumes
+        .extend(part.remaining_volumes.iter().cloned());
+    whole
+        .remaining_networks
+        .extend(part.remaining_networks.iter().cloned());
+}
+
+/// How a run ended, as far as its exit status goes: the one input of `Exit`'s
+/// decision, made from the merged report (or a plan, an inventory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Verdict {
+    /// Something failed: a listing, a removal, the verification, an engine.
+    pub failed: bool,
+    /// Stopped by Ctrl-C before every removal started.
+    pub interrupted: bool,
+    /// `plan --detailed-exitcode` with changes pending.
+    pub pending: bool,
+}
+
+impl Verdict {
+    /// The verdict of a converging run: failed unless the merged report converged.
+    pub fn of_report(report: &Report) -> Verdict {
+        Verdict {
+            failed: !report.converged,
+            interrupted: report.interrupted,
+            pending: false,
+        }
+    }
+}
+
 /// Plans `goal` on every engine at once. An engine that cannot be listed is
-/// a failure of the fleet plan; the others are planned.
+/// a failure of the fleet plan, naming it; the others are planned.
 pub async fn plan_all(
     engines: &[Arc<dyn Engine>],
     goal: &Goal,
@@ -207,17 +297,38 @@ pub async fn plan_all(
                 fleet.engines.push(plan);
                 inventories.push(inventory);
             }
-            Err(e) => fleet
-                .failures
-                .push(engine_failure(engine.as_ref(), e.to_string())),
+            Err(e) => fleet.failures.push(Failure {
+                kind: "engine".into(),
+                engine: engine.name().to_string(),
+                name: engine.endpoint().to_string(),
+                id: None,
+                error: e.to_string(),
+            }),
         }
     }
     (fleet, inventories)
 }
 
-/// The observers of a fleet's engines, one per engine, made on demand.
-pub trait FleetObserver {
-    fn for_engine(&self, engine: &str) -> Box<dyn ReconcileObserver + '_>;
+/// Runs `work` on every engine at once and keeps each result with its engine.
+async fn each<'e, F, Fut>(engines: &'e [Arc<dyn Engine>], work: F) -> Vec<Part>
+where
+    F: Fn(&'e dyn Engine) -> Fut,
+    Fut: std::future::Future<Output = Result<Report, PartError>>,
+{
+    join_all(engines.iter().map(|e| {
+        let fut = work(e.as_ref());
+        async move {
+            let started = Instant::now();
+            let result = fut.await;
+            Part {
+                engine: e.name().to_string(),
+                endpoint: e.endpoint().to_string(),
+                took: started.elapsed(),
+                result,
+            }
+        }
+    }))
+    .await
 }
 
 /// Reconciles every engine at once, within `options.budget` (shared) and
@@ -228,97 +339,97 @@ pub async fn reconcile_all(
     scope: &Scope,
     now: i64,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observers: &dyn FleetObserver,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> FleetReport {
-    let results = join_all(engines.iter().map(|e| async move {
-        let mut observer = observers.for_engine(e.name());
-        let result = reconcile_once(
-            e.as_ref(),
-            goal,
-            scope,
-            now,
-            options,
-            cancel,
-            observer.as_mut(),
-        )
-        .await;
-        (e.as_ref(), result)
-    }))
-    .await;
-    merge(results)
+    merge(
+        each(engines, |e| async move {
+            reconcile_once(e, goal, scope, now, options, cancel, observer)
+                .await
+                .map_err(PartError::from)
+        })
+        .await,
+    )
 }
 
-/// Carries out a saved fleet plan: first every engine's part is checked
-/// (stale if any engine changed since the plan was made, or its part was
-/// edited); only when all are current is each part carried out on its engine.
+/// Carries out a saved plan (`path` names it in messages): first every
+/// engine's part is checked (stale if any engine changed since the plan was
+/// made, or its part was edited, or the plan has no part for it); only when
+/// all are current is each part carried out on its engine. Engines that
+/// failed when the plan was made are still failed.
 pub async fn reconcile_saved_all(
     engines: &[Arc<dyn Engine>],
     saved: &FleetPlan,
+    path: &Path,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observers: &dyn FleetObserver,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> FleetReport {
-    let part = |e: &Arc<dyn Engine>| saved.engines.iter().find(|p| p.engine == e.name());
-    let checks = join_all(engines.iter().map(|e| async move {
-        match part(e) {
-            Some(plan) => check_saved(e.as_ref(), plan).await,
-            None => Err(Early::Stale {
-                changes: format!("the saved plan has no part for engine {}", e.name()),
-            }),
+    let plan_file = |detail: String| PlanFileError {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let remake = format!(
+        "make a new plan with `sandboxctl plan --out {}`",
+        path.display()
+    );
+    let part = |e: &dyn Engine| saved.engines.iter().find(|p| p.engine == e.name());
+    let checks = join_all(engines.iter().map(|e| async {
+        match part(e.as_ref()) {
+            Some(plan) => check_saved(e.as_ref(), plan)
+                .await
+                .map_err(|early| match early {
+                    Early::Listing(_) => PartError::Early(early),
+                    other => plan_file(format!("{other}; {remake}")).into(),
+                }),
+            None => {
+                let has: Vec<&str> = saved.engines.iter().map(|p| p.engine.as_str()).collect();
+                Err(plan_file(format!(
+                    "it has no part for engine {} (it has: {}); nothing was removed; {remake}",
+                    e.name(),
+                    has.join(", ")
+                ))
+                .into())
+            }
         }
     }))
     .await;
-    let all_current = checks.iter().all(Result::is_ok);
-    let stale: Vec<String> = engines
+    let stale: Vec<&str> = engines
         .iter()
         .zip(&checks)
         .filter(|(_, c)| c.is_err())
-        .map(|(e, _)| e.name().to_string())
+        .map(|(e, _)| e.name())
         .collect();
-    let results = join_all(engines.iter().zip(checks).map(|(e, check)| {
-        let stale = &stale;
-        async move {
-            let result = match (check, part(e)) {
-                (Err(early), _) => Err(early),
-                (Ok(()), _) if !all_current => Err(Early::Stale {
-                    changes: format!(
-                        "nothing was removed on any engine because the plan is stale on {}",
-                        stale.join(", ")
-                    ),
-                }),
-                (Ok(()), Some(plan)) => {
-                    let mut observer = observers.for_engine(e.name());
-                    Ok(execute(e.as_ref(), plan, options, cancel, observer.as_mut()).await)
-                }
-                (Ok(()), None) => unreachable!("checked above"),
-            };
-            (e.as_ref(), result)
-        }
-    }))
-    .await;
-    let mut report = merge(results);
-    // Engines that failed when the plan was made are still failed.
-    report
-        .report
-        .failures
-        .extend(saved.failures.iter().cloned());
+    let checks = &checks;
+    let stale = &stale;
+    let remake = &remake;
+    let mut report = merge(
+        each(engines, |e| async move {
+            let i = engines
+                .iter()
+                .position(|x| x.name() == e.name())
+                .expect("an engine of this run");
+            match (&checks[i], part(e)) {
+                (Err(error), _) => Err(error.clone()),
+                (Ok(()), _) if !stale.is_empty() => Err(plan_file(format!(
+                    "nothing was removed on any engine because the plan is stale on {}; {remake}",
+                    stale.join(", ")
+                ))
+                .into()),
+                (Ok(()), Some(plan)) => Ok(execute(e, plan, options, cancel, observer).await),
+                (Ok(()), None) => unreachable!("a missing part fails its check"),
+            }
+        })
+        .await,
+    );
     if !saved.failures.is_empty() {
+        report
+            .report
+            .failures
+            .extend(saved.failures.iter().cloned());
         report.report.converged = false;
     }
     report
-}
-
-/// A `FleetObserver` that gives every engine the same kind of observer.
-pub struct EachEngine<F>(pub RefCell<F>);
-
-impl<F> FleetObserver for EachEngine<F>
-where
-    F: FnMut(&str) -> Box<dyn ReconcileObserver>,
-{
-    fn for_engine(&self, engine: &str) -> Box<dyn ReconcileObserver + '_> {
-        (self.0.borrow_mut())(engine)
-    }
 }
 
 #[cfg(test)]
@@ -326,7 +437,7 @@ mod tests {
     use super::*;
     use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
     use crate::engine::{EngineError, ErrorKind};
-    use crate::exec::apply::Silent;
+    use crate::exec::event::Silent;
     use crate::model::{Kind, Labels};
     use crate::plan::DeclaredBox;
 
@@ -348,13 +459,6 @@ mod tests {
             })
             .named(name),
         )
-    }
-
-    struct Quiet;
-    impl FleetObserver for Quiet {
-        fn for_engine(&self, _: &str) -> Box<dyn ReconcileObserver + '_> {
-            Box::new(Silent)
-        }
     }
 
     #[tokio::test]
@@ -393,8 +497,8 @@ mod tests {
             &Scope::default(),
             0,
             &options,
-            &AtomicBool::new(false),
-            &Quiet,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await;
         assert!(!report.report.converged);
@@ -448,9 +552,10 @@ mod tests {
         let report = reconcile_saved_all(
             &engines,
             &saved,
+            Path::new("fleet.plan.json"),
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &Quiet,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await;
         assert!(!report.report.converged);

@@ -4,6 +4,7 @@
 //! engine of a run at once, one merged report, one exit decision).
 
 pub mod apply;
+pub mod event;
 pub mod fleet;
 pub mod reconcile;
 pub mod verify;

@@ -7,17 +7,19 @@
 //! policy or the verifier decides.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::exec::apply::{apply, ApplyOptions, Observer};
+use crate::exec::apply::{apply, ApplyOptions};
+use crate::exec::event::{Event, Observer};
 use crate::exec::verify::{verify, Report};
 use crate::model::Scope;
-use crate::plan::inventory::{Inventory, InventoryError};
+use crate::plan::inventory::InventoryError;
 use crate::plan::{Goal, Plan};
 
 /// Why a reconcile stopped before removing anything.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Early {
     /// A listing (or the inspection of unmanaged containers) failed: nothing
     /// may be planned from a partial inventory.
@@ -48,11 +50,15 @@ pub async fn reconcile_once(
     scope: &Scope,
     now: i64,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observer: &mut dyn ReconcileObserver,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> Result<Report, Early> {
     let (inventory, plan) = plan_once(engine, goal, scope, now).await?;
-    observer.planned(&inventory, &plan);
+    observer.on(&Event::Planned {
+        engine: engine.name(),
+        inventory: &inventory,
+        plan: &plan,
+    });
     Ok(execute(engine, &plan, options, cancel, observer).await)
 }
 
@@ -63,8 +69,8 @@ pub async fn reconcile_saved(
     engine: &dyn Engine,
     saved: &Plan,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observer: &mut dyn ReconcileObserver,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> Result<Report, Early> {
     check_saved(engine, saved).await?;
     Ok(execute(engine, saved, options, cancel, observer).await)
@@ -92,27 +98,14 @@ pub async fn execute(
     engine: &dyn Engine,
     plan: &Plan,
     options: &ApplyOptions,
-    cancel: &AtomicBool,
-    observer: &mut dyn ReconcileObserver,
+    cancel: &CancellationToken,
+    observer: &dyn Observer,
 ) -> Report {
-    let applied = apply(engine, plan, options, cancel, observer.steps()).await;
-    observer.applied();
+    let applied = apply(engine, plan, options, cancel, observer).await;
+    observer.on(&Event::Applied {
+        engine: engine.name(),
+    });
     verify(engine, plan, &applied).await
-}
-
-/// Hears what a reconcile does: the plan, each step (as an `Observer`), the end of apply.
-pub trait ReconcileObserver {
-    fn planned(&mut self, _inventory: &Inventory, _plan: &Plan) {}
-    /// The observer of each step.
-    fn steps(&mut self) -> &mut dyn Observer;
-    /// Apply is over; verification starts.
-    fn applied(&mut self) {}
-}
-
-impl ReconcileObserver for crate::exec::apply::Silent {
-    fn steps(&mut self) -> &mut dyn Observer {
-        self
-    }
 }
 
 /// True if both plans remove the same objects in the same order with the same
@@ -163,11 +156,18 @@ mod tests {
     use super::*;
     use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World};
     use crate::engine::{EngineError, ErrorKind};
-    use crate::exec::apply::{Outcome, Silent};
+    use crate::exec::apply::Outcome;
+    use crate::exec::event::Silent;
     use crate::model::{Kind, Labels};
     use crate::plan::DeclaredBox;
 
     const NOW: i64 = 1_800_000_000;
+
+    fn cancelled() -> CancellationToken {
+        let token = CancellationToken::new();
+        token.cancel();
+        token
+    }
 
     fn managed(box_id: &str) -> Labels {
         [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
@@ -205,8 +205,8 @@ mod tests {
             &Scope::default(),
             NOW,
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &mut Silent,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await
     }
@@ -254,8 +254,8 @@ mod tests {
             &other,
             &plan,
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &mut Silent,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await
         .unwrap_err();
@@ -271,8 +271,8 @@ mod tests {
             &engine,
             &edited,
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &mut Silent,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await
         .unwrap_err();
@@ -283,8 +283,8 @@ mod tests {
             &engine,
             &plan,
             &ApplyOptions::default(),
-            &AtomicBool::new(false),
-            &mut Silent,
+            &CancellationToken::new(),
+            &Silent,
         )
         .await
         .unwrap();
@@ -300,8 +300,8 @@ mod tests {
             &Scope::default(),
             NOW,
             &ApplyOptions::default(),
-            &AtomicBool::new(true),
-            &mut Silent,
+            &cancelled(),
+            &Silent,
         )
         .await
         .unwrap();

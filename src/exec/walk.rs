@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
@@ -26,15 +25,15 @@ pub enum Walked<T> {
 /// Walks `deps` (for each node, the indices of the nodes it waits for; the
 /// graph must be acyclic). At most `limit` nodes run at once; among ready
 /// nodes, the smallest `priority` starts first. `ok` says whether an outcome
-/// lets dependents run; `on_start`/`on_end` observe. Once `cancel` is set, no
-/// new node starts; those running finish. Returns one `Walked` per node.
+/// lets dependents run; `on_start`/`on_end` observe. Once `cancelled()` is
+/// true, no new node starts; those running finish. Returns one `Walked` per node.
 #[allow(clippy::too_many_arguments)]
 pub async fn walk<T, P, F, Fut>(
     deps: &[Vec<usize>],
     limit: usize,
     priority: impl Fn(usize) -> P,
     ok: impl Fn(&T) -> bool,
-    cancel: &AtomicBool,
+    cancelled: impl Fn() -> bool,
     mut on_start: impl FnMut(usize),
     mut on_end: impl FnMut(usize, &Walked<T>),
     run: F,
@@ -60,7 +59,7 @@ where
     let mut running = FuturesUnordered::new();
     let limit = limit.max(1);
     loop {
-        while running.len() < limit && !cancel.load(Ordering::SeqCst) {
+        while running.len() < limit && !cancelled() {
             let Some((_, i)) = ready.pop_first() else {
                 break;
             };
@@ -121,7 +120,7 @@ mod tests {
             limit,
             |i| i,
             |ok: &bool| *ok,
-            &AtomicBool::new(false),
+            || false,
             |_| {},
             |_, _| {},
             |i| {
@@ -157,7 +156,7 @@ mod tests {
             2,
             |i| i,
             |_: &()| true,
-            &AtomicBool::new(true),
+            || true,
             |_| {},
             |_, _| {},
             |_| async {},

@@ -357,18 +357,20 @@ impl Recorder {
         }
     }
 
-    /// Learns the labels and images of what a plan may remove.
+    /// Learns the labels and images of what a plan of this inventory's engine
+    /// may remove (replacing what it knew of that engine).
     pub fn know(&mut self, inventory: &crate::plan::inventory::Inventory) {
-        self.objects = inventory
-            .objects
-            .values()
-            .map(|o| (o.key.clone(), (o.labels.clone(), o.image.clone())))
-            .collect();
+        self.objects.retain(|k, _| k.engine != inventory.engine);
+        self.objects.extend(
+            inventory
+                .objects
+                .values()
+                .map(|o| (o.key.clone(), (o.labels.clone(), o.image.clone()))),
+        );
     }
-}
 
-impl crate::exec::apply::Observer for Recorder {
-    fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
+    /// Writes the line of a finished step (steps never attempted write none).
+    pub fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
         use crate::exec::apply::Outcome as O;
         let outcome_code = match outcome {
             O::Removed => Outcome::Removed,

@@ -256,6 +256,13 @@ impl Metrics {
             .inc();
     }
 
+    /// Exposes `engine`'s counters at 0 before anything happened to it, so a
+    /// dashboard or an alert on `increase()` sees every engine from the start.
+    pub fn know_engine(&self, engine: &str) {
+        let _ = self.failures.get_or_create(&engine_label(engine));
+        let _ = self.reconnects.get_or_create(&engine_label(engine));
+    }
+
     /// Counts one failed engine operation (listing, removal, verification).
     pub fn add_failure(&self, engine: &str) {
         self.failures.get_or_create(&engine_label(engine)).inc();
@@ -763,6 +770,23 @@ mod tests {
         "#);
         stop.send(()).unwrap();
         task.await.unwrap();
+    }
+
+    #[test]
+    fn every_known_engine_has_its_counters_at_zero_from_the_start() {
+        let metrics = FakeClock::new().metrics();
+        metrics.know_engine("a");
+        metrics.know_engine("b");
+        metrics.add_failure("b");
+        let text = metrics.encode();
+        for line in [
+            r#"sandboxctl_failures_total{engine="a"} 0"#,
+            r#"sandboxctl_failures_total{engine="b"} 1"#,
+            r#"sandboxctl_event_stream_reconnects_total{engine="a"} 0"#,
+            r#"sandboxctl_event_stream_reconnects_total{engine="b"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
     }
 
     #[test]

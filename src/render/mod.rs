@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Serialize, Serializer};
 
 use crate::engine::ErrorKind;
-use crate::exec::apply::{Observer, Outcome};
+use crate::exec::apply::Outcome;
 use crate::exec::verify::{Named, Report};
 use crate::model::{short_id, ImageInfo, Kind, Reason, Ref};
 use crate::plan::inventory::Inventory;
@@ -672,8 +672,9 @@ impl Progress {
     }
 }
 
-impl Observer for Progress {
-    fn finished(&mut self, step: &Step, outcome: &Outcome) {
+impl Progress {
+    /// Shows that a step ended.
+    pub fn finished(&mut self, step: &Step, outcome: &Outcome) {
         match self {
             Progress::Quiet => {}
             Progress::Lines => {
@@ -1018,7 +1019,7 @@ pub fn watch_cycle(
     engine: &str,
     trigger: &str,
     took: std::time::Duration,
-    result: &Result<Report, crate::exec::reconcile::Early>,
+    result: &Result<Report, crate::exec::fleet::PartError>,
 ) -> Option<String> {
     let ms = took.as_millis() as u64;
     match result {
@@ -1225,9 +1226,9 @@ pub fn fleet_report(report: &crate::exec::fleet::FleetReport, format: Format) ->
         return json(report);
     }
     let mut out = String::new();
-    for (engine, part) in &report.parts {
-        let _ = writeln!(out, "Engine {}:", escape(engine));
-        out.push_str(&indented(&report_human(part)));
+    for part in &report.parts {
+        let _ = writeln!(out, "Engine {}:", escape(&part.engine));
+        out.push_str(&indented(&report_human(&part.report())));
         out.push('\n');
     }
     out.push_str("Engines:\n");

@@ -1,28 +1,34 @@
-//! Watch: keep converging. The same `reconcile_once` that `apply` runs once,
-//! run again whenever something may have changed.
+//! Watch: keep converging. A cycle is the same fleet reconcile that `apply`
+//! runs once (`exec::fleet::reconcile_all`, one merged report), run again
+//! whenever something may have changed.
 //!
 //! Owns when a cycle runs: after a debounced burst of engine events, when the
 //! earliest grace period or expiry in force runs out, when the state file
 //! changes, every resync interval, and after an event stream reconnects; and
 //! the per-engine event followers with capped exponential backoff. Owns
 //! nothing of what a cycle decides (the planner's) and prints nothing itself:
-//! everything goes to a `WatchObserver`. Never exits because an engine went
+//! everything goes to the run's `Observer` (one `Cycle` event per cycle, with
+//! the merged report: a cycle whose listing failed on any engine is a failed
+//! cycle). Never exits because an engine went
 //! away; stops (after the cycle in flight) when told to.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError};
 use crate::exec::apply::ApplyOptions;
-use crate::exec::reconcile::{reconcile_once, Early, ReconcileObserver};
-use crate::exec::verify::Report;
+use crate::exec::event::{Event, Observer};
+use crate::exec::fleet::{reconcile_all, FleetReport};
 use crate::model::{Reason, Scope};
 use crate::plan::{parse_rfc3339, Goal, Plan};
+
+pub use crate::exec::event::Trigger;
 
 /// How watch runs.
 #[derive(Debug, Clone)]
@@ -72,59 +78,15 @@ pub enum StatePoll {
     Broken(String),
 }
 
-/// Why a cycle ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    Start,
-    Events,
-    Timer,
-    StateChanged,
-    Resync,
-    Reconnected,
-}
-
-impl Trigger {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Start => "start",
-            Trigger::Events => "events",
-            Trigger::Timer => "grace or expiry ran out",
-            Trigger::StateChanged => "state file changed",
-            Trigger::Resync => "resync",
-            Trigger::Reconnected => "event stream reconnected",
-        }
-    }
-}
-
-/// Hears everything watch does; the run turns it into log lines, metrics and
-/// the audit log.
-pub trait WatchObserver {
-    /// The per-cycle observer for one engine's reconcile.
-    fn reconcile(&mut self) -> &mut dyn ReconcileObserver;
-    /// One engine's cycle ended (report, or why it stopped before removing).
-    fn cycle(
-        &mut self,
-        engine: &str,
-        trigger: Trigger,
-        took: Duration,
-        result: &Result<Report, Early>,
-    );
-    /// An event stream was lost (`error`) or came back (`None`).
-    fn stream(&mut self, engine: &str, error: Option<&EngineError>);
-    /// The state file changed and was loaded, or is broken (the last good state stays).
-    fn state(&mut self, broken: Option<&str>);
-}
-
 enum Msg {
     Event,
-    Lost(usize, EngineError),
-    Back(usize),
+    Lost(String, EngineError),
+    Back(String),
 }
 
 /// Follows one engine's events forever, reconnecting with capped exponential
 /// backoff; a stream counts as back once it stayed open for a short while.
 async fn follow(
-    index: usize,
     engine: Arc<dyn Engine>,
     filters: Vec<String>,
     first: Duration,
@@ -145,7 +107,7 @@ async fn follow(
                         if !settled {
                             settled = true;
                             backoff = first;
-                            let _ = tx.send(Msg::Back(index));
+                            let _ = tx.send(Msg::Back(engine.name().to_string()));
                         }
                         if tx.send(Msg::Event).is_err() {
                             return;
@@ -163,13 +125,16 @@ async fn follow(
                 () = &mut settle, if !settled => {
                     settled = true;
                     backoff = first;
-                    if tx.send(Msg::Back(index)).is_err() {
+                    if tx.send(Msg::Back(engine.name().to_string())).is_err() {
                         return;
                     }
                 }
             }
         };
-        if tx.send(Msg::Lost(index, error)).is_err() {
+        if tx
+            .send(Msg::Lost(engine.name().to_string(), error))
+            .is_err()
+        {
             return;
         }
         lost = true;
@@ -195,50 +160,46 @@ pub fn next_deadline(plans: &[Plan], now: i64) -> Option<i64> {
         .min()
 }
 
-/// A ReconcileObserver that also keeps the plan it was told of.
-struct Keeping<'a> {
-    inner: &'a mut dyn ReconcileObserver,
-    plan: Option<Plan>,
+/// Passes every event on, and keeps each engine's next deadline from the
+/// plan it was told of (no copy of the plan is kept).
+struct Deadlines<'a> {
+    inner: &'a dyn Observer,
+    now: i64,
+    next: Mutex<BTreeMap<String, Option<i64>>>,
 }
 
-impl ReconcileObserver for Keeping<'_> {
-    fn planned(&mut self, inventory: &crate::plan::inventory::Inventory, plan: &Plan) {
-        self.plan = Some(plan.clone());
-        self.inner.planned(inventory, plan);
-    }
-    fn steps(&mut self) -> &mut dyn crate::exec::apply::Observer {
-        self.inner.steps()
-    }
-    fn applied(&mut self) {
-        self.inner.applied();
+impl Observer for Deadlines<'_> {
+    fn on(&self, event: &Event<'_>) {
+        if let Event::Planned { engine, plan, .. } = event {
+            let due = next_deadline(std::slice::from_ref(*plan), self.now);
+            if let Ok(mut next) = self.next.lock() {
+                next.insert(engine.to_string(), due);
+            }
+        }
+        self.inner.on(event);
     }
 }
 
-/// What a watch ended with: the last report of each engine.
-pub struct Watched {
-    pub reports: Vec<Report>,
-}
-
-/// Runs watch until `stop` is set (checked between cycles; a cycle in flight
-/// stops starting removals, finishes, verifies). `once` runs a single cycle.
-/// `clock` gives the time (Unix seconds) each cycle is judged at.
+/// Runs watch until `stop` is cancelled (a cycle in flight stops starting
+/// removals, finishes, verifies). `once` runs a single cycle. `clock` gives
+/// the time (Unix seconds) each cycle is judged at. Returns the last cycle's
+/// merged report (every engine, each under its own name).
 #[allow(clippy::too_many_arguments)]
 pub async fn watch(
-    engines: Vec<Arc<dyn Engine>>,
+    engines: &[Arc<dyn Engine>],
     mut desired: Desired,
     state: &mut dyn StateSource,
     options: &WatchOptions,
     once: bool,
-    stop: Arc<AtomicBool>,
+    stop: &CancellationToken,
     clock: &(dyn Fn() -> i64 + Send + Sync),
-    observer: &mut dyn WatchObserver,
-) -> Watched {
+    observer: &dyn Observer,
+) -> Option<FleetReport> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut followers = Vec::new();
     if !once {
-        for (i, engine) in engines.iter().enumerate() {
+        for engine in engines {
             followers.push(tokio::spawn(follow(
-                i,
                 engine.clone(),
                 desired.scope.filters(),
                 options.backoff_first,
@@ -248,54 +209,55 @@ pub async fn watch(
         }
     }
     drop(tx);
-    let mut reports: Vec<Option<Report>> = vec![None; engines.len()];
-    let mut plans: Vec<Option<Plan>> = vec![None; engines.len()];
+    // Each engine's next deadline, from its last plan (an engine whose cycle
+    // failed before planning keeps the one it had).
+    let mut deadlines: BTreeMap<String, Option<i64>> = BTreeMap::new();
+    let mut last = None;
     let mut trigger = Some(Trigger::Start);
     let mut events_due: Option<Instant> = None;
     let mut timer_due: Option<Instant> = None;
     let mut resync_due = Instant::now() + options.resync;
     let mut state_due = Instant::now() + options.state_poll;
-    let stop_poll = Duration::from_millis(100);
     loop {
         if let Some(why) = trigger.take() {
-            for (i, engine) in engines.iter().enumerate() {
-                if stop.load(Ordering::SeqCst) && reports[i].is_some() {
-                    break;
-                }
-                let started = Instant::now();
-                let mut keeping = Keeping {
-                    inner: observer.reconcile(),
-                    plan: None,
-                };
-                let result = reconcile_once(
-                    engine.as_ref(),
-                    &desired.goal,
-                    &desired.scope,
-                    clock(),
-                    &options.apply,
-                    &stop,
-                    &mut keeping,
-                )
-                .await;
-                let plan = keeping.plan.take();
-                observer.cycle(engine.name(), why, started.elapsed(), &result);
-                if let Some(plan) = plan {
-                    plans[i] = Some(plan);
-                }
-                if let Ok(report) = result {
-                    reports[i] = Some(report);
-                }
-            }
+            let started = Instant::now();
+            let now = clock();
+            let keeping = Deadlines {
+                inner: observer,
+                now,
+                next: Mutex::new(BTreeMap::new()),
+            };
+            let report = reconcile_all(
+                engines,
+                &desired.goal,
+                &desired.scope,
+                now,
+                &options.apply,
+                stop,
+                &keeping,
+            )
+            .await;
+            observer.on(&Event::Cycle {
+                trigger: why,
+                took: started.elapsed(),
+                report: &report,
+            });
+            last = Some(report);
+            deadlines.extend(keeping.next.into_inner().unwrap_or_default());
             resync_due = Instant::now() + options.resync;
             events_due = None;
             // When the clock alone next changes a verdict (a grace period or
             // an expiry ends): a deadline, not recomputed while waiting.
             let now = clock();
-            let kept: Vec<Plan> = plans.iter().flatten().cloned().collect();
-            timer_due = next_deadline(&kept, now)
+            timer_due = deadlines
+                .values()
+                .flatten()
+                .copied()
+                .filter(|&t| t > now)
+                .min()
                 .map(|t| Instant::now() + Duration::from_secs(u64::try_from(t - now).unwrap_or(0)));
         }
-        if once || stop.load(Ordering::SeqCst) {
+        if once || stop.is_cancelled() {
             break;
         }
         let mut wake = resync_due.min(state_due);
@@ -305,15 +267,15 @@ pub async fn watch(
         if let Some(t) = timer_due {
             wake = wake.min(t);
         }
-        let wake = wake.min(Instant::now() + stop_poll);
         tokio::select! {
+            () = stop.cancelled() => break,
             msg = rx.recv(), if !followers.is_empty() => match msg {
                 Some(Msg::Event) => {
                     events_due.get_or_insert(Instant::now() + options.debounce);
                 }
-                Some(Msg::Lost(i, e)) => observer.stream(engines[i].name(), Some(&e)),
-                Some(Msg::Back(i)) => {
-                    observer.stream(engines[i].name(), None);
+                Some(Msg::Lost(engine, e)) => observer.on(&Event::Stream { engine: &engine, error: Some(&e) }),
+                Some(Msg::Back(engine)) => {
+                    observer.on(&Event::Stream { engine: &engine, error: None });
                     trigger = Some(Trigger::Reconnected);
                 }
                 None => followers.clear(),
@@ -332,11 +294,11 @@ pub async fn watch(
                     match state.poll() {
                         StatePoll::Unchanged => {}
                         StatePoll::Changed(new) => {
-                            observer.state(None);
+                            observer.on(&Event::State { broken: None });
                             desired = *new;
                             trigger = Some(Trigger::StateChanged);
                         }
-                        StatePoll::Broken(e) => observer.state(Some(&e)),
+                        StatePoll::Broken(e) => observer.on(&Event::State { broken: Some(&e) }),
                     }
                 }
             }
@@ -345,7 +307,5 @@ pub async fn watch(
     for f in followers {
         f.abort();
     }
-    Watched {
-        reports: reports.into_iter().flatten().collect(),
-    }
+    last
 }
