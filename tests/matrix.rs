@@ -19,12 +19,13 @@
 //! failure and every leftover named with the faulty engine; no "Converged"
 //! claim in the human output (but in the healthy engine's own part); in a
 //! fleet of two, the healthy engine's part converged and reported under its
-//! own name; nothing outside the scope touched.
+//! own name; nothing outside the scope touched. And the fault really happened.
 //!
 //! Each engine holds the same world: a box `doomed` (container, volume,
-//! network), a leaked volume, and a look-alike volume (`ca.sandbox=true`) that
-//! is not managed. `destroy ID` names `doomed`; the other commands remove
-//! every managed object.
+//! network), a leaked volume, and what is not managed: a look-alike volume
+//! (`ca.sandbox=true`), in memory also a volume of another scope and an
+//! unlabeled container. `destroy ID` names `doomed`; the other commands
+//! remove every managed object.
 //!
 //! The whole matrix (6 × 3 × 10 = 180 cells) runs with the in-memory engine
 //! through the library's one run path (`run::run_on`), one test per command.
@@ -34,25 +35,38 @@
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.
 //!
-//! The real slice before the lead's fix (main at d7627da; `ok`: every check holds):
+//! Results (`ok`: every check holds). The real slice before the lead's fix
+//! (main at d7627da) and after merging it (main at d440e7c, `run::run_on`):
 //!
-//! | command / shape / fault                      | before the fix                                                        |
-//! |----------------------------------------------|-----------------------------------------------------------------------|
-//! | apply / one / a removal fails                 | ok                                                                    |
-//! | apply / fleet of two / unreachable            | ok                                                                    |
-//! | apply / fleet of one / listing images fails   | ok                                                                    |
-//! | apply / fleet of two / verification listing   | ok                                                                    |
-//! | apply FILE / fleet of two / listing containers| FAILS: the whole saved fleet plan refused as "stale on faulty" (its listing failed, nothing changed); healthy untouched, its failure named under healthy |
-//! | apply FILE / one / an inspect fails           | ok                                                                    |
-//! | destroy ID / fleet of two / a removal fails   | ok                                                                    |
-//! | destroy ID / fleet of one / connection lost   | ok                                                                    |
-//! | destroy --prune / fleet of two / conn. lost   | ok                                                                    |
-//! | destroy --prune / one / deadline              | ok                                                                    |
-//! | watch --once / one / unreachable              | FAILS: exit 0, `converged: true`, no failure, human "Converged:"      |
-//! | watch --once / fleet of two / listing volumes | FAILS: exit 0, `converged: true` (the healthy part alone), no failure, human "Converged:" |
-//! | watch --once / fleet of one / verification    | ok                                                                    |
-//! | watch / one / listing networks fails          | FAILS: `cycleFailed` logged, /healthz 503, but the final report says `converged: true`, no failure |
-//! | watch / fleet of two / unreachable            | FAILS: final report `converged: true`, no failure; /healthz 200 while faulty fails every cycle |
+//! | real cell: command / shape / fault               | before the fix                                                                                   | after |
+//! |--------------------------------------------------|--------------------------------------------------------------------------------------------------|-------|
+//! | apply / one / a removal fails                    | ok                                                                                               | ok    |
+//! | apply / fleet of two / unreachable               | ok                                                                                               | ok    |
+//! | apply / fleet of one / listing images fails      | ok                                                                                               | ok    |
+//! | apply / fleet of two / verification listing      | ok                                                                                               | ok    |
+//! | apply FILE / fleet of two / listing containers   | FAILS: the saved fleet plan is refused whole as "stale on faulty" (its listing failed); healthy untouched, its refusal filed under healthy | FAILS (same) |
+//! | apply FILE / one / an inspect fails              | ok                                                                                               | ok    |
+//! | destroy ID / fleet of two / a removal fails      | ok                                                                                               | ok    |
+//! | destroy ID / fleet of one / connection lost      | ok                                                                                               | ok    |
+//! | destroy --prune / fleet of two / connection lost | ok                                                                                               | ok    |
+//! | destroy --prune / one / deadline                 | ok                                                                                               | ok    |
+//! | watch --once / one / unreachable                 | FAILS: exit 0, `converged: true`, no failure, human "Converged:"                                 | ok    |
+//! | watch --once / fleet of two / listing volumes    | FAILS: exit 0, `converged: true` (the healthy part alone), no failure, human "Converged:"        | ok    |
+//! | watch --once / fleet of one / verification       | ok                                                                                               | ok    |
+//! | watch / one / listing networks fails             | FAILS: `cycleFailed` logged and /healthz 503, but the final report `converged: true`, no failure | ok    |
+//! | watch / fleet of two / unreachable               | FAILS: final report `converged: true`, no failure; /healthz 200 while faulty fails every cycle   | ok    |
+//!
+//! In memory (only since the fix: it runs through `run::run_on`), at d440e7c,
+//! 174 of 180 cells hold:
+//!
+//! | command         | one engine | fleet of one | fleet of two |
+//! |-----------------|------------|--------------|--------------|
+//! | apply           | 10/10      | 10/10        | 10/10        |
+//! | apply FILE      | 10/10      | 10/10        | 4/10: unreachable, the four listings and deadline FAIL (the saved fleet plan is refused whole; healthy untouched) |
+//! | destroy ID      | 10/10      | 10/10        | 10/10        |
+//! | destroy --prune | 10/10      | 10/10        | 10/10        |
+//! | watch --once    | 10/10      | 10/10        | 10/10        |
+//! | watch           | 10/10      | 10/10        | 10/10        |
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -1042,4 +1056,524 @@ async fn http_status(addr: &str, path: &str) -> Option<u16> {
         .await
         .ok()
         .flatten()
+}
+// ----- the whole matrix, in memory -----------------------------------------------------
+
+/// Runs every shape and fault of `command` in memory and fails naming every
+/// cell that breaks a promise.
+async fn memory_command(command: Command) {
+    let mut failing = Vec::new();
+    for shape in Shape::ALL {
+        for fault in Fault::ALL {
+            let cell = Cell::new(command, shape, fault);
+            let (seen, mut problems, healthy) = memory::run(cell).await;
+            problems.extend(verdict(cell, &seen, Some(&healthy)));
+            eprintln!(
+                "matrix cell {cell} (memory): {}",
+                if problems.is_empty() { "ok" } else { "FAILS" }
+            );
+            if !problems.is_empty() {
+                failing.push(format!(
+                    "cell {cell}:\n  - {}\n{}",
+                    problems.join("\n  - "),
+                    seen.dump
+                ));
+            }
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "{} of {} in-memory cells of {} fail:\n{}",
+        failing.len(),
+        Shape::ALL.len() * Fault::ALL.len(),
+        command.name(),
+        failing.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn memory_apply() {
+    memory_command(Command::Apply).await;
+}
+
+#[tokio::test]
+async fn memory_apply_saved() {
+    memory_command(Command::ApplySaved).await;
+}
+
+#[tokio::test]
+async fn memory_destroy_id() {
+    memory_command(Command::DestroyId).await;
+}
+
+#[tokio::test]
+async fn memory_destroy_prune() {
+    memory_command(Command::DestroyPrune).await;
+}
+
+#[tokio::test]
+async fn memory_watch_once() {
+    memory_command(Command::WatchOnce).await;
+}
+
+#[tokio::test]
+async fn memory_watch() {
+    memory_command(Command::Watch).await;
+}
+
+mod memory {
+    //! One cell through the library's one run path (`run::run_on`) on
+    //! in-memory engines: the same world on every engine, the fault scripted
+    //! on the faulty one, the CLI's own argument parsing and config.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use clap::Parser;
+    use sandboxctl::cli::exit::Exit;
+    use sandboxctl::engine::memory::{
+        ContainerInfo, FaultAction, MemoryEngine, NetworkInfo, Op, VolumeInfo, World,
+    };
+    use sandboxctl::engine::{Engine, EngineError, ErrorKind};
+    use sandboxctl::model::{ImageInfo, Kind, Labels};
+    use sandboxctl::run::{run_on, Sink};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{Cell, Command, Fault, Removals, Seen, Shape, WatchSeen, BOX, FAULTY, HEALTHY};
+
+    /// Every engine call's deadline; a delayed call is held far longer.
+    const DEADLINE: Duration = Duration::from_millis(300);
+    const HELD: Duration = Duration::from_secs(60);
+    /// How long a running watch gets for its first cycles.
+    const FIRST_CYCLES: Duration = Duration::from_secs(20);
+
+    const SCOPE: &str = "mx";
+    const CONTAINER_ID: &str = "d00d000000000000000000000000000000000000000000000000000000000001";
+    const CONTAINER: &str = "doomed";
+    const VOLUME: &str = "doomed-data";
+    const NETWORK_ID: &str = "d00d0000000000000000000000000000000000000000000000000000000000a1";
+    const NETWORK: &str = "doomed-net";
+    const LEAK: &str = "leak";
+    /// Outside the managed set: must survive every cell.
+    const OUTSIDE: [&str; 3] = ["lookalike", "other-scope", "bystander"];
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The world every engine holds: box `doomed` (container, volume,
+    /// network), a leaked volume, and three objects outside the managed set:
+    /// a look-alike volume, a volume of another scope, an unlabeled container.
+    fn world() -> World {
+        let created = Some("2026-01-01T00:00:00Z".to_string());
+        let boxed = labels(&[
+            ("ca.sandbox", "1"),
+            ("ca.sandbox.id", BOX),
+            ("ca.sandbox.test", SCOPE),
+        ]);
+        let mut doomed = ContainerInfo::new(CONTAINER_ID, CONTAINER, boxed.clone());
+        doomed.mounts.insert(VOLUME.into());
+        doomed.networks.insert(NETWORK_ID.into());
+        doomed.created_at = created.clone();
+        let mut bystander = ContainerInfo::new(
+            "b0b0000000000000000000000000000000000000000000000000000000000002",
+            "bystander",
+            Labels::new(),
+        );
+        bystander.state = "running".into();
+        let volume = |name: &str, labels: Labels| VolumeInfo {
+            name: name.into(),
+            labels,
+            created_at: created.clone(),
+        };
+        World {
+            containers: vec![doomed, bystander],
+            volumes: vec![
+                volume(VOLUME, boxed.clone()),
+                volume(
+                    LEAK,
+                    labels(&[("ca.sandbox", "1"), ("ca.sandbox.test", SCOPE)]),
+                ),
+                volume(
+                    "lookalike",
+                    labels(&[("ca.sandbox", "true"), ("ca.sandbox.test", SCOPE)]),
+                ),
+                volume(
+                    "other-scope",
+                    labels(&[("ca.sandbox", "1"), ("ca.sandbox.test", "other")]),
+                ),
+            ],
+            networks: vec![NetworkInfo {
+                id: NETWORK_ID.into(),
+                name: NETWORK.into(),
+                labels: boxed,
+                created_at: created,
+            }],
+            images: vec![ImageInfo {
+                id: "sha256:ca5b000000000000000000000000000000000000000000000000000000000003"
+                    .into(),
+                tags: vec!["ca-sbx:matrix".into()],
+            }],
+        }
+    }
+
+    /// What the command must remove on the healthy engine.
+    fn removals(command: Command) -> Removals {
+        let mut r = Removals {
+            containers: [CONTAINER.to_string()].into(),
+            volumes: [VOLUME.to_string()].into(),
+            networks: [NETWORK.to_string()].into(),
+        };
+        if command.removes_leaks() {
+            r.volumes.insert(LEAK.into());
+        }
+        r
+    }
+
+    fn failure(call: &str, fault: Fault) -> EngineError {
+        EngineError::new(
+            call,
+            ErrorKind::Other {
+                status: Some(500),
+                message: format!("matrix fault: {}", fault.name()),
+            },
+        )
+    }
+
+    /// Scripts the cell's fault on `engine`.
+    fn inject(engine: &MemoryEngine, fault: Fault) {
+        let fail = |op: Op, target: Option<&str>, call: &str| {
+            engine.inject(
+                op,
+                target,
+                FaultAction::Fail(failure(call, fault)),
+                usize::MAX,
+            )
+        };
+        match fault {
+            Fault::Unreachable => engine.disconnect(),
+            Fault::ListContainers => fail(Op::List(Kind::Container), None, "list containers"),
+            Fault::ListVolumes => fail(Op::List(Kind::Volume), None, "list volumes"),
+            Fault::ListNetworks => fail(Op::List(Kind::Network), None, "list networks"),
+            Fault::ListImages => fail(Op::ListImages, None, "list images"),
+            Fault::Inspect => fail(
+                Op::Inspect(Kind::Volume),
+                Some(VOLUME),
+                &format!("inspect volume {VOLUME}"),
+            ),
+            Fault::Removal => fail(
+                Op::Remove(Kind::Container),
+                Some(CONTAINER_ID),
+                &format!("remove container {CONTAINER_ID}"),
+            ),
+            Fault::VerifyListing => {
+                // The first listing round (managed, then all containers) passes.
+                engine.inject(Op::List(Kind::Container), None, FaultAction::Pass, 2);
+                fail(Op::List(Kind::Container), None, "list containers");
+            }
+            Fault::LostMidApply => {
+                for kind in Kind::ALL {
+                    engine.inject(Op::Remove(kind), None, FaultAction::Disconnect, 1);
+                }
+            }
+            Fault::Deadline => engine.inject(
+                Op::List(Kind::Container),
+                None,
+                FaultAction::Delay(HELD),
+                usize::MAX,
+            ),
+        }
+    }
+
+    /// Text written by a run, shared with whoever watches it.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<(String, String)>>);
+
+    impl Shared {
+        fn stdout(&self) -> String {
+            self.0.lock().unwrap().0.clone()
+        }
+        fn stderr(&self) -> String {
+            self.0.lock().unwrap().1.clone()
+        }
+    }
+
+    impl Sink for Shared {
+        fn out(&mut self, text: &str) {
+            self.0.lock().unwrap().0.push_str(text);
+        }
+        fn err(&mut self, text: &str) {
+            self.0.lock().unwrap().1.push_str(text);
+        }
+    }
+
+    /// One run of a cell: its engines, state file and saved plan path.
+    struct Setup {
+        cell: Cell,
+        dir: tempfile::TempDir,
+        faulty: Arc<MemoryEngine>,
+        healthy: Option<Arc<MemoryEngine>>,
+    }
+
+    impl Setup {
+        fn new(cell: Cell) -> Setup {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut state = format!("[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{SCOPE}\" }}\n");
+            if cell.shape != Shape::One {
+                state.push_str(&format!("\n[[engine]]\nname = \"{FAULTY}\"\n"));
+            }
+            if cell.shape == Shape::FleetOfTwo {
+                state.push_str(&format!("\n[[engine]]\nname = \"{HEALTHY}\"\n"));
+            }
+            std::fs::write(dir.path().join("state.toml"), state).expect("write state file");
+            let engine = |name: &str| {
+                Arc::new(
+                    MemoryEngine::new(world())
+                        .named(name)
+                        .with_deadline(DEADLINE),
+                )
+            };
+            Setup {
+                cell,
+                faulty: engine(cell.shape.faulty()),
+                healthy: cell.shape.healthy().map(engine),
+                dir,
+            }
+        }
+
+        fn path(&self, name: &str) -> String {
+            self.dir.path().join(name).display().to_string()
+        }
+
+        /// The config of `sandboxctl --state ... --format FORMAT <args>`, resolved as the CLI does.
+        fn config(&self, format: &str, args: &[String]) -> sandboxctl::cli::config::Config {
+            let state = self.path("state.toml");
+            let mut argv: Vec<String> = ["sandboxctl", "--state", &state, "--format", format]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            argv.extend(args.iter().cloned());
+            let args = sandboxctl::cli::Cli::try_parse_from(&argv)
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+                .into_args()
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            sandboxctl::cli::config::resolve(args).unwrap_or_else(|e| panic!("{argv:?}: {e:#}"))
+        }
+
+        fn engines(&self) -> Vec<Arc<dyn Engine>> {
+            let mut all: Vec<Arc<dyn Engine>> = vec![self.faulty.clone()];
+            if let Some(h) = &self.healthy {
+                all.push(h.clone());
+            }
+            all
+        }
+
+        /// `plan --out` while healthy (`apply FILE`), then the fault.
+        async fn prepare(&self) {
+            if self.cell.command == Command::ApplySaved {
+                let plan = ["plan".to_string(), "--out".into(), self.path("plan.json")];
+                let config = self.config("json", &plan);
+                let mut sink = Shared::default();
+                let exit =
+                    run_on(&config, self.engines(), CancellationToken::new(), &mut sink).await;
+                assert_eq!(
+                    exit,
+                    Exit::Success,
+                    "plan --out for {}: {}{}",
+                    self.cell,
+                    sink.stdout(),
+                    sink.stderr()
+                );
+            }
+            inject(&self.faulty, self.cell.fault);
+        }
+
+        fn args(&self) -> Vec<String> {
+            self.cell.command.args(&self.path("plan.json"))
+        }
+
+        /// What was touched outside what the command may remove, on every engine.
+        fn touched_outside(&self) -> Vec<String> {
+            let mut allowed = vec![
+                format!("Remove(Container) {CONTAINER_ID}"),
+                format!("Remove(Volume) {VOLUME}"),
+                format!("Remove(Network) {NETWORK_ID}"),
+            ];
+            if self.cell.command.removes_leaks() {
+                allowed.push(format!("Remove(Volume) {LEAK}"));
+            }
+            let mut problems = Vec::new();
+            let engines = std::iter::once(&self.faulty).chain(self.healthy.as_ref());
+            for engine in engines {
+                for call in engine.calls() {
+                    if call.starts_with("Remove") && !allowed.contains(&call) {
+                        problems.push(format!("engine {}: {call} is out of bounds", engine.name()));
+                    }
+                }
+                let world = engine.world();
+                for name in OUTSIDE {
+                    let there = world.volumes.iter().any(|v| v.name == name)
+                        || world.containers.iter().any(|c| c.name == name);
+                    if !there {
+                        problems.push(format!("engine {}: {name} is gone", engine.name()));
+                    }
+                }
+            }
+            problems
+        }
+
+        /// Unless `output` shows the fault happened: what says it did not.
+        fn fault_missed(&self, output: &str) -> Option<String> {
+            let evidence = match self.cell.fault {
+                Fault::Unreachable | Fault::LostMidApply => "the connection was lost",
+                Fault::Deadline => "no answer within",
+                _ => "matrix fault",
+            };
+            (!output.contains(evidence))
+                .then(|| format!("the fault ({}) never happened", self.cell.fault.name()))
+        }
+
+        /// What the healthy engine still holds of what the command removes.
+        fn healthy_left(&self) -> Vec<String> {
+            let Some(healthy) = &self.healthy else {
+                return Vec::new();
+            };
+            let world = healthy.world();
+            let r = removals(self.cell.command);
+            let mut left = Vec::new();
+            for c in &world.containers {
+                if r.containers.contains(&c.name) {
+                    left.push(format!("container {}", c.name));
+                }
+            }
+            for v in &world.volumes {
+                if r.volumes.contains(&v.name) {
+                    left.push(format!("volume {}", v.name));
+                }
+            }
+            for n in &world.networks {
+                if r.networks.contains(&n.name) {
+                    left.push(format!("network {}", n.name));
+                }
+            }
+            left.into_iter()
+                .map(|o| format!("{HEALTHY} still holds {o}"))
+                .collect()
+        }
+    }
+
+    /// Runs `cell` in memory: the JSON run (and a human run on fresh engines),
+    /// or a running watch. Returns what was seen, what the engines show, and
+    /// what the healthy engine's part must have removed.
+    pub async fn run(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let json = Setup::new(cell);
+        json.prepare().await;
+        let mut problems = Vec::new();
+        let seen = if cell.command == Command::Watch {
+            let (seen, missed) = watch(&json).await;
+            problems.extend(missed);
+            seen
+        } else {
+            let human = Setup::new(cell);
+            human.prepare().await;
+            let (exit, json_out) = once(&json, "json").await;
+            let (_, human_out) = once(&human, "human").await;
+            for (setup, out) in [(&json, &json_out), (&human, &human_out)] {
+                problems.extend(setup.fault_missed(&(out.stdout() + &out.stderr())));
+            }
+            problems.extend(human.touched_outside());
+            problems.extend(human.healthy_left());
+            Seen {
+                exit: Some(exit.code()),
+                report: serde_json::from_str(&json_out.stdout()).map_err(|e| e.to_string()),
+                human: Some(human_out.stdout()),
+                watch: None,
+                dump: format!(
+                    "=== json run: exit {}\n--- stdout\n{}--- stderr\n{}=== human run\n--- stdout\n{}--- stderr\n{}",
+                    exit.code(),
+                    json_out.stdout(),
+                    json_out.stderr(),
+                    human_out.stdout(),
+                    human_out.stderr()
+                ),
+            }
+        };
+        problems.extend(json.touched_outside());
+        problems.extend(json.healthy_left());
+        (seen, problems, removals(cell.command))
+    }
+
+    async fn once(setup: &Setup, format: &str) -> (Exit, Shared) {
+        let config = setup.config(format, &setup.args());
+        let mut sink = Shared::default();
+        let exit = run_on(
+            &config,
+            setup.engines(),
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        (exit, sink)
+    }
+
+    /// A running watch: wait for every engine's first cycle, read `/healthz`,
+    /// cancel, read the final report. Also says if the fault never happened.
+    async fn watch(setup: &Setup) -> (Seen, Option<String>) {
+        let config = setup.config("json", &setup.args());
+        let sink = Shared::default();
+        let cancel = CancellationToken::new();
+        let engines: Vec<String> = setup
+            .engines()
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect();
+        let mut run_sink = sink.clone();
+        let run = run_on(&config, setup.engines(), cancel.clone(), &mut run_sink);
+        let observe = async {
+            let until = Instant::now() + FIRST_CYCLES;
+            let mut healthz = None;
+            loop {
+                let log = super::json_lines(&sink.stderr());
+                let addr = log
+                    .iter()
+                    .find(|l| l["event"] == "started")
+                    .and_then(|l| l["metrics"].as_str().map(str::to_string));
+                let cycled = |engine: &String| {
+                    log.iter().any(|l| {
+                        l["engine"] == engine.as_str()
+                            && (l["event"] == "cycle" || l["event"] == "cycleFailed")
+                    })
+                };
+                if let Some(addr) = addr.filter(|_| engines.iter().all(cycled)) {
+                    healthz = super::http_status(&addr, "/healthz").await;
+                    break;
+                }
+                if Instant::now() > until {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cancel.cancel();
+            healthz
+        };
+        let (exit, healthz) = tokio::join!(run, observe);
+        let log = super::json_lines(&sink.stderr());
+        let missed = setup.fault_missed(&(sink.stdout() + &sink.stderr()));
+        let seen = Seen {
+            exit: Some(exit.code()),
+            report: serde_json::from_str(&sink.stdout()).map_err(|e| e.to_string()),
+            human: None,
+            watch: Some(WatchSeen { log, healthz }),
+            dump: format!(
+                "=== watch: exit {}\n--- stdout\n{}--- stderr\n{}",
+                exit.code(),
+                sink.stdout(),
+                sink.stderr()
+            ),
+        };
+        (seen, missed)
+    }
 }
