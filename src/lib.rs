@@ -5,8 +5,9 @@
 //! file), `plan` (inventory and the pure planner), `exec` (the generic walker,
 //! apply with its error policy, verify, reconcile, the fleet), `watch` (the
 //! same reconcile, run again), `observe` (audit log, metrics) and `render`
-//! (the only place that makes text). `model` holds the nouns, `engine` the
-//! engines; `run` dispatches a command.
+//! (the only place that makes text, with `text` escaping what engines
+//! return). `model` holds the nouns, `engine` the engines; `run` dispatches a
+//! command.
 
 pub mod cli;
 pub mod engine;
@@ -17,4 +18,5 @@ pub mod plan;
 pub mod render;
 pub mod run;
 pub mod state;
+pub mod text;
 pub mod watch;

@@ -537,7 +537,7 @@ impl<'a> Printer<'a> {
             for id in named.iter().filter(|id| !present.contains(id.as_str())) {
                 self.err(&format!(
                     "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {}){}\n",
-                    crate::render::text::escape(id),
+                    crate::text::escape(id),
                     config.scope,
                     if self.listed.get() < report.parts.len() {
                         " on the engines that could be listed"
@@ -594,7 +594,7 @@ impl Observer for Printer<'_> {
                         .unwrap_or_default();
                     self.sink.borrow_mut().out(&format!(
                         "Engine {}: {endpoint}\n{}\n",
-                        crate::render::text::escape(engine),
+                        crate::text::escape(engine),
                         render::plan_human(plan)
                     ));
                 } else {
@@ -686,7 +686,7 @@ impl<'p, 'a> Audit<'p, 'a> {
                     &text,
                 ));
             } else {
-                printer.err(&format!("error: {}\n", crate::render::text::escape(&text)));
+                printer.err(&format!("error: {}\n", crate::text::escape(&text)));
             }
         }
     }

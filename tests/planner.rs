@@ -100,7 +100,7 @@ fn example(stem: &str) -> (DesiredState, World) {
 /// Human output is safe for a terminal: no control character but the line
 /// breaks, no invisible formatting character (bidi overrides, zero-width), and
 /// no line longer than `MAX_HUMAN_LINE` characters. Stated independently of
-/// `sandboxctl::render::text`.
+/// `sandboxctl::text`.
 fn assert_terminal_safe(what: &str, text: &str) {
     for (n, line) in text.split('\n').enumerate() {
         let bad = line.chars().find(|&c| {

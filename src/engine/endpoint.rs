@@ -424,7 +424,7 @@ fn quoted(s: &str) -> String {
 /// The text with control characters and invisible formatting characters
 /// escaped (`text::escape`), so a file's content cannot drive a terminal.
 fn printable(s: &str) -> String {
-    crate::render::text::escape(s).into_owned()
+    crate::text::escape(s).into_owned()
 }
 
 #[cfg(test)]

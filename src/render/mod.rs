@@ -7,7 +7,6 @@
 //! label values, errors) is escaped and long values are cut in human output
 //! (`text::clip`); JSON keeps exact values. Must not decide anything.
 
-pub mod text;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -23,7 +22,7 @@ use crate::exec::verify::{Named, Report};
 use crate::model::{short_id, ImageInfo, Kind, Reason, Ref};
 use crate::plan::inventory::Inventory;
 use crate::plan::{Entry, Noted, Plan, Step};
-use crate::render::text::{clip, escape, escape_lines};
+use crate::text::{clip, escape, escape_lines};
 
 /// Output format, from `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,7 +109,7 @@ fn refs(list: &[Ref]) -> String {
             let mut s = format!(
                 "{} {}",
                 r.kind,
-                crate::render::text::cut(&r.name, CELL_CHARS)
+                crate::text::cut(&r.name, CELL_CHARS)
             );
             match (&r.id, &r.how) {
                 (Some(id), Some(how)) => {
@@ -133,7 +132,7 @@ fn refs(list: &[Ref]) -> String {
 /// A reason in words. The one place reasons become text.
 pub fn reason_text(reason: &Reason) -> String {
     // Box IDs and times come from the engine: keep them short in a sentence.
-    let short = |s: &str| crate::render::text::cut(s, CELL_CHARS).into_owned();
+    let short = |s: &str| crate::text::cut(s, CELL_CHARS).into_owned();
     match reason {
         Reason::NoBoxLabel => "leaked: no ca.sandbox.id label".into(),
         Reason::BoxNotDeclared { box_id } => format!("leaked: box {} is not declared", short(box_id)),

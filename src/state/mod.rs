@@ -1685,7 +1685,7 @@ fn label_value_problem(value: &str) -> Option<String> {
 /// zero-width characters, BOM) that must never appear in names or labels, nor
 /// reach a terminal unescaped.
 fn is_hidden(c: char) -> bool {
-    crate::render::text::is_hidden(c)
+    crate::text::is_hidden(c)
 }
 
 fn hidden_kind(c: char) -> &'static str {
