@@ -225,7 +225,7 @@ impl Run<'_> {
         let parts = futures_util::future::join_all(self.engines.iter().map(|e| async move {
             (
                 e.name().to_string(),
-                Inventory::list(e.as_ref(), scope).await,
+                crate::exec::list::inventory(e.as_ref(), scope).await,
             )
         }))
         .await;

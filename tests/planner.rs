@@ -14,7 +14,6 @@ use sandboxctl::exec::event::{Event, Observer, Silent};
 use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::exec::verify::{verify, Report};
 use sandboxctl::model::{Kind, Reason, Scope};
-use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
 use sandboxctl::render;
 use sandboxctl::state::DesiredState;
@@ -66,7 +65,7 @@ async fn plan_with(engine: &MemoryEngine, desired: &DesiredState) -> Plan {
 
 /// The plan from the listings alone, without inspecting anything.
 async fn plan_from_listing(engine: &MemoryEngine, desired: &DesiredState) -> Plan {
-    let inventory = Inventory::list(engine, &scope_of(desired))
+    let inventory = sandboxctl::exec::list::inventory(engine, &scope_of(desired))
         .await
         .expect("memory listing");
     Plan::build(&goal_of(desired), &inventory, NOW)

@@ -8,7 +8,7 @@
 //! another container's network or pid namespace, and random `ca-sbx:*` images;
 //! goals are random reconciles (declared boxes, kept volumes) and random
 //! destroys. Plans are made as `plan` and `apply` make them
-//! (`reconcile::plan_once`: list, plan, inspect unmanaged containers).
+//! (`exec::list::plan_once`: list, plan, inspect unmanaged containers).
 //!
 //! For every case:
 //! - the plan removes only managed objects, never an image;
@@ -35,7 +35,6 @@ use sandboxctl::exec::event::Silent;
 use sandboxctl::exec::reconcile::plan_once;
 use sandboxctl::exec::verify::verify;
 use sandboxctl::model::{ImageInfo, Kind, Labels, ObjectKey, Scope, DEFAULT_ENGINE};
-use sandboxctl::plan::inventory::Inventory;
 use sandboxctl::plan::{DeclaredBox, Goal, KeptVolume, Plan};
 use sandboxctl::render;
 use tokio_util::sync::CancellationToken;
@@ -303,7 +302,7 @@ fn joined<'a>(world: &'a World, mode: &Option<String>) -> Option<&'a ContainerIn
 }
 
 /// Whether the planner sees the pid and ipc namespaces a *managed* container
-/// joined. Listings show only the network mode; `reconcile::plan_once`
+/// joined. Listings show only the network mode; `exec::list::plan_once`
 /// inspects the unmanaged containers and the managed ones that stay, so a
 /// kept container in a removed container's pid namespace protects it (see
 /// `planner::a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it`).
@@ -633,7 +632,7 @@ fn the_plan_checker_rejects_unsafe_plans() {
     let scope = Scope::default();
     let engine = MemoryEngine::new(world.clone());
     let inventory = runtime()
-        .block_on(Inventory::list(&engine, &scope))
+        .block_on(sandboxctl::exec::list::inventory(&engine, &scope))
         .unwrap();
     let plan = Plan::build(&nothing, &inventory, NOW);
     assert_eq!(plan.steps.len(), 3);

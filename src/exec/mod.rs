@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod event;
 pub mod fleet;
+pub mod list;
 pub mod reconcile;
 pub mod verify;
 pub mod walk;

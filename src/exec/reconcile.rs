@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::exec::apply::{apply, ApplyOptions};
 use crate::exec::event::{Event, Observer};
+use crate::exec::list::InventoryError;
 use crate::exec::verify::{verify, Report};
 use crate::model::Scope;
-use crate::plan::inventory::InventoryError;
 use crate::plan::{Goal, Plan};
 
 /// Why a reconcile stopped before removing anything.
@@ -40,7 +40,7 @@ impl Early {
     }
 }
 
-pub use crate::exec::verify::plan_once;
+pub use crate::exec::list::plan_once;
 
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.

@@ -11,10 +11,9 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::exec::apply::{Applied, Outcome};
-use crate::model::Scope;
+use crate::exec::list::plan_once;
 use crate::model::{Kind, ObjectKey, Reason};
-use crate::plan::inventory::{Inventory, InventoryError};
-use crate::plan::{Entry, Goal, Kept, Plan, Retained};
+use crate::plan::{Entry, Kept, Plan, Retained};
 
 /// An object named in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -177,51 +176,6 @@ impl Report {
             Kind::Network => self.remaining_networks.push(left),
         }
     }
-}
-
-/// Lists `engine` and plans `goal` at `now`. When the plan removes or blocks a
-/// container, the unmanaged containers and the managed containers that stay
-/// are inspected for the pid and ipc namespaces they share (the listing shows
-/// only the network mode), and the plan is made again with what that found.
-pub async fn plan_once(
-    engine: &dyn Engine,
-    goal: &Goal,
-    scope: &Scope,
-    now: i64,
-) -> Result<(Inventory, Plan), InventoryError> {
-    let mut inventory = Inventory::list(engine, scope).await?;
-    let mut plan = Plan::build(goal, &inventory, now);
-    // Inspect until no new container stays: a managed container that stays
-    // (kept, or blocked by what an inspection found) may share a namespace of
-    // one that would go.
-    let mut seen: std::collections::BTreeSet<crate::model::ObjectKey> = Default::default();
-    loop {
-        let containers_at_stake = plan.removes_containers()
-            || plan
-                .blocked
-                .iter()
-                .any(|b| b.object.kind == crate::model::Kind::Container);
-        if !containers_at_stake {
-            break;
-        }
-        let staying: Vec<crate::model::ObjectKey> = plan
-            .kept
-            .containers
-            .iter()
-            .chain(plan.blocked.iter())
-            .filter(|n| n.object.kind == crate::model::Kind::Container)
-            .map(|n| n.object.key())
-            .filter(|k| !seen.contains(k))
-            .collect();
-        let first = !inventory.inspected && !inventory.unmanaged.is_empty();
-        if !first && staying.is_empty() {
-            break;
-        }
-        seen.extend(staying.iter().cloned());
-        inventory.inspect_joins(engine, &staying).await?;
-        plan = Plan::build(goal, &inventory, now);
-    }
-    Ok((inventory, plan))
 }
 
 /// Lists the engine again, re-plans with the same goal at the same time, and

@@ -1,22 +1,19 @@
 //! The live inventory: what one engine holds that this run manages, and who
 //! outside the managed set uses it.
 //!
-//! Owns the listing step (a constant five engine calls, whatever the number of
-//! objects), the client-side label check that every listed object must pass
-//! before anything downstream may see it, the resolution of what each managed
-//! object depends on, and the optional inspection of unmanaged containers for
-//! the pid and ipc namespaces they share (the listing shows only the network
-//! mode). Must not remove anything or decide what should go: that is the
-//! planner's job.
+//! Owns building the inventory from what the listings returned (the engine
+//! calls are `exec::list`'s), the client-side label check that every listed
+//! object must pass before anything downstream may see it, the resolution of
+//! what each managed object depends on, and taking in what the inspection of
+//! containers for shared pid and ipc namespaces found. Pure: no engine call,
+//! no I/O. Must not decide what should go: that is the planner's job.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use futures_util::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::engine::{Engine, EngineError};
-use crate::model::{ImageInfo, Join, Kind, Namespace, Object, ObjectKey, Scope, IMAGE_REFERENCE};
+use crate::model::{ImageInfo, Join, Kind, Namespace, Object, ObjectKey, Scope};
 
 /// How an unmanaged container uses a managed object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -72,68 +69,7 @@ pub struct Inventory {
     pub rejected: Vec<ObjectKey>,
 }
 
-/// A listing that failed. Nothing is planned from a partial inventory.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("could not list {what}: {error}")]
-pub struct InventoryError {
-    pub what: &'static str,
-    pub error: EngineError,
-}
-
-/// How many unmanaged containers are inspected at once.
-const INSPECT_CONCURRENCY: usize = 8;
-
 impl Inventory {
-    /// Lists the managed containers, every container (only to find unmanaged
-    /// users of managed objects), the managed volumes and networks and the
-    /// `ca-sbx:*` images, concurrently, and keeps what passes the client-side check.
-    pub async fn list(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
-        let filters = scope.filters();
-        let wrap = |what| move |error| InventoryError { what, error };
-        let (managed, all, volumes, networks, images) = tokio::try_join!(
-            async {
-                engine
-                    .list(Kind::Container, &filters)
-                    .await
-                    .map_err(wrap("managed containers"))
-            },
-            async {
-                engine
-                    .list(Kind::Container, &[])
-                    .await
-                    .map_err(wrap("all containers (to find users of managed objects)"))
-            },
-            async {
-                engine
-                    .list(Kind::Volume, &filters)
-                    .await
-                    .map_err(wrap("volumes"))
-            },
-            async {
-                engine
-                    .list(Kind::Network, &filters)
-                    .await
-                    .map_err(wrap("networks"))
-            },
-            async {
-                engine
-                    .list_images(IMAGE_REFERENCE)
-                    .await
-                    .map_err(wrap("images"))
-            },
-        )?;
-        let mut listed = managed;
-        listed.extend(volumes);
-        listed.extend(networks);
-        Ok(Inventory::from_listings(
-            engine.name(),
-            scope.clone(),
-            listed,
-            all,
-            images,
-        ))
-    }
-
     /// Builds the inventory from raw listings. Pure. `listed` is what the engine
     /// returned for the scope's label filter (any kinds); `all` is every
     /// container. Anything failing `Scope::manages` is dropped into `rejected`.
@@ -273,50 +209,27 @@ impl Inventory {
         self.holders = holders;
     }
 
-    /// Inspects every unmanaged container, and the managed containers named
-    /// in `managed`, (at most eight at once) for the pid and ipc namespaces
-    /// they share, which the listing does not show, and resolves what depends
-    /// on what again. A container gone meanwhile is skipped; any other failure
-    /// fails the whole step (nothing may be removed on a guess).
-    pub async fn inspect_joins(
-        &mut self,
-        engine: &dyn Engine,
-        managed: &[ObjectKey],
-    ) -> Result<(), InventoryError> {
-        // Unmanaged containers once; managed ones as asked.
+    /// The containers to inspect for the pid and ipc namespaces they share
+    /// (which the listing does not show): every unmanaged container the first
+    /// time, and the managed containers named in `managed`.
+    pub fn to_inspect(&self, managed: &[ObjectKey]) -> Vec<ObjectKey> {
         let unmanaged = if self.inspected {
-            Vec::new()
+            &[][..]
         } else {
-            std::mem::take(&mut self.unmanaged)
+            &self.unmanaged[..]
         };
-        let keys: Vec<ObjectKey> = unmanaged
+        unmanaged
             .iter()
             .map(|c| c.key.clone())
             .chain(managed.iter().cloned())
-            .collect();
-        let inspected: Vec<Result<Option<Object>, EngineError>> = stream::iter(keys)
-            .map(|key| async move {
-                match engine.inspect(&key).await {
-                    Ok(o) => Ok(Some(o)),
-                    Err(e) if e.is_not_found() => Ok(None),
-                    Err(e) => Err(e),
-                }
-            })
-            .buffered(INSPECT_CONCURRENCY)
             .collect()
-            .await;
-        let mut fresh = Vec::with_capacity(unmanaged.len());
-        for result in inspected {
-            let o = match result {
-                Ok(Some(o)) => o,
-                Ok(None) => continue,
-                Err(error) => {
-                    return Err(InventoryError {
-                        what: "containers (to find shared namespaces)",
-                        error,
-                    })
-                }
-            };
+    }
+
+    /// Takes what the inspection of `to_inspect` found (containers gone
+    /// meanwhile left out) and resolves what depends on what again. Pure.
+    pub fn inspected(&mut self, found: Vec<Object>) {
+        let mut fresh = Vec::new();
+        for o in found {
             if !self.scope.manages(&o.labels) {
                 fresh.push(o);
             } else if let Some(listed) = self.objects.get_mut(&o.key) {
@@ -331,7 +244,6 @@ impl Inventory {
         }
         self.inspected = true;
         self.resolve();
-        Ok(())
     }
 
     /// Every box ID a managed object carries.

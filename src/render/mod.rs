@@ -7,7 +7,6 @@
 //! label values, errors) is escaped and long values are cut in human output
 //! (`text::clip`); JSON keeps exact values. Must not decide anything.
 
-
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -106,11 +105,7 @@ pub fn reason_json<S: Serializer>(reason: &Reason, s: S) -> Result<S::Ok, S::Err
 fn refs(list: &[Ref]) -> String {
     list.iter()
         .map(|r| {
-            let mut s = format!(
-                "{} {}",
-                r.kind,
-                crate::text::cut(&r.name, CELL_CHARS)
-            );
+            let mut s = format!("{} {}", r.kind, crate::text::cut(&r.name, CELL_CHARS));
             match (&r.id, &r.how) {
                 (Some(id), Some(how)) => {
                     let _ = write!(s, " ({}, {how})", short_id(id));

@@ -1,0 +1,161 @@
+//! Listing: what one engine holds, as an `Inventory`, and `plan_once`
+//! (list, plan, and inspect containers for shared namespaces until the plan
+//! stands).
+//!
+//! Owns the engine calls of discovery: a constant five listings whatever the
+//! number of objects, and the inspection of containers (at most eight at
+//! once) for the pid and ipc namespaces they share, which the listing does
+//! not show. What the answers mean is `plan::inventory`'s (pure). A failure
+//! anywhere fails the whole step: nothing may be planned from a partial
+//! inventory. Must not remove anything.
+
+use futures_util::stream::{self, StreamExt};
+
+use crate::engine::{Engine, EngineError};
+use crate::model::{Kind, Object, ObjectKey, Scope, IMAGE_REFERENCE};
+use crate::plan::inventory::Inventory;
+use crate::plan::{Goal, Plan};
+
+/// A listing that failed. Nothing is planned from a partial inventory.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("could not list {what}: {error}")]
+pub struct InventoryError {
+    pub what: &'static str,
+    pub error: EngineError,
+}
+
+/// How many containers are inspected at once.
+const INSPECT_CONCURRENCY: usize = 8;
+
+/// Lists the managed containers, every container (only to find unmanaged
+/// users of managed objects), the managed volumes and networks and the
+/// `ca-sbx:*` images, concurrently, and keeps what passes the client-side check.
+pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
+    let filters = scope.filters();
+    let wrap = |what| move |error| InventoryError { what, error };
+    let (managed, all, volumes, networks, images) = tokio::try_join!(
+        async {
+            engine
+                .list(Kind::Container, &filters)
+                .await
+                .map_err(wrap("managed containers"))
+        },
+        async {
+            engine
+                .list(Kind::Container, &[])
+                .await
+                .map_err(wrap("all containers (to find users of managed objects)"))
+        },
+        async {
+            engine
+                .list(Kind::Volume, &filters)
+                .await
+                .map_err(wrap("volumes"))
+        },
+        async {
+            engine
+                .list(Kind::Network, &filters)
+                .await
+                .map_err(wrap("networks"))
+        },
+        async {
+            engine
+                .list_images(IMAGE_REFERENCE)
+                .await
+                .map_err(wrap("images"))
+        },
+    )?;
+    let mut listed = managed;
+    listed.extend(volumes);
+    listed.extend(networks);
+    Ok(Inventory::from_listings(
+        engine.name(),
+        scope.clone(),
+        listed,
+        all,
+        images,
+    ))
+}
+
+/// Inspects every unmanaged container (once), and the managed containers
+/// named in `managed`, for the namespaces they share, and gives the answers
+/// to the inventory. A container gone meanwhile is skipped; any other failure
+/// fails the whole step (nothing may be removed on a guess).
+pub async fn inspect_joins(
+    engine: &dyn Engine,
+    inventory: &mut Inventory,
+    managed: &[ObjectKey],
+) -> Result<(), InventoryError> {
+    let inspected: Vec<Result<Option<Object>, EngineError>> =
+        stream::iter(inventory.to_inspect(managed))
+            .map(|key| async move {
+                match engine.inspect(&key).await {
+                    Ok(o) => Ok(Some(o)),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffered(INSPECT_CONCURRENCY)
+            .collect()
+            .await;
+    let mut found = Vec::with_capacity(inspected.len());
+    for result in inspected {
+        match result {
+            Ok(Some(o)) => found.push(o),
+            Ok(None) => {}
+            Err(error) => {
+                return Err(InventoryError {
+                    what: "containers (to find shared namespaces)",
+                    error,
+                })
+            }
+        }
+    }
+    inventory.inspected(found);
+    Ok(())
+}
+
+/// Lists `engine` and plans `goal` at `now`. When the plan removes or blocks a
+/// container, the unmanaged containers and the managed containers that stay
+/// are inspected for the pid and ipc namespaces they share (the listing shows
+/// only the network mode), and the plan is made again with what that found.
+pub async fn plan_once(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+) -> Result<(Inventory, Plan), InventoryError> {
+    let mut inventory = inventory(engine, scope).await?;
+    let mut plan = Plan::build(goal, &inventory, now);
+    // Inspect until no new container stays: a managed container that stays
+    // (kept, or blocked by what an inspection found) may share a namespace of
+    // one that would go.
+    let mut seen: std::collections::BTreeSet<crate::model::ObjectKey> = Default::default();
+    loop {
+        let containers_at_stake = plan.removes_containers()
+            || plan
+                .blocked
+                .iter()
+                .any(|b| b.object.kind == crate::model::Kind::Container);
+        if !containers_at_stake {
+            break;
+        }
+        let staying: Vec<crate::model::ObjectKey> = plan
+            .kept
+            .containers
+            .iter()
+            .chain(plan.blocked.iter())
+            .filter(|n| n.object.kind == crate::model::Kind::Container)
+            .map(|n| n.object.key())
+            .filter(|k| !seen.contains(k))
+            .collect();
+        let first = !inventory.inspected && !inventory.unmanaged.is_empty();
+        if !first && staying.is_empty() {
+            break;
+        }
+        seen.extend(staying.iter().cloned());
+        inspect_joins(engine, &mut inventory, &staying).await?;
+        plan = Plan::build(goal, &inventory, now);
+    }
+    Ok((inventory, plan))
+}
