@@ -36,7 +36,8 @@
 //! (`support::engines`) behind a proxy that only records.
 //!
 //! Results (`ok`: every check holds). The real slice before the lead's fix
-//! (main at d7627da) and after merging it (main at d440e7c, `run::run_on`):
+//! (main at d7627da) and after merging it (main at d440e7c, `run::run_on`;
+//! the same at 06abc77):
 //!
 //! | real cell: command / shape / fault               | before the fix                                                                                   | after |
 //! |--------------------------------------------------|--------------------------------------------------------------------------------------------------|-------|
@@ -56,8 +57,8 @@
 //! | watch / one / listing networks fails             | FAILS: `cycleFailed` logged and /healthz 503, but the final report `converged: true`, no failure | ok    |
 //! | watch / fleet of two / unreachable               | FAILS: final report `converged: true`, no failure; /healthz 200 while faulty fails every cycle   | ok    |
 //!
-//! In memory (only since the fix: it runs through `run::run_on`), at d440e7c,
-//! 174 of 180 cells hold:
+//! In memory (only since the fix: it runs through `run::run_on`), at d440e7c
+//! and 06abc77, 174 of 180 cells hold:
 //!
 //! | command         | one engine | fleet of one | fleet of two |
 //! |-----------------|------------|--------------|--------------|
