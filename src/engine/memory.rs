@@ -8,6 +8,7 @@
 //! tests of that run against the real engine.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -201,8 +202,15 @@ pub enum FaultAction {
     /// Carry out the call, then answer with this error anyway (a dropped
     /// connection after the engine did the work).
     DoThenFail(EngineError),
-    /// Wait this long before serving the call.
+    /// Wait this long before serving the call (past the engine's deadline,
+    /// if it has one: the call fails as a timed-out call does).
     Delay(Duration),
+    /// Serve the call normally; uses up one count (so that a script can let
+    /// the first calls through and fail the later ones).
+    Pass,
+    /// The connection is lost: this call and every later one fail as an
+    /// unreachable engine's do, and open event streams end.
+    Disconnect,
 }
 
 #[derive(Debug, Clone)]
@@ -225,6 +233,10 @@ pub struct MemoryEngine {
     ignore_filters: bool,
     /// The open event streams.
     followers: Mutex<Vec<UnboundedSender<Result<Event, EngineError>>>>,
+    /// Set once the connection is lost: every call fails as unreachable.
+    lost: AtomicBool,
+    /// Each call's deadline, as `--timeout` gives the Docker engine.
+    deadline: Option<Duration>,
 }
 
 impl MemoryEngine {
@@ -236,6 +248,8 @@ impl MemoryEngine {
             log: Mutex::default(),
             ignore_filters: false,
             followers: Mutex::default(),
+            lost: AtomicBool::new(false),
+            deadline: None,
         }
     }
 
@@ -251,6 +265,31 @@ impl MemoryEngine {
     pub fn named(mut self, name: &str) -> Self {
         self.name = name.to_string();
         self
+    }
+
+    /// Every call gets this deadline: a [`FaultAction::Delay`] longer than it
+    /// fails after it with `ErrorKind::Timeout`, as the Docker engine's calls do.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Loses the connection now: every call from here on fails as an
+    /// unreachable engine's does, and open event streams end.
+    pub fn disconnect(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+        self.cut_events();
+    }
+
+    /// The error of a call on a lost connection.
+    fn unreachable(&self, call: String) -> EngineError {
+        EngineError::new(
+            call,
+            ErrorKind::Unreachable {
+                endpoint: self.endpoint().to_string(),
+                detail: "the connection was lost".into(),
+            },
+        )
     }
 
     /// Scripts a fault for the next `times` calls of `op` on `target` (any target if `None`).
@@ -294,6 +333,9 @@ impl MemoryEngine {
     /// Logs the call and returns the fault to apply to it, if any.
     fn enter(&self, op: Op, target: &str) -> Option<FaultAction> {
         self.log.lock().unwrap().push(format!("{op:?} {target}"));
+        if self.lost.load(Ordering::SeqCst) {
+            return Some(FaultAction::Disconnect);
+        }
         let mut faults = self.faults.lock().unwrap();
         let pos = faults.iter().position(|f| {
             f.op == op && f.remaining > 0 && f.target.as_deref().is_none_or(|t| t == target)
@@ -310,12 +352,27 @@ impl MemoryEngine {
         serve: impl FnOnce(&mut World) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         match self.enter(op, target) {
-            None => serve(&mut self.world.lock().unwrap()),
+            None | Some(FaultAction::Pass) => serve(&mut self.world.lock().unwrap()),
             Some(FaultAction::Fail(e)) => Err(e),
-            Some(FaultAction::Delay(d)) => {
-                tokio::time::sleep(d).await;
-                serve(&mut self.world.lock().unwrap())
+            Some(FaultAction::Disconnect) => {
+                self.disconnect();
+                Err(self.unreachable(call_name(op, target)))
             }
+            Some(FaultAction::Delay(d)) => match self.deadline {
+                Some(limit) if d > limit => {
+                    tokio::time::sleep(limit).await;
+                    Err(EngineError::new(
+                        call_name(op, target),
+                        ErrorKind::Timeout {
+                            seconds: crate::engine::connect::whole_seconds(limit),
+                        },
+                    ))
+                }
+                _ => {
+                    tokio::time::sleep(d).await;
+                    serve(&mut self.world.lock().unwrap())
+                }
+            },
             Some(FaultAction::VanishFirst) => {
                 let mut world = self.world.lock().unwrap();
                 world.containers.retain(|c| c.id != target);
@@ -336,6 +393,16 @@ impl MemoryEngine {
                 Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
                 None => labels.contains_key(f.as_str()),
             })
+    }
+}
+
+/// A call as the Docker engine's errors name it: `list containers`, `remove volume x`.
+fn call_name(op: Op, target: &str) -> String {
+    match op {
+        Op::List(kind) => format!("list {kind}s"),
+        Op::ListImages => "list images".into(),
+        Op::Inspect(kind) => format!("inspect {kind} {target}"),
+        Op::Remove(kind) => format!("remove {kind} {target}"),
     }
 }
 
@@ -417,6 +484,10 @@ impl Engine for MemoryEngine {
     }
 
     fn events(&self, _label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {
+        if self.lost.load(Ordering::SeqCst) {
+            let lost = self.unreachable("follow events".into());
+            return futures_util::stream::once(std::future::ready(Err(lost))).boxed();
+        }
         let (tx, rx) = unbounded_channel();
         self.followers.lock().unwrap().push(tx);
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })
@@ -494,5 +565,78 @@ impl MemoryEngine {
             }
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> World {
+        World {
+            volumes: vec![VolumeInfo {
+                name: "v".into(),
+                labels: Labels::new(),
+                created_at: None,
+            }],
+            ..World::default()
+        }
+    }
+
+    fn failure() -> EngineError {
+        EngineError::new(
+            "list volumes",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "boom".into(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn pass_lets_the_first_calls_through() {
+        let engine = MemoryEngine::new(world());
+        engine.inject(Op::List(Kind::Volume), None, FaultAction::Pass, 1);
+        engine.inject(
+            Op::List(Kind::Volume),
+            None,
+            FaultAction::Fail(failure()),
+            1,
+        );
+        assert_eq!(engine.list(Kind::Volume, &[]).await.unwrap().len(), 1);
+        assert_eq!(engine.list(Kind::Volume, &[]).await, Err(failure()));
+        assert!(engine.list(Kind::Volume, &[]).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_fails_every_later_call() {
+        let engine = MemoryEngine::new(world());
+        engine.inject(Op::Remove(Kind::Volume), None, FaultAction::Disconnect, 1);
+        let key = ObjectKey::new(DEFAULT_ENGINE, Kind::Volume, "v");
+        let removed = engine.remove(&key).await.unwrap_err();
+        assert!(removed.is_unreachable(), "{removed}");
+        assert_eq!(removed.call, "remove volume v");
+        assert_eq!(
+            engine.world().volumes.len(),
+            1,
+            "the removal never happened"
+        );
+        assert!(engine
+            .list(Kind::Volume, &[])
+            .await
+            .unwrap_err()
+            .is_unreachable());
+        let mut events = engine.events(&[]);
+        assert!(matches!(events.next().await, Some(Err(e)) if e.is_unreachable()));
+    }
+
+    #[tokio::test]
+    async fn a_delay_past_the_deadline_is_a_timeout() {
+        let engine = MemoryEngine::new(world()).with_deadline(Duration::from_millis(10));
+        let slow = FaultAction::Delay(Duration::from_secs(60));
+        engine.inject(Op::List(Kind::Volume), None, slow, 1);
+        let e = engine.list(Kind::Volume, &[]).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Timeout { seconds: 1 });
+        assert_eq!(e.call, "list volumes");
     }
 }

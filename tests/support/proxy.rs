@@ -8,8 +8,9 @@
 //! `/v1.41`-style version prefix removed first, query string included), applies
 //! to a number of matching requests, and does one [`Action`]: answer with a
 //! status and Docker's `{"message": ...}` body, close the connection without
-//! answering, delay (then forward), or let "another actor" do the same call
-//! first or concurrently. Rules are tried in the order they were added; the
+//! answering, delay (then forward), let "another actor" do the same call
+//! first or concurrently, or cut the engine off (this and every later request
+//! closed unanswered: a connection lost mid-run). Rules are tried in the order they were added; the
 //! first one that matches and has uses left wins; no rule means forward.
 //!
 //! Every request is recorded ([`Proxy::seen`]) with the status it got, so tests
@@ -30,6 +31,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +68,10 @@ pub enum Action {
     /// waited for; after a short head start the client gets this answer (e.g.
     /// Docker's 409 "removal of container ... is already in progress").
     ActorConcurrently { status: u16, message: String },
+    /// The engine is lost from here on: this request and every later one, of
+    /// any method and path, is closed without an answer and never reaches the
+    /// engine (an event stream already open keeps flowing).
+    Cut,
 }
 
 /// One request the proxy saw.
@@ -122,6 +128,8 @@ struct Shared {
     started: Instant,
     rules: Mutex<Vec<Rule>>,
     seen: Mutex<Vec<Seen>>,
+    /// Set by [`Action::Cut`]: every request from then on is closed.
+    cut: AtomicBool,
 }
 
 impl Shared {
@@ -150,6 +158,9 @@ impl Shared {
 
     /// The action for a request, using up one count of the rule that matched.
     fn pick(&self, method: &str, target: &str) -> Action {
+        if self.cut.load(Ordering::SeqCst) {
+            return Action::Close;
+        }
         let path = unversioned(target);
         let mut rules = self.rules.lock().unwrap();
         match rules
@@ -202,6 +213,7 @@ impl Proxy {
             started: Instant::now(),
             rules: Mutex::new(Vec::new()),
             seen: Mutex::new(Vec::new()),
+            cut: AtomicBool::new(false),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let state = Arc::clone(&shared);
@@ -411,6 +423,11 @@ impl When<'_> {
     /// See [`Action::ActorFirst`].
     pub fn actor_first(self) {
         self.add(Action::ActorFirst)
+    }
+
+    /// See [`Action::Cut`].
+    pub fn cut(self) {
+        self.add(Action::Cut)
     }
 
     /// See [`Action::ActorConcurrently`].
@@ -871,6 +888,7 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
             Action::Delay(_) => "delay",
             Action::ActorFirst => "actor-first",
             Action::ActorConcurrently { .. } => "actor-concurrently",
+            Action::Cut => "cut",
         };
         let seq = shared.record(req.method(), req.target(), name);
         match action {
@@ -890,6 +908,10 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
                 continue;
             }
             Action::Close => return,
+            Action::Cut => {
+                shared.cut.store(true, Ordering::SeqCst);
+                return;
+            }
             Action::ActorConcurrently { status, message } => {
                 tokio::spawn(actor(req.clone(), Arc::clone(&shared)));
                 tokio::time::sleep(ACTOR_HEAD_START).await;

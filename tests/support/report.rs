@@ -410,7 +410,22 @@ pub struct Leftover {
     pub reason: Reason,
 }
 
-/// The report of `apply` and `destroy`.
+/// One engine's line of a fleet report's `engines`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSummary {
+    pub engine: String,
+    pub endpoint: String,
+    pub converged: bool,
+    pub removed: usize,
+    pub failures: usize,
+    pub remaining: usize,
+    /// Why the engine's part did not run (unreachable, listing failed, stale plan).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// The report of `apply` and `destroy` (a fleet's also has `engines`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Report {
@@ -425,6 +440,9 @@ pub struct Report {
     pub remaining_volumes: Vec<Leftover>,
     pub remaining_networks: Vec<Leftover>,
     pub interrupted: bool,
+    /// A fleet's summary per engine; absent for one engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engines: Option<Vec<EngineSummary>>,
 }
 
 impl Report {

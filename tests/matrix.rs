@@ -1,0 +1,1580 @@
+//! The hard gate as a matrix: every command that can converge, on every engine
+//! shape, under every fault, must fail honestly.
+//!
+//! Axes (see [`Command`], [`Shape`], [`Fault`]):
+//! - commands: `apply`, `apply FILE` (saved by `plan --out FILE`), `destroy ID`,
+//!   `destroy --prune`, `watch --once`, and a running `watch` (judged by its
+//!   cycle log, `/healthz` and the report it prints when stopped);
+//! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
+//!   where one engine is faulty and the other healthy;
+//! - faults (on the faulty engine): unreachable; listing containers, volumes,
+//!   networks or images fails; an inspect fails (the volume re-check right
+//!   before its removal); a removal fails (the box's container); the
+//!   verification listing fails; the connection is lost at the first removal
+//!   (every later call fails); a call passes its deadline (the container listing).
+//!
+//! Every cell must show ([`verdict`]): exit 1 and `converged: false` in the
+//! JSON report (a running watch: a failed cycle of the faulty engine in its
+//! log, `/healthz` 503, and `converged: false` in its final report); every
+//! failure and every leftover named with the faulty engine; no "Converged"
+//! claim in the human output (but in the healthy engine's own part); in a
+//! fleet of two, the healthy engine's part converged and reported under its
+//! own name; nothing outside the scope touched. And the fault really happened.
+//!
+//! Each engine holds the same world: a box `doomed` (container, volume,
+//! network), a leaked volume, and what is not managed: a look-alike volume
+//! (`ca.sandbox=true`), in memory also a volume of another scope and an
+//! unlabeled container. `destroy ID` names `doomed`; the other commands
+//! remove every managed object.
+//!
+//! The whole matrix (6 × 3 × 10 = 180 cells) runs with the in-memory engine
+//! through the library's one run path (`run::run_on`), one test per command.
+//! A slice of it ([`REAL_SLICE`], 15 cells: every command, shape and fault at
+//! least once) runs the built binary against the real engine: the faulty
+//! engine is the main Docker engine behind the fault proxy
+//! (`support::proxy`), the healthy one the harness's shared second dockerd
+//! (`support::engines`) behind a proxy that only records.
+//!
+//! Results (`ok`: every check holds). The real slice before the lead's fix
+//! (main at d7627da) and after merging it (main at d440e7c, `run::run_on`;
+//! the same at 06abc77):
+//!
+//! | real cell: command / shape / fault               | before the fix                                                                                   | after |
+//! |--------------------------------------------------|--------------------------------------------------------------------------------------------------|-------|
+//! | apply / one / a removal fails                    | ok                                                                                               | ok    |
+//! | apply / fleet of two / unreachable               | ok                                                                                               | ok    |
+//! | apply / fleet of one / listing images fails      | ok                                                                                               | ok    |
+//! | apply / fleet of two / verification listing      | ok                                                                                               | ok    |
+//! | apply FILE / fleet of two / listing containers   | FAILS: the saved fleet plan is refused whole as "stale on faulty" (its listing failed); healthy untouched, its refusal filed under healthy | FAILS (same) |
+//! | apply FILE / one / an inspect fails              | ok                                                                                               | ok    |
+//! | destroy ID / fleet of two / a removal fails      | ok                                                                                               | ok    |
+//! | destroy ID / fleet of one / connection lost      | ok                                                                                               | ok    |
+//! | destroy --prune / fleet of two / connection lost | ok                                                                                               | ok    |
+//! | destroy --prune / one / deadline                 | ok                                                                                               | ok    |
+//! | watch --once / one / unreachable                 | FAILS: exit 0, `converged: true`, no failure, human "Converged:"                                 | ok    |
+//! | watch --once / fleet of two / listing volumes    | FAILS: exit 0, `converged: true` (the healthy part alone), no failure, human "Converged:"        | ok    |
+//! | watch --once / fleet of one / verification       | ok                                                                                               | ok    |
+//! | watch / one / listing networks fails             | FAILS: `cycleFailed` logged and /healthz 503, but the final report `converged: true`, no failure | ok    |
+//! | watch / fleet of two / unreachable               | FAILS: final report `converged: true`, no failure; /healthz 200 while faulty fails every cycle   | ok    |
+//!
+//! In memory (only since the fix: it runs through `run::run_on`), at d440e7c
+//! and 06abc77, 174 of 180 cells hold:
+//!
+//! | command         | one engine | fleet of one | fleet of two |
+//! |-----------------|------------|--------------|--------------|
+//! | apply           | 10/10      | 10/10        | 10/10        |
+//! | apply FILE      | 10/10      | 10/10        | 4/10: unreachable, the four listings and deadline FAIL (the saved fleet plan is refused whole; healthy untouched) |
+//! | destroy ID      | 10/10      | 10/10        | 10/10        |
+//! | destroy --prune | 10/10      | 10/10        | 10/10        |
+//! | watch --once    | 10/10      | 10/10        | 10/10        |
+//! | watch           | 10/10      | 10/10        | 10/10        |
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::support::report::{Kind, Report};
+
+// ----- the axes -------------------------------------------------------------------
+
+/// A command that can converge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Command {
+    Apply,
+    /// `plan --out FILE` while the engine is healthy, then the fault, then `apply FILE`.
+    ApplySaved,
+    /// `destroy doomed`.
+    DestroyId,
+    DestroyPrune,
+    WatchOnce,
+    /// A running `watch --metrics 127.0.0.1:0`, stopped after its first cycles.
+    Watch,
+}
+
+impl Command {
+    pub const ALL: [Command; 6] = [
+        Command::Apply,
+        Command::ApplySaved,
+        Command::DestroyId,
+        Command::DestroyPrune,
+        Command::WatchOnce,
+        Command::Watch,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Apply => "apply",
+            Command::ApplySaved => "apply FILE",
+            Command::DestroyId => "destroy ID",
+            Command::DestroyPrune => "destroy --prune",
+            Command::WatchOnce => "watch --once",
+            Command::Watch => "watch",
+        }
+    }
+
+    /// The subcommand and its arguments (`saved`: the plan file of `apply FILE`).
+    pub fn args(self, saved: &str) -> Vec<String> {
+        let args: &[&str] = match self {
+            Command::Apply => &["apply"],
+            Command::ApplySaved => &["apply", saved],
+            Command::DestroyId => &["destroy", BOX],
+            Command::DestroyPrune => &["destroy", "--prune"],
+            Command::WatchOnce => &["--grace", "0s", "watch", "--once"],
+            Command::Watch => &[
+                "--grace",
+                "0s",
+                "watch",
+                "--metrics",
+                "127.0.0.1:0",
+                "--debounce",
+                "1s",
+                "--resync",
+                "60s",
+            ],
+        };
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// True when the leaked volume is to go too (everything but `destroy ID`).
+    pub fn removes_leaks(self) -> bool {
+        self != Command::DestroyId
+    }
+}
+
+/// How many engines, and how the state file names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Shape {
+    /// No `[[engine]]`: the one engine is `default`.
+    One,
+    /// `[[engine]]` once: `faulty`.
+    FleetOfOne,
+    /// `faulty`, then `healthy` (in that order, so that the healthy engine's
+    /// cycle is the last one a watch runs).
+    FleetOfTwo,
+}
+
+impl Shape {
+    pub const ALL: [Shape; 3] = [Shape::One, Shape::FleetOfOne, Shape::FleetOfTwo];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::One => "one engine",
+            Shape::FleetOfOne => "fleet of one",
+            Shape::FleetOfTwo => "fleet of two",
+        }
+    }
+
+    /// The faulty engine's name in reports.
+    pub fn faulty(self) -> &'static str {
+        match self {
+            Shape::One => "default",
+            Shape::FleetOfOne | Shape::FleetOfTwo => FAULTY,
+        }
+    }
+
+    /// The healthy engine's name, in a fleet of two.
+    pub fn healthy(self) -> Option<&'static str> {
+        (self == Shape::FleetOfTwo).then_some(HEALTHY)
+    }
+}
+
+/// What goes wrong on the faulty engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    Unreachable,
+    ListContainers,
+    ListVolumes,
+    ListNetworks,
+    ListImages,
+    /// The re-check of the box's volume right before its removal.
+    Inspect,
+    /// The box's container.
+    Removal,
+    /// The container listing after apply.
+    VerifyListing,
+    /// The connection is lost at the first removal: that call and every later one fail.
+    LostMidApply,
+    /// The container listing passes its deadline.
+    Deadline,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 10] = [
+        Fault::Unreachable,
+        Fault::ListContainers,
+        Fault::ListVolumes,
+        Fault::ListNetworks,
+        Fault::ListImages,
+        Fault::Inspect,
+        Fault::Removal,
+        Fault::VerifyListing,
+        Fault::LostMidApply,
+        Fault::Deadline,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Unreachable => "unreachable",
+            Fault::ListContainers => "listing containers fails",
+            Fault::ListVolumes => "listing volumes fails",
+            Fault::ListNetworks => "listing networks fails",
+            Fault::ListImages => "listing images fails",
+            Fault::Inspect => "an inspect fails",
+            Fault::Removal => "a removal fails",
+            Fault::VerifyListing => "the verification listing fails",
+            Fault::LostMidApply => "connection lost mid-apply",
+            Fault::Deadline => "a call passes its deadline",
+        }
+    }
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cell {
+    pub command: Command,
+    pub shape: Shape,
+    pub fault: Fault,
+}
+
+impl Cell {
+    pub const fn new(command: Command, shape: Shape, fault: Fault) -> Cell {
+        Cell {
+            command,
+            shape,
+            fault,
+        }
+    }
+
+    /// Every cell: commands × shapes × faults.
+    pub fn all() -> Vec<Cell> {
+        let mut all = Vec::new();
+        for command in Command::ALL {
+            for shape in Shape::ALL {
+                for fault in Fault::ALL {
+                    all.push(Cell::new(command, shape, fault));
+                }
+            }
+        }
+        all
+    }
+}
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} / {} / {}",
+            self.command.name(),
+            self.shape.name(),
+            self.fault.name()
+        )
+    }
+}
+
+/// The box every world has, and the one `destroy ID` names.
+pub const BOX: &str = "doomed";
+/// The faulty engine's name in a fleet.
+pub const FAULTY: &str = "faulty";
+/// The healthy engine's name in a fleet of two.
+pub const HEALTHY: &str = "healthy";
+
+// ----- what every cell must show ---------------------------------------------------
+
+/// What the healthy engine's part must have removed, by kind (names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Removals {
+    pub containers: BTreeSet<String>,
+    pub volumes: BTreeSet<String>,
+    pub networks: BTreeSet<String>,
+}
+
+impl Removals {
+    fn of(&self, kind: Kind) -> &BTreeSet<String> {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+}
+
+/// What a running watch showed before it was stopped.
+#[derive(Debug, Clone, Default)]
+pub struct WatchSeen {
+    /// The JSON log lines, in order.
+    pub log: Vec<serde_json::Value>,
+    /// The status of `GET /healthz` after the first cycle of every engine.
+    pub healthz: Option<u16>,
+}
+
+/// What a cell's runs produced.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The exit code of the JSON run.
+    pub exit: Option<i32>,
+    /// Its report (stdout).
+    pub report: Result<Report, String>,
+    /// Stdout of the same cell run with `--format human` (none for a running watch).
+    pub human: Option<String>,
+    /// A running watch's log and health.
+    pub watch: Option<WatchSeen>,
+    /// Both streams of every run, for messages.
+    pub dump: String,
+}
+
+/// Every way `seen` breaks the cell's promises, as lines (empty: the cell holds).
+/// `healthy`: what the healthy engine's part must have removed (fleet of two).
+pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let faulty = cell.shape.faulty();
+    if cell.command != Command::Watch && seen.exit != Some(1) {
+        problems.push(format!("exit {:?}, not 1", seen.exit));
+    }
+    match &seen.report {
+        Err(e) => problems.push(format!("no JSON report: {e}")),
+        Ok(report) => report_verdict(cell, report, healthy, &mut problems),
+    }
+    if let Some(human) = &seen.human {
+        for line in converged_claims(human, cell.shape.healthy()) {
+            problems.push(format!("human output claims convergence: {line:?}"));
+        }
+    }
+    if let Some(watch) = &seen.watch {
+        match watch.healthz {
+            Some(503) => {}
+            other => problems.push(format!("/healthz answered {other:?}, not 503")),
+        }
+        let mine = |l: &&serde_json::Value| l["engine"] == faulty;
+        let failed = watch.log.iter().filter(mine).any(|l| {
+            l["event"] == "cycleFailed" || (l["event"] == "cycle" && l["converged"] == false)
+        });
+        if !failed {
+            problems.push(format!(
+                "no failed cycle of engine {faulty} in the watch log"
+            ));
+        }
+        for l in watch.log.iter().filter(mine) {
+            if l["event"] == "cycle" && l["converged"] == true {
+                problems.push(format!("the watch log claims {faulty} converged: {l}"));
+            }
+        }
+        if let Some(name) = cell.shape.healthy() {
+            let converged = watch
+                .log
+                .iter()
+                .any(|l| l["engine"] == name && l["event"] == "cycle" && l["converged"] == true);
+            if !converged {
+                problems.push(format!(
+                    "no converged cycle of engine {name} in the watch log"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+fn report_verdict(
+    cell: Cell,
+    report: &Report,
+    healthy: Option<&Removals>,
+    problems: &mut Vec<String>,
+) {
+    let faulty = cell.shape.faulty();
+    if report.converged {
+        problems.push("report says converged: true".into());
+    }
+    if report.failures.is_empty() {
+        problems.push("report names no failure".into());
+    }
+    for f in &report.failures {
+        if f.engine != faulty {
+            problems.push(format!(
+                "failure named with engine {:?}, not {faulty:?}: {:?} {}: {}",
+                f.engine, f.kind, f.name, f.error
+            ));
+        }
+        if f.error.trim().is_empty() {
+            problems.push(format!("failure of {} says nothing", f.name));
+        }
+    }
+    for l in report.all_remaining() {
+        if l.engine != faulty {
+            problems.push(format!(
+                "leftover {} named with engine {:?}, not {faulty:?}",
+                l.name, l.engine
+            ));
+        }
+    }
+    if let Some(summaries) = &report.engines {
+        for s in summaries {
+            if s.engine == faulty && s.converged {
+                problems.push(format!("engines: {faulty} says converged"));
+            }
+        }
+    }
+    let (Some(name), Some(expected)) = (cell.shape.healthy(), healthy) else {
+        return;
+    };
+    for kind in Kind::ALL {
+        let removed: BTreeSet<String> = report
+            .removed
+            .of(kind)
+            .iter()
+            .filter(|g| g.engine == name)
+            .map(|g| g.name.clone())
+            .collect();
+        if &removed != expected.of(kind) {
+            problems.push(format!(
+                "{name} removed {kind}s {removed:?}, expected {:?}",
+                expected.of(kind)
+            ));
+        }
+    }
+    if let Some(summaries) = &report.engines {
+        match summaries.iter().find(|s| s.engine == name) {
+            Some(s) if s.converged && s.failures == 0 && s.remaining == 0 => {}
+            Some(s) => problems.push(format!("engines: {name}'s part did not converge: {s:?}")),
+            None => problems.push(format!("engines: no summary for {name}")),
+        }
+    }
+}
+
+/// Lines of human output that claim convergence outside the healthy engine's
+/// own part. A fleet's report puts each engine's part, indented, under an
+/// unindented `Engine NAME:` heading; any other unindented line is the run's own.
+pub fn converged_claims(human: &str, healthy: Option<&str>) -> Vec<String> {
+    let mut section: Option<String> = None;
+    let mut claims = Vec::new();
+    for line in human.lines() {
+        if !line.starts_with(char::is_whitespace) && !line.is_empty() {
+            section = line
+                .strip_prefix("Engine ")
+                .and_then(|rest| rest.split_once(':'))
+                .map(|(name, _)| name.to_string());
+        }
+        let claim = line.contains("Converged");
+        let in_healthy = healthy.is_some() && section.as_deref() == healthy;
+        let indented = line.starts_with(char::is_whitespace);
+        if claim && !(in_healthy && indented) {
+            claims.push(line.to_string());
+        }
+    }
+    claims
+}
+
+/// Fails the test naming the cell and every problem, with the runs' output.
+#[track_caller]
+pub fn assert_cell(cell: Cell, seen: &Seen, problems: &[String]) {
+    assert!(
+        problems.is_empty(),
+        "cell {cell} fails:\n  - {}\n{}",
+        problems.join("\n  - "),
+        seen.dump
+    );
+}
+
+// ----- the real-engine slice -------------------------------------------------------
+
+macro_rules! real_slice {
+    ($($test:ident: $command:ident / $shape:ident / $fault:ident;)*) => {
+        /// The cells run against the real engine, one test each.
+        pub const REAL_SLICE: &[Cell] = &[$(Cell::new(Command::$command, Shape::$shape, Fault::$fault)),*];
+        $(
+            #[tokio::test]
+            async fn $test() {
+                real::run(Cell::new(Command::$command, Shape::$shape, Fault::$fault)).await;
+            }
+        )*
+    };
+}
+
+real_slice! {
+    real_apply_one_removal: Apply / One / Removal;
+    real_apply_fleet2_unreachable: Apply / FleetOfTwo / Unreachable;
+    real_apply_fleet1_list_images: Apply / FleetOfOne / ListImages;
+    real_apply_fleet2_verify_listing: Apply / FleetOfTwo / VerifyListing;
+    real_apply_saved_fleet2_list_containers: ApplySaved / FleetOfTwo / ListContainers;
+    real_apply_saved_one_inspect: ApplySaved / One / Inspect;
+    real_destroy_id_fleet2_removal: DestroyId / FleetOfTwo / Removal;
+    real_destroy_id_fleet1_lost_mid_apply: DestroyId / FleetOfOne / LostMidApply;
+    real_destroy_prune_fleet2_lost_mid_apply: DestroyPrune / FleetOfTwo / LostMidApply;
+    real_destroy_prune_one_deadline: DestroyPrune / One / Deadline;
+    real_watch_once_one_unreachable: WatchOnce / One / Unreachable;
+    real_watch_once_fleet2_list_volumes: WatchOnce / FleetOfTwo / ListVolumes;
+    real_watch_once_fleet1_verify_listing: WatchOnce / FleetOfOne / VerifyListing;
+    real_watch_one_list_networks: Watch / One / ListNetworks;
+    real_watch_fleet2_unreachable: Watch / FleetOfTwo / Unreachable;
+}
+
+/// The slice holds every command, shape and fault at least once.
+#[test]
+fn the_real_slice_covers_every_command_shape_and_fault() {
+    for command in Command::ALL {
+        assert!(
+            REAL_SLICE.iter().any(|c| c.command == command),
+            "no real cell runs {}",
+            command.name()
+        );
+    }
+    for shape in Shape::ALL {
+        assert!(
+            REAL_SLICE.iter().any(|c| c.shape == shape),
+            "no real cell on {}",
+            shape.name()
+        );
+    }
+    for fault in Fault::ALL {
+        assert!(
+            REAL_SLICE.iter().any(|c| c.fault == fault),
+            "no real cell with {}",
+            fault.name()
+        );
+    }
+    let distinct: BTreeSet<&Cell> = REAL_SLICE.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        REAL_SLICE.len(),
+        "a real cell is listed twice"
+    );
+    let all = Cell::all();
+    assert_eq!(all.len(), 6 * 3 * 10);
+    assert!(REAL_SLICE.iter().all(|c| all.contains(c)));
+}
+
+mod real {
+    //! One cell against real engines: the built binary, the main engine
+    //! behind the fault proxy, the shared second dockerd behind a recording
+    //! proxy. The cell runs twice, on two worlds of their own scopes at once:
+    //! `--format json` and `--format human` (a running watch: JSON only).
+
+    use std::collections::BTreeSet;
+    use std::time::{Duration, Instant};
+
+    use super::{verdict, Cell, Command, Fault, Removals, Seen, Shape, WatchSeen, BOX};
+    use crate::support::cli::{Cli, Output, Running};
+    use crate::support::docker::{Run, Sandbox, VolumeSpec};
+    use crate::support::engines::{Corner, Engine, SecondDockerd};
+    use crate::support::proxy::Proxy;
+
+    /// The `--timeout` of a deadline cell: the delayed listing fails after it.
+    const DEADLINE_SECS: &str = "2";
+    /// How long a delayed call is held (far past the deadline).
+    const HELD: Duration = Duration::from_secs(60);
+    /// How long a run may take before the test fails.
+    const RUN_DEADLINE: Duration = Duration::from_secs(120);
+    /// How long a running watch gets for its first cycles.
+    const FIRST_CYCLES: Duration = Duration::from_secs(60);
+
+    /// One engine's objects of a world (names, and IDs where there are).
+    #[derive(Debug, Clone)]
+    struct Objects {
+        container_id: String,
+        container: String,
+        volume: String,
+        network_id: String,
+        network: String,
+        leak: String,
+        /// `ca.sandbox=true` with the scope label: not managed, must survive.
+        decoy: String,
+    }
+
+    impl Objects {
+        /// What a command may remove here: `(kind path segment, id or name)`.
+        fn removable(&self, command: Command) -> BTreeSet<String> {
+            let mut all: BTreeSet<String> = [
+                format!("/containers/{}", self.container_id),
+                format!("/volumes/{}", self.volume),
+                format!("/networks/{}", self.network_id),
+            ]
+            .into();
+            if command.removes_leaks() {
+                all.insert(format!("/volumes/{}", self.leak));
+            }
+            all
+        }
+
+        /// What the command must remove here, by kind.
+        fn removals(&self, command: Command) -> Removals {
+            let mut r = Removals {
+                containers: [self.container.clone()].into(),
+                volumes: [self.volume.clone()].into(),
+                networks: [self.network.clone()].into(),
+            };
+            if command.removes_leaks() {
+                r.volumes.insert(self.leak.clone());
+            }
+            r
+        }
+    }
+
+    /// The main engine's part of a world, made through the harness.
+    async fn main_objects(sbx: &Sandbox) -> Objects {
+        let (doomed, leak, decoy) = tokio::join!(
+            sbx.add_box_with_network(BOX, Run::Created),
+            sbx.leaked_volume(),
+            sbx.volume(VolumeSpec::new().label("ca.sandbox", "true")),
+        );
+        Objects {
+            container_id: doomed.container.id,
+            container: doomed.container.name,
+            volume: doomed.volume,
+            network_id: doomed.network.id,
+            network: doomed.network.name,
+            leak,
+            decoy,
+        }
+    }
+
+    /// The second dockerd's part of the same world, in the same scope.
+    async fn second_objects(corner: &Corner) -> Objects {
+        let labels = [("ca.sandbox", "1"), ("ca.sandbox.id", BOX)];
+        let volume_name = corner.unique(&format!("{BOX}-data"));
+        let network = corner.unique(&format!("{BOX}-net"));
+        let (volume, network_id, leak, decoy) = tokio::join!(
+            corner.volume(Some(&volume_name), &labels),
+            corner.network(&network, &labels),
+            corner.leaked_volume("leak"),
+            corner.volume(None, &[("ca.sandbox", "true")]),
+        );
+        let container = corner.unique(BOX);
+        let container_id = corner
+            .container(&container, &labels, &[&volume], Some(&network), false)
+            .await;
+        Objects {
+            container_id,
+            container,
+            volume,
+            network_id,
+            network,
+            leak,
+            decoy,
+        }
+    }
+
+    /// The healthy engine of a fleet of two: its objects and the proxy that records its calls.
+    struct Healthy {
+        corner: Corner,
+        objects: Objects,
+        proxy: Proxy,
+    }
+
+    /// One run of a cell: a world in a scope of its own and the CLI pointed at it.
+    struct World {
+        cell: Cell,
+        sbx: Sandbox,
+        main: Objects,
+        /// `None` once stopped (the unreachable fault): its socket is gone.
+        faulty: Option<Proxy>,
+        healthy: Option<Healthy>,
+        cli: Cli,
+        saved: String,
+    }
+
+    impl World {
+        async fn new(cell: Cell, format: &str, second: Option<&Engine>) -> World {
+            let test = format!(
+                "mx-{:?}-{:?}-{:?}-{format}",
+                cell.command, cell.shape, cell.fault
+            );
+            let sbx = Sandbox::new(&test).await;
+            let faulty = Proxy::start();
+            let healthy = async {
+                let engine = second?;
+                let corner = Corner::on(engine, sbx.scope_value());
+                let objects = second_objects(&corner).await;
+                let proxy = Proxy::start_to(engine.socket());
+                Some(Healthy {
+                    corner,
+                    objects,
+                    proxy,
+                })
+            };
+            let (main, healthy) = tokio::join!(main_objects(&sbx), healthy);
+            let mut state = sbx.scope_toml();
+            if cell.shape != Shape::One {
+                state.push_str(&format!(
+                    "\n[[engine]]\nname = \"{}\"\nhost = \"{}\"\n",
+                    super::FAULTY,
+                    faulty.docker_host()
+                ));
+            }
+            if let Some(h) = &healthy {
+                state.push_str(&format!(
+                    "\n[[engine]]\nname = \"{}\"\nhost = \"{}\"\n",
+                    super::HEALTHY,
+                    h.proxy.docker_host()
+                ));
+            }
+            let mut cli = Cli::new()
+                .docker_host(&faulty.docker_host())
+                .env_remove("DOCKER_CONTEXT")
+                .state_toml(&state)
+                .args(["--format", format])
+                .deadline(RUN_DEADLINE);
+            if cell.fault == Fault::Deadline {
+                cli = cli.args(["--timeout", DEADLINE_SECS]);
+            }
+            let saved = cli.dir().join("plan.json").display().to_string();
+            World {
+                cell,
+                sbx,
+                main,
+                faulty: Some(faulty),
+                healthy,
+                cli,
+                saved,
+            }
+        }
+
+        /// Saves the plan of `apply FILE` while every engine is healthy.
+        fn prepare(&self) {
+            if self.cell.command == Command::ApplySaved {
+                self.cli
+                    .run_with(["plan", "--out", &self.saved])
+                    .expect_code(0);
+            }
+        }
+
+        /// Breaks the faulty engine as the cell says.
+        fn inject(&mut self) {
+            let message = format!("matrix fault: {}", self.cell.fault.name());
+            if self.cell.fault == Fault::Unreachable {
+                // Its socket (and folder) go with it: nothing answers there.
+                self.faulty = None;
+                return;
+            }
+            let proxy = self.faulty.as_ref().expect("the faulty proxy runs");
+            match self.cell.fault {
+                Fault::Unreachable => unreachable!("handled above"),
+                Fault::ListContainers => proxy
+                    .on("GET", "/containers/json")
+                    .always()
+                    .respond(500, &message),
+                Fault::ListVolumes => proxy.on("GET", "/volumes?").always().respond(500, &message),
+                Fault::ListNetworks => proxy
+                    .on("GET", "/networks?")
+                    .always()
+                    .respond(500, &message),
+                Fault::ListImages => proxy
+                    .on("GET", "/images/json")
+                    .always()
+                    .respond(500, &message),
+                Fault::Inspect => proxy
+                    .on("GET", &format!("/volumes/{}", self.main.volume))
+                    .always()
+                    .respond(500, &message),
+                Fault::Removal => proxy
+                    .on("DELETE", &format!("/containers/{}", self.main.container_id))
+                    .always()
+                    .respond(500, &message),
+                Fault::VerifyListing => {
+                    // The first listing round (managed, then all containers) passes.
+                    proxy.on("GET", "/containers/json").times(2).forward();
+                    proxy
+                        .on("GET", "/containers/json")
+                        .always()
+                        .respond(500, &message);
+                }
+                Fault::LostMidApply => proxy.on("DELETE", "").cut(),
+                Fault::Deadline => proxy.on("GET", "/containers/json").always().delay(HELD),
+            }
+        }
+
+        fn start(&self) -> Running {
+            self.cli.spawn_with(self.cell.command.args(&self.saved))
+        }
+
+        /// Every way this world's engines were touched outside what the command may remove.
+        async fn touched_outside(&self) -> Vec<String> {
+            let mut problems = Vec::new();
+            let mut proxies = Vec::new();
+            if let Some(p) = &self.faulty {
+                proxies.push((self.cell.shape.faulty(), p, &self.main));
+            }
+            if let Some(h) = &self.healthy {
+                proxies.push((super::HEALTHY, &h.proxy, &h.objects));
+            }
+            for (engine, proxy, objects) in proxies {
+                let allowed = objects.removable(self.cell.command);
+                for seen in proxy.requests("DELETE", "") {
+                    let target = seen.path.split('?').next().unwrap_or_default();
+                    if !allowed.contains(target) {
+                        problems.push(format!(
+                            "engine {engine}: DELETE {target} is outside what {} may remove",
+                            self.cell.command.name()
+                        ));
+                    }
+                }
+                for seen in proxy.seen() {
+                    if seen.by_client()
+                        && !matches!(seen.method.as_str(), "GET" | "HEAD" | "DELETE")
+                    {
+                        problems.push(format!("engine {engine}: unexpected {}", seen.line()));
+                    }
+                }
+            }
+            if !self.sbx.volume_exists(&self.main.decoy).await {
+                problems.push(format!(
+                    "the look-alike volume {} was removed",
+                    self.main.decoy
+                ));
+            }
+            if let Some(h) = &self.healthy {
+                if !h.corner.volume_exists(&h.objects.decoy).await {
+                    problems.push(format!(
+                        "the look-alike volume {} was removed on {}",
+                        h.objects.decoy,
+                        super::HEALTHY
+                    ));
+                }
+            }
+            problems
+        }
+
+        /// Unless the fault really happened: what says it did not. An
+        /// unreachable engine shows in the report; every other fault is an
+        /// answer the proxy made up (or withheld).
+        fn fault_missed(&self, output: &str) -> Option<String> {
+            let fired = match &self.faulty {
+                None => output.contains("cannot reach the Docker engine"),
+                Some(proxy) => proxy
+                    .seen()
+                    .iter()
+                    .any(|s| !matches!(s.action.as_str(), "forward" | "actor")),
+            };
+            (!fired).then(|| format!("the fault ({}) never happened", self.cell.fault.name()))
+        }
+
+        /// The healthy engine really holds none of what the command removes.
+        async fn healthy_left(&self) -> Vec<String> {
+            let Some(h) = &self.healthy else {
+                return Vec::new();
+            };
+            let o = &h.objects;
+            let mut left = Vec::new();
+            if h.corner.container_exists(&o.container_id).await {
+                left.push(format!("container {}", o.container));
+            }
+            if h.corner.volume_exists(&o.volume).await {
+                left.push(format!("volume {}", o.volume));
+            }
+            if h.corner.network_exists(&o.network_id).await {
+                left.push(format!("network {}", o.network));
+            }
+            if self.cell.command.removes_leaks() && h.corner.volume_exists(&o.leak).await {
+                left.push(format!("volume {}", o.leak));
+            }
+            left.into_iter()
+                .map(|o| format!("{} still holds {o}", super::HEALTHY))
+                .collect()
+        }
+
+        fn healthy_removals(&self) -> Option<Removals> {
+            self.healthy
+                .as_ref()
+                .map(|h| h.objects.removals(self.cell.command))
+        }
+
+        fn requests(&self) -> String {
+            let mut text = String::new();
+            if let Some(p) = &self.faulty {
+                text.push_str(&format!("--- faulty engine's requests\n{}\n", p.dump()));
+            }
+            if let Some(h) = &self.healthy {
+                text.push_str(&format!(
+                    "--- healthy engine's requests\n{}\n",
+                    h.proxy.dump()
+                ));
+            }
+            text
+        }
+    }
+
+    /// Runs `cell` against the real engines and fails naming it unless every
+    /// promise holds.
+    pub async fn run(cell: Cell) {
+        let started = Instant::now();
+        let second = match cell.shape {
+            Shape::FleetOfTwo => Some(SecondDockerd::new().tcp().shared().await),
+            _ => None,
+        };
+        let (seen, mut problems, healthy) = if cell.command == Command::Watch {
+            run_watch(cell, second.as_ref()).await
+        } else {
+            run_once(cell, second.as_ref()).await
+        };
+        problems.extend(verdict(cell, &seen, healthy.as_ref()));
+        eprintln!(
+            "matrix cell {cell}: {} in {:.1?}{}",
+            if problems.is_empty() { "ok" } else { "FAILS" },
+            started.elapsed(),
+            problems
+                .iter()
+                .map(|p| format!("\n  - {p}"))
+                .collect::<String>()
+        );
+        super::assert_cell(cell, &seen, &problems);
+    }
+
+    fn output_dump(label: &str, out: &Output) -> String {
+        format!("=== {label} run\n{}\n", out.dump())
+    }
+
+    /// What a cell's runs showed, the problems found on the engines, and
+    /// what the healthy engine's part must have removed.
+    type Ran = (Seen, Vec<String>, Option<Removals>);
+
+    /// A one-shot command: the JSON and the human world run at once.
+    async fn run_once(cell: Cell, second: Option<&Engine>) -> Ran {
+        let (mut json, mut human) = tokio::join!(
+            World::new(cell, "json", second),
+            World::new(cell, "human", second)
+        );
+        json.prepare();
+        human.prepare();
+        json.inject();
+        human.inject();
+        let (json_run, human_run) = (json.start(), human.start());
+        let (json_out, human_out) = (json_run.wait(), human_run.wait());
+        let mut problems = Vec::new();
+        for (world, out) in [(&json, &json_out), (&human, &human_out)] {
+            problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
+            problems.extend(world.touched_outside().await);
+            problems.extend(world.healthy_left().await);
+        }
+        let report = serde_json::from_str(&json_out.stdout).map_err(|e| e.to_string());
+        let dump = format!(
+            "{}{}{}{}",
+            output_dump("json", &json_out),
+            json.requests(),
+            output_dump("human", &human_out),
+            human.requests()
+        );
+        let seen = Seen {
+            exit: json_out.code,
+            report,
+            human: Some(human_out.stdout.clone()),
+            watch: None,
+            dump,
+        };
+        (seen, problems, json.healthy_removals())
+    }
+
+    /// A running watch: first cycles, `/healthz`, SIGTERM, the final report.
+    async fn run_watch(cell: Cell, second: Option<&Engine>) -> Ran {
+        let mut world = World::new(cell, "json", second).await;
+        world.prepare();
+        world.inject();
+        let running = world.start();
+        let mut watch = WatchSeen::default();
+        let mut problems = Vec::new();
+        let engines: Vec<&str> = [Some(cell.shape.faulty()), cell.shape.healthy()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let until = Instant::now() + FIRST_CYCLES;
+        let mut addr = None;
+        loop {
+            let log = super::json_lines(&running.stderr_so_far());
+            if addr.is_none() {
+                addr = log
+                    .iter()
+                    .find(|l| l["event"] == "started")
+                    .and_then(|l| l["metrics"].as_str().map(str::to_string));
+            }
+            let cycled = |engine: &str| {
+                log.iter().any(|l| {
+                    l["engine"] == engine && (l["event"] == "cycle" || l["event"] == "cycleFailed")
+                })
+            };
+            if addr.is_some() && engines.iter().all(|e| cycled(e)) {
+                break;
+            }
+            if Instant::now() > until || exited(&running) {
+                problems.push(format!(
+                    "no cycle line of every engine ({engines:?}) within {FIRST_CYCLES:?}"
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if let Some(addr) = &addr {
+            watch.healthz = super::http_status(addr, "/healthz").await;
+        } else {
+            problems.push("no `started` line with the metrics address".into());
+        }
+        terminate(&running);
+        let out = running.wait();
+        watch.log = super::json_lines(&out.stderr);
+        problems.extend(world.fault_missed(&out.stderr));
+        problems.extend(world.touched_outside().await);
+        problems.extend(world.healthy_left().await);
+        let seen = Seen {
+            exit: out.code,
+            report: serde_json::from_str(&out.stdout).map_err(|e| e.to_string()),
+            human: None,
+            watch: Some(watch),
+            dump: format!("{}{}", output_dump("watch", &out), world.requests()),
+        };
+        (seen, problems, world.healthy_removals())
+    }
+
+    fn exited(running: &Running) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", running.pid()));
+        !status.is_ok_and(|s| {
+            !s.lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z'))
+        })
+    }
+
+    fn terminate(running: &Running) {
+        let pid = libc::pid_t::try_from(running.pid()).expect("pid fits pid_t");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+}
+
+/// The JSON lines among `text`'s complete lines.
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n') && l.starts_with('{'))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The status of `GET path` on `addr` (async: the server may share this
+/// thread), or `None` if nothing answered within 5 s.
+async fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.ok()?;
+        answer.split_whitespace().nth(1)?.parse().ok()
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), ask)
+        .await
+        .ok()
+        .flatten()
+}
+// ----- the whole matrix, in memory -----------------------------------------------------
+
+/// Runs every shape and fault of `command` in memory and fails naming every
+/// cell that breaks a promise.
+async fn memory_command(command: Command) {
+    let mut failing = Vec::new();
+    for shape in Shape::ALL {
+        for fault in Fault::ALL {
+            let cell = Cell::new(command, shape, fault);
+            let (seen, mut problems, healthy) = memory::run(cell).await;
+            problems.extend(verdict(cell, &seen, Some(&healthy)));
+            eprintln!(
+                "matrix cell {cell} (memory): {}",
+                if problems.is_empty() { "ok" } else { "FAILS" }
+            );
+            if !problems.is_empty() {
+                failing.push(format!(
+                    "cell {cell}:\n  - {}\n{}",
+                    problems.join("\n  - "),
+                    seen.dump
+                ));
+            }
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "{} of {} in-memory cells of {} fail:\n{}",
+        failing.len(),
+        Shape::ALL.len() * Fault::ALL.len(),
+        command.name(),
+        failing.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn memory_apply() {
+    memory_command(Command::Apply).await;
+}
+
+#[tokio::test]
+async fn memory_apply_saved() {
+    memory_command(Command::ApplySaved).await;
+}
+
+#[tokio::test]
+async fn memory_destroy_id() {
+    memory_command(Command::DestroyId).await;
+}
+
+#[tokio::test]
+async fn memory_destroy_prune() {
+    memory_command(Command::DestroyPrune).await;
+}
+
+#[tokio::test]
+async fn memory_watch_once() {
+    memory_command(Command::WatchOnce).await;
+}
+
+#[tokio::test]
+async fn memory_watch() {
+    memory_command(Command::Watch).await;
+}
+
+mod memory {
+    //! One cell through the library's one run path (`run::run_on`) on
+    //! in-memory engines: the same world on every engine, the fault scripted
+    //! on the faulty one, the CLI's own argument parsing and config.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use clap::Parser;
+    use sandboxctl::cli::exit::Exit;
+    use sandboxctl::engine::memory::{
+        ContainerInfo, FaultAction, MemoryEngine, NetworkInfo, Op, VolumeInfo, World,
+    };
+    use sandboxctl::engine::{Engine, EngineError, ErrorKind};
+    use sandboxctl::model::{ImageInfo, Kind, Labels};
+    use sandboxctl::run::{run_on, Sink};
+    use tokio_util::sync::CancellationToken;
+
+    use super::{Cell, Command, Fault, Removals, Seen, Shape, WatchSeen, BOX, FAULTY, HEALTHY};
+
+    /// Every engine call's deadline; a delayed call is held far longer.
+    const DEADLINE: Duration = Duration::from_millis(300);
+    const HELD: Duration = Duration::from_secs(60);
+    /// How long a running watch gets for its first cycles.
+    const FIRST_CYCLES: Duration = Duration::from_secs(20);
+
+    const SCOPE: &str = "mx";
+    const CONTAINER_ID: &str = "d00d000000000000000000000000000000000000000000000000000000000001";
+    const CONTAINER: &str = "doomed";
+    const VOLUME: &str = "doomed-data";
+    const NETWORK_ID: &str = "d00d0000000000000000000000000000000000000000000000000000000000a1";
+    const NETWORK: &str = "doomed-net";
+    const LEAK: &str = "leak";
+    /// Outside the managed set: must survive every cell.
+    const OUTSIDE: [&str; 3] = ["lookalike", "other-scope", "bystander"];
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The world every engine holds: box `doomed` (container, volume,
+    /// network), a leaked volume, and three objects outside the managed set:
+    /// a look-alike volume, a volume of another scope, an unlabeled container.
+    fn world() -> World {
+        let created = Some("2026-01-01T00:00:00Z".to_string());
+        let boxed = labels(&[
+            ("ca.sandbox", "1"),
+            ("ca.sandbox.id", BOX),
+            ("ca.sandbox.test", SCOPE),
+        ]);
+        let mut doomed = ContainerInfo::new(CONTAINER_ID, CONTAINER, boxed.clone());
+        doomed.mounts.insert(VOLUME.into());
+        doomed.networks.insert(NETWORK_ID.into());
+        doomed.created_at = created.clone();
+        let mut bystander = ContainerInfo::new(
+            "b0b0000000000000000000000000000000000000000000000000000000000002",
+            "bystander",
+            Labels::new(),
+        );
+        bystander.state = "running".into();
+        let volume = |name: &str, labels: Labels| VolumeInfo {
+            name: name.into(),
+            labels,
+            created_at: created.clone(),
+        };
+        World {
+            containers: vec![doomed, bystander],
+            volumes: vec![
+                volume(VOLUME, boxed.clone()),
+                volume(
+                    LEAK,
+                    labels(&[("ca.sandbox", "1"), ("ca.sandbox.test", SCOPE)]),
+                ),
+                volume(
+                    "lookalike",
+                    labels(&[("ca.sandbox", "true"), ("ca.sandbox.test", SCOPE)]),
+                ),
+                volume(
+                    "other-scope",
+                    labels(&[("ca.sandbox", "1"), ("ca.sandbox.test", "other")]),
+                ),
+            ],
+            networks: vec![NetworkInfo {
+                id: NETWORK_ID.into(),
+                name: NETWORK.into(),
+                labels: boxed,
+                created_at: created,
+            }],
+            images: vec![ImageInfo {
+                id: "sha256:ca5b000000000000000000000000000000000000000000000000000000000003"
+                    .into(),
+                tags: vec!["ca-sbx:matrix".into()],
+            }],
+        }
+    }
+
+    /// What the command must remove on the healthy engine.
+    fn removals(command: Command) -> Removals {
+        let mut r = Removals {
+            containers: [CONTAINER.to_string()].into(),
+            volumes: [VOLUME.to_string()].into(),
+            networks: [NETWORK.to_string()].into(),
+        };
+        if command.removes_leaks() {
+            r.volumes.insert(LEAK.into());
+        }
+        r
+    }
+
+    fn failure(call: &str, fault: Fault) -> EngineError {
+        EngineError::new(
+            call,
+            ErrorKind::Other {
+                status: Some(500),
+                message: format!("matrix fault: {}", fault.name()),
+            },
+        )
+    }
+
+    /// Scripts the cell's fault on `engine`.
+    fn inject(engine: &MemoryEngine, fault: Fault) {
+        let fail = |op: Op, target: Option<&str>, call: &str| {
+            engine.inject(
+                op,
+                target,
+                FaultAction::Fail(failure(call, fault)),
+                usize::MAX,
+            )
+        };
+        match fault {
+            Fault::Unreachable => engine.disconnect(),
+            Fault::ListContainers => fail(Op::List(Kind::Container), None, "list containers"),
+            Fault::ListVolumes => fail(Op::List(Kind::Volume), None, "list volumes"),
+            Fault::ListNetworks => fail(Op::List(Kind::Network), None, "list networks"),
+            Fault::ListImages => fail(Op::ListImages, None, "list images"),
+            Fault::Inspect => fail(
+                Op::Inspect(Kind::Volume),
+                Some(VOLUME),
+                &format!("inspect volume {VOLUME}"),
+            ),
+            Fault::Removal => fail(
+                Op::Remove(Kind::Container),
+                Some(CONTAINER_ID),
+                &format!("remove container {CONTAINER_ID}"),
+            ),
+            Fault::VerifyListing => {
+                // The first listing round (managed, then all containers) passes.
+                engine.inject(Op::List(Kind::Container), None, FaultAction::Pass, 2);
+                fail(Op::List(Kind::Container), None, "list containers");
+            }
+            Fault::LostMidApply => {
+                for kind in Kind::ALL {
+                    engine.inject(Op::Remove(kind), None, FaultAction::Disconnect, 1);
+                }
+            }
+            Fault::Deadline => engine.inject(
+                Op::List(Kind::Container),
+                None,
+                FaultAction::Delay(HELD),
+                usize::MAX,
+            ),
+        }
+    }
+
+    /// Text written by a run, shared with whoever watches it.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<(String, String)>>);
+
+    impl Shared {
+        fn stdout(&self) -> String {
+            self.0.lock().unwrap().0.clone()
+        }
+        fn stderr(&self) -> String {
+            self.0.lock().unwrap().1.clone()
+        }
+    }
+
+    impl Sink for Shared {
+        fn out(&mut self, text: &str) {
+            self.0.lock().unwrap().0.push_str(text);
+        }
+        fn err(&mut self, text: &str) {
+            self.0.lock().unwrap().1.push_str(text);
+        }
+    }
+
+    /// One run of a cell: its engines, state file and saved plan path.
+    struct Setup {
+        cell: Cell,
+        dir: tempfile::TempDir,
+        faulty: Arc<MemoryEngine>,
+        healthy: Option<Arc<MemoryEngine>>,
+    }
+
+    impl Setup {
+        fn new(cell: Cell) -> Setup {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut state = format!("[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{SCOPE}\" }}\n");
+            if cell.shape != Shape::One {
+                state.push_str(&format!("\n[[engine]]\nname = \"{FAULTY}\"\n"));
+            }
+            if cell.shape == Shape::FleetOfTwo {
+                state.push_str(&format!("\n[[engine]]\nname = \"{HEALTHY}\"\n"));
+            }
+            std::fs::write(dir.path().join("state.toml"), state).expect("write state file");
+            let engine = |name: &str| {
+                Arc::new(
+                    MemoryEngine::new(world())
+                        .named(name)
+                        .with_deadline(DEADLINE),
+                )
+            };
+            Setup {
+                cell,
+                faulty: engine(cell.shape.faulty()),
+                healthy: cell.shape.healthy().map(engine),
+                dir,
+            }
+        }
+
+        fn path(&self, name: &str) -> String {
+            self.dir.path().join(name).display().to_string()
+        }
+
+        /// The config of `sandboxctl --state ... --format FORMAT <args>`, resolved as the CLI does.
+        fn config(&self, format: &str, args: &[String]) -> sandboxctl::cli::config::Config {
+            let state = self.path("state.toml");
+            let mut argv: Vec<String> = ["sandboxctl", "--state", &state, "--format", format]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            argv.extend(args.iter().cloned());
+            let args = sandboxctl::cli::Cli::try_parse_from(&argv)
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+                .into_args()
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            sandboxctl::cli::config::resolve(args).unwrap_or_else(|e| panic!("{argv:?}: {e:#}"))
+        }
+
+        fn engines(&self) -> Vec<Arc<dyn Engine>> {
+            let mut all: Vec<Arc<dyn Engine>> = vec![self.faulty.clone()];
+            if let Some(h) = &self.healthy {
+                all.push(h.clone());
+            }
+            all
+        }
+
+        /// `plan --out` while healthy (`apply FILE`), then the fault.
+        async fn prepare(&self) {
+            if self.cell.command == Command::ApplySaved {
+                let plan = ["plan".to_string(), "--out".into(), self.path("plan.json")];
+                let config = self.config("json", &plan);
+                let mut sink = Shared::default();
+                let exit =
+                    run_on(&config, self.engines(), CancellationToken::new(), &mut sink).await;
+                assert_eq!(
+                    exit,
+                    Exit::Success,
+                    "plan --out for {}: {}{}",
+                    self.cell,
+                    sink.stdout(),
+                    sink.stderr()
+                );
+            }
+            inject(&self.faulty, self.cell.fault);
+        }
+
+        fn args(&self) -> Vec<String> {
+            self.cell.command.args(&self.path("plan.json"))
+        }
+
+        /// What was touched outside what the command may remove, on every engine.
+        fn touched_outside(&self) -> Vec<String> {
+            let mut allowed = vec![
+                format!("Remove(Container) {CONTAINER_ID}"),
+                format!("Remove(Volume) {VOLUME}"),
+                format!("Remove(Network) {NETWORK_ID}"),
+            ];
+            if self.cell.command.removes_leaks() {
+                allowed.push(format!("Remove(Volume) {LEAK}"));
+            }
+            let mut problems = Vec::new();
+            let engines = std::iter::once(&self.faulty).chain(self.healthy.as_ref());
+            for engine in engines {
+                for call in engine.calls() {
+                    if call.starts_with("Remove") && !allowed.contains(&call) {
+                        problems.push(format!("engine {}: {call} is out of bounds", engine.name()));
+                    }
+                }
+                let world = engine.world();
+                for name in OUTSIDE {
+                    let there = world.volumes.iter().any(|v| v.name == name)
+                        || world.containers.iter().any(|c| c.name == name);
+                    if !there {
+                        problems.push(format!("engine {}: {name} is gone", engine.name()));
+                    }
+                }
+            }
+            problems
+        }
+
+        /// Unless `output` shows the fault happened: what says it did not.
+        fn fault_missed(&self, output: &str) -> Option<String> {
+            let evidence = match self.cell.fault {
+                Fault::Unreachable | Fault::LostMidApply => "the connection was lost",
+                Fault::Deadline => "no answer within",
+                _ => "matrix fault",
+            };
+            (!output.contains(evidence))
+                .then(|| format!("the fault ({}) never happened", self.cell.fault.name()))
+        }
+
+        /// What the healthy engine still holds of what the command removes.
+        fn healthy_left(&self) -> Vec<String> {
+            let Some(healthy) = &self.healthy else {
+                return Vec::new();
+            };
+            let world = healthy.world();
+            let r = removals(self.cell.command);
+            let mut left = Vec::new();
+            for c in &world.containers {
+                if r.containers.contains(&c.name) {
+                    left.push(format!("container {}", c.name));
+                }
+            }
+            for v in &world.volumes {
+                if r.volumes.contains(&v.name) {
+                    left.push(format!("volume {}", v.name));
+                }
+            }
+            for n in &world.networks {
+                if r.networks.contains(&n.name) {
+                    left.push(format!("network {}", n.name));
+                }
+            }
+            left.into_iter()
+                .map(|o| format!("{HEALTHY} still holds {o}"))
+                .collect()
+        }
+    }
+
+    /// Runs `cell` in memory: the JSON run (and a human run on fresh engines),
+    /// or a running watch. Returns what was seen, what the engines show, and
+    /// what the healthy engine's part must have removed.
+    pub async fn run(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let json = Setup::new(cell);
+        json.prepare().await;
+        let mut problems = Vec::new();
+        let seen = if cell.command == Command::Watch {
+            let (seen, missed) = watch(&json).await;
+            problems.extend(missed);
+            seen
+        } else {
+            let human = Setup::new(cell);
+            human.prepare().await;
+            let (exit, json_out) = once(&json, "json").await;
+            let (_, human_out) = once(&human, "human").await;
+            for (setup, out) in [(&json, &json_out), (&human, &human_out)] {
+                problems.extend(setup.fault_missed(&(out.stdout() + &out.stderr())));
+            }
+            problems.extend(human.touched_outside());
+            problems.extend(human.healthy_left());
+            Seen {
+                exit: Some(exit.code()),
+                report: serde_json::from_str(&json_out.stdout()).map_err(|e| e.to_string()),
+                human: Some(human_out.stdout()),
+                watch: None,
+                dump: format!(
+                    "=== json run: exit {}\n--- stdout\n{}--- stderr\n{}=== human run\n--- stdout\n{}--- stderr\n{}",
+                    exit.code(),
+                    json_out.stdout(),
+                    json_out.stderr(),
+                    human_out.stdout(),
+                    human_out.stderr()
+                ),
+            }
+        };
+        problems.extend(json.touched_outside());
+        problems.extend(json.healthy_left());
+        (seen, problems, removals(cell.command))
+    }
+
+    async fn once(setup: &Setup, format: &str) -> (Exit, Shared) {
+        let config = setup.config(format, &setup.args());
+        let mut sink = Shared::default();
+        let exit = run_on(
+            &config,
+            setup.engines(),
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        (exit, sink)
+    }
+
+    /// A running watch: wait for every engine's first cycle, read `/healthz`,
+    /// cancel, read the final report. Also says if the fault never happened.
+    async fn watch(setup: &Setup) -> (Seen, Option<String>) {
+        let config = setup.config("json", &setup.args());
+        let sink = Shared::default();
+        let cancel = CancellationToken::new();
+        let engines: Vec<String> = setup
+            .engines()
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect();
+        let mut run_sink = sink.clone();
+        let run = run_on(&config, setup.engines(), cancel.clone(), &mut run_sink);
+        let observe = async {
+            let until = Instant::now() + FIRST_CYCLES;
+            let mut healthz = None;
+            loop {
+                let log = super::json_lines(&sink.stderr());
+                let addr = log
+                    .iter()
+                    .find(|l| l["event"] == "started")
+                    .and_then(|l| l["metrics"].as_str().map(str::to_string));
+                let cycled = |engine: &String| {
+                    log.iter().any(|l| {
+                        l["engine"] == engine.as_str()
+                            && (l["event"] == "cycle" || l["event"] == "cycleFailed")
+                    })
+                };
+                if let Some(addr) = addr.filter(|_| engines.iter().all(cycled)) {
+                    healthz = super::http_status(&addr, "/healthz").await;
+                    break;
+                }
+                if Instant::now() > until {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cancel.cancel();
+            healthz
+        };
+        let (exit, healthz) = tokio::join!(run, observe);
+        let log = super::json_lines(&sink.stderr());
+        let missed = setup.fault_missed(&(sink.stdout() + &sink.stderr()));
+        let seen = Seen {
+            exit: Some(exit.code()),
+            report: serde_json::from_str(&sink.stdout()).map_err(|e| e.to_string()),
+            human: None,
+            watch: Some(WatchSeen { log, healthz }),
+            dump: format!(
+                "=== watch: exit {}\n--- stdout\n{}--- stderr\n{}",
+                exit.code(),
+                sink.stdout(),
+                sink.stderr()
+            ),
+        };
+        (seen, missed)
+    }
+}
