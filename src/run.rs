@@ -454,15 +454,7 @@ impl Observer for Steps {
             r.finished(step, outcome);
         }
         if let Some(m) = &self.metrics {
-            let code = match outcome.code() {
-                Some("removed") => Some(crate::observe::audit::Outcome::Removed),
-                Some("alreadyGone") => Some(crate::observe::audit::Outcome::AlreadyGone),
-                Some(_) => Some(crate::observe::audit::Outcome::Failed),
-                None => None,
-            };
-            if let Some(code) = code {
-                m.add_removal(step.object.kind, code);
-            }
+            m.add_removal(step.object.kind, outcome);
         }
     }
 }

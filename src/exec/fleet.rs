@@ -163,14 +163,17 @@ pub fn merge(results: Vec<(&dyn Engine, Result<Report, Early>)>) -> FleetReport 
         }
         merged.failures.extend(report.failures.iter().cloned());
         merged
-            .remaining_containers
-            .extend(report.remaining_containers.iter().cloned());
+            .remaining
+            .containers
+            .extend(report.remaining.containers.iter().cloned());
         merged
-            .remaining_volumes
-            .extend(report.remaining_volumes.iter().cloned());
+            .remaining
+            .volumes
+            .extend(report.remaining.volumes.iter().cloned());
         merged
-            .remaining_networks
-            .extend(report.remaining_networks.iter().cloned());
+            .remaining
+            .networks
+            .extend(report.remaining.networks.iter().cloned());
         engines.push(summary);
         parts.push((engine.name().to_string(), report));
     }

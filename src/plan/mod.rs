@@ -20,7 +20,7 @@ use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
+    ByKind, Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 use crate::plan::inventory::{fingerprint, Holder, Inventory};
 
@@ -219,7 +219,6 @@ pub struct Step {
     #[serde(flatten)]
     pub object: Entry,
     /// Why the object goes.
-    #[serde(serialize_with = "crate::render::reason_json")]
     pub why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
@@ -230,54 +229,11 @@ pub struct Step {
 pub struct Noted {
     #[serde(flatten)]
     pub object: Entry,
-    #[serde(serialize_with = "crate::render::reason_json")]
     pub why: Reason,
 }
 
 /// What the plan leaves in place on purpose, by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kept {
-    pub containers: Vec<Noted>,
-    pub volumes: Vec<Noted>,
-    #[serde(default)]
-    pub networks: Vec<Noted>,
-}
-
-impl Kept {
-    pub fn of_kind(&self, kind: Kind) -> &Vec<Noted> {
-        match kind {
-            Kind::Container => &self.containers,
-            Kind::Volume => &self.volumes,
-            Kind::Network => &self.networks,
-        }
-    }
-
-    fn of_kind_mut(&mut self, kind: Kind) -> &mut Vec<Noted> {
-        match kind {
-            Kind::Container => &mut self.containers,
-            Kind::Volume => &mut self.volumes,
-            Kind::Network => &mut self.networks,
-        }
-    }
-
-    /// Every kept object, containers first.
-    pub fn all(&self) -> impl Iterator<Item = &Noted> {
-        Kind::ALL.into_iter().flat_map(|k| self.of_kind(k))
-    }
-
-    pub fn len(&self) -> usize {
-        self.containers.len() + self.volumes.len() + self.networks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Adds a kept object under its kind.
-    pub fn push(&mut self, noted: Noted) {
-        self.of_kind_mut(noted.object.kind).push(noted);
-    }
-}
+pub type Kept = ByKind<Vec<Noted>>;
 
 /// The images the plan retains: every `ca-sbx:*` image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -667,10 +623,13 @@ impl Plan {
                     node[i] = Some(graph.add_node(i));
                     why.push(Some(reason));
                 }
-                Verdict::Keep(reason) => kept.push(Noted {
-                    object: Entry::of(o),
-                    why: reason,
-                }),
+                Verdict::Keep(reason) => kept.push(
+                    o.kind(),
+                    Noted {
+                        object: Entry::of(o),
+                        why: reason,
+                    },
+                ),
                 Verdict::Block(reason) => blocked.push(Noted {
                     object: Entry::of(o),
                     why: reason,
