@@ -605,7 +605,10 @@ impl Observer for Printer<'_> {
                 }
             }
             Event::Finished { step, outcome, .. } => {
-                self.progress.borrow_mut().finished(step, outcome);
+                let line = self.progress.borrow_mut().finished(step, outcome);
+                if let Some(line) = line {
+                    self.err(&line);
+                }
             }
             Event::Applied { .. } => {
                 if !self.config.fleet {
@@ -721,15 +724,7 @@ impl Observer for Counted {
                 }
             }
             Event::Finished { step, outcome, .. } => {
-                let code = match outcome.code() {
-                    Some("removed") => Some(crate::observe::audit::Outcome::Removed),
-                    Some("alreadyGone") => Some(crate::observe::audit::Outcome::AlreadyGone),
-                    Some(_) => Some(crate::observe::audit::Outcome::Failed),
-                    None => None,
-                };
-                if let Some(code) = code {
-                    metrics.add_removal(step.object.kind, code);
-                }
+                metrics.add_removal(step.object.kind, outcome);
             }
             Event::Cycle { took, report, .. } => {
                 metrics.record_cycle(*took, report.report.converged, std::time::Instant::now());

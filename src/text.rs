@@ -58,19 +58,6 @@ pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` cut to at most `max` characters with an ellipsis, not escaped (for
-/// text that is escaped later, once, where it is shown).
-pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
-    match text.char_indices().nth(max) {
-        None => Cow::Borrowed(text),
-        Some(_) => {
-            let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-            out.push('…');
-            Cow::Owned(out)
-        }
-    }
-}
-
 /// Escapes every line of a multi-line message we wrote ourselves, keeping its
 /// own line breaks and escaping everything else.
 pub fn escape_lines(text: &str) -> String {

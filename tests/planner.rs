@@ -518,10 +518,10 @@ fn not_found_on_removal_is_already_gone_not_a_failure() {
         assert!(applied.outcomes.iter().all(|o| *o == Outcome::AlreadyGone));
         let report = rt.block_on(verify(&engine, &plan, &applied));
         assert!(report.converged && report.failures.is_empty());
-        assert!(Kind::ALL
-            .iter()
-            .flat_map(|&k| report.removed.of_kind(k))
-            .all(|g| g.outcome == "alreadyGone"));
+        assert!(report
+            .removed
+            .all()
+            .all(|g| g.outcome == Outcome::AlreadyGone));
     }
 }
 

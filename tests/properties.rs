@@ -679,3 +679,45 @@ fn the_plan_checker_rejects_unsafe_plans() {
     assert_eq!(planned.blocked.len(), 3);
     check_plan(&joining, &scope, &nothing, &planned).unwrap();
 }
+
+/// Found by `plans_are_safe_and_applying_them_converges` (about 1 case in
+/// 13,000): a leaked container that a declared box's container joined (so
+/// kept) and an unmanaged container joined too (pid namespace, seen only by
+/// inspection). Its verdict once depended on whether the containers were
+/// inspected: blocked when the plan inspected, kept when verification did
+/// not, so the report said converged while the plan had blocked it. Kept
+/// wins over blocked, whatever was inspected.
+#[test]
+fn a_container_both_kept_and_held_has_one_verdict_whether_or_not_inspected() {
+    let c = |i: usize, labels: Labels| ContainerInfo {
+        labels,
+        ..ContainerInfo::new(&container_id(i), &format!("c{i}"), Labels::new())
+    };
+    let leaked = || Labels::from([("ca.sandbox".to_string(), "1".to_string())]);
+    let mut c0 = c(0, leaked());
+    c0.state = "running".into();
+    let c1 = c(1, leaked());
+    let mut c2 = c(
+        2,
+        Labels::from([("ca.sandbox".to_string(), "0".to_string())]),
+    );
+    c2.pid_mode = Some(format!("container:{}", container_id(1)));
+    let mut c3 = c(3, managed("b1"));
+    c3.mounts.insert("v5".into());
+    c3.network_mode = Some(format!("container:{}", container_id(1)));
+    let world = World {
+        containers: vec![c0, c1, c2, c3],
+        volumes: vec![VolumeInfo {
+            name: "v5".into(),
+            labels: managed("b1"),
+            created_at: None,
+        }],
+        ..World::default()
+    };
+    let goal = reconcile(&BTreeSet::from(["b1".to_string()]), &BTreeSet::new());
+    for ignore_filters in [false, true] {
+        let plan = run_case(&world, &Scope::default(), &goal, ignore_filters).unwrap();
+        assert!(plan.blocked.is_empty(), "{:?}", plan.blocked);
+        assert!(plan.kept.containers.iter().any(|k| k.object.name == "c1"));
+    }
+}

@@ -15,6 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{Engine, EngineError, ErrorKind};
 use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
+/// What happened to one step: the model's one `Outcome`, re-exported here
+/// where steps are carried out.
+pub use crate::model::Outcome;
 use crate::model::{Kind, ObjectKey, Scope};
 use crate::plan::{Plan, Step};
 
@@ -45,45 +48,6 @@ impl Default for ApplyOptions {
             in_progress_wait: Duration::from_secs(30),
             poll_interval: Duration::from_millis(100),
             budget: None,
-        }
-    }
-}
-
-/// What happened to one step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The engine removed it.
-    Removed,
-    /// It was already gone (404), or another actor removed it while we waited.
-    AlreadyGone,
-    /// The engine refused or the call failed; the object may still be there.
-    Failed(EngineError),
-    /// Another actor's removal did not finish within the wait.
-    GaveUpWaiting { seconds: u64 },
-    /// Left alone on purpose: the object changed since it was listed.
-    Refused(String),
-    /// Not attempted because the step it waits for (by number) did not succeed.
-    Skipped(usize),
-    /// Not attempted because the run was interrupted.
-    Interrupted,
-}
-
-impl Outcome {
-    /// True when the object is gone.
-    pub fn is_success(&self) -> bool {
-        matches!(self, Outcome::Removed | Outcome::AlreadyGone)
-    }
-
-    /// The audit log's word for it: `removed`, `alreadyGone`, `failed`, or `None`
-    /// for steps never attempted.
-    pub fn code(&self) -> Option<&'static str> {
-        match self {
-            Outcome::Removed => Some("removed"),
-            Outcome::AlreadyGone => Some("alreadyGone"),
-            Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } | Outcome::Refused(_) => {
-                Some("failed")
-            }
-            Outcome::Skipped(_) | Outcome::Interrupted => None,
         }
     }
 }

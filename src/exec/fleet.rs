@@ -194,58 +194,13 @@ pub fn merge(parts: Vec<Part>) -> FleetReport {
             remaining: report.all_remaining().count(),
             error: part.result.as_ref().err().map(ToString::to_string),
         });
-        absorb(&mut merged, &report);
+        merged.absorb(&report);
     }
     FleetReport {
         report: merged,
         engines,
         parts,
     }
-}
-
-/// Adds one engine's report to the whole.
-fn absorb(whole: &mut Report, part: &Report) {
-    whole.converged &= part.converged;
-    whole.interrupted |= part.interrupted;
-    if whole.now.is_none() {
-        whole.now = part.now.clone();
-    }
-    whole
-        .removed
-        .containers
-        .extend(part.removed.containers.iter().cloned());
-    whole
-        .removed
-        .volumes
-        .extend(part.removed.volumes.iter().cloned());
-    whole
-        .removed
-        .networks
-        .extend(part.removed.networks.iter().cloned());
-    whole
-        .kept
-        .containers
-        .extend(part.kept.containers.iter().cloned());
-    whole.kept.volumes.extend(part.kept.volumes.iter().cloned());
-    whole
-        .kept
-        .networks
-        .extend(part.kept.networks.iter().cloned());
-    for image in &part.retained.images {
-        if !whole.retained.images.contains(image) {
-            whole.retained.images.push(image.clone());
-        }
-    }
-    whole.failures.extend(part.failures.iter().cloned());
-    whole
-        .remaining_containers
-        .extend(part.remaining_containers.iter().cloned());
-    whole
-        .remaining_volumes
-        .extend(part.remaining_volumes.iter().cloned());
-    whole
-        .remaining_networks
-        .extend(part.remaining_networks.iter().cloned());
 }
 
 /// How a run ended, as far as its exit status goes: the one input of `Exit`'s
@@ -355,8 +310,9 @@ pub async fn reconcile_all(
 /// Carries out a saved plan (`path` names it in messages): first every
 /// engine's part is checked (stale if any engine changed since the plan was
 /// made, or its part was edited, or the plan has no part for it); only when
-/// all are current is each part carried out on its engine. Engines that
-/// failed when the plan was made are still failed.
+/// none is stale is each part carried out on its engine. An engine that
+/// cannot be listed now fails its part alone. Engines that failed when the
+/// plan was made are still failed.
 pub async fn reconcile_saved_all(
     engines: &[Arc<dyn Engine>],
     saved: &FleetPlan,
@@ -394,10 +350,13 @@ pub async fn reconcile_saved_all(
         }
     }))
     .await;
+    // A part that is stale, edited or missing refuses the whole plan (what
+    // was reviewed is not what is there); an engine that cannot be listed
+    // fails its part alone, as in `apply`.
     let stale: Vec<&str> = engines
         .iter()
         .zip(&checks)
-        .filter(|(_, c)| c.is_err())
+        .filter(|(_, c)| matches!(c, Err(PartError::PlanFile(_))))
         .map(|(e, _)| e.name())
         .collect();
     let checks = &checks;

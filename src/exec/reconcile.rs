@@ -217,7 +217,7 @@ mod tests {
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(report.converged);
         assert_eq!(report.removed.containers.len(), 1);
-        assert_eq!(report.removed.volumes[0].outcome, "removed");
+        assert_eq!(report.removed.volumes[0].outcome, Outcome::Removed);
         assert!(engine.world().volumes.is_empty());
     }
 
@@ -327,7 +327,7 @@ mod tests {
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(!report.converged);
         assert_eq!(report.failures.len(), 1);
-        let reason = serde_json::to_value(&report.remaining_volumes[0].reason).unwrap();
+        let reason = serde_json::to_value(&report.remaining.volumes[0].reason).unwrap();
         assert_eq!(reason["code"], "waitsForFailed");
         // Declared: nothing to do, converged.
         let declared = Goal::Reconcile {

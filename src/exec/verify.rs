@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::exec::apply::{Applied, Outcome};
+use crate::exec::apply::Applied;
 use crate::exec::list::plan_once;
-use crate::model::{Kind, ObjectKey, Reason};
+use crate::model::{ByKind, ObjectKey, Outcome, Reason};
 use crate::plan::{Entry, Kept, Plan, Retained};
 
 /// An object named in a report.
@@ -42,8 +42,8 @@ impl Named {
 pub struct Gone {
     #[serde(flatten)]
     pub object: Named,
-    /// `removed` or `alreadyGone` (another actor removed it first).
-    pub outcome: &'static str,
+    /// `Removed`, or `AlreadyGone` (another actor removed it first).
+    pub outcome: Outcome,
 }
 
 /// An object still there after the run, and why.
@@ -51,7 +51,6 @@ pub struct Gone {
 pub struct Leftover {
     #[serde(flatten)]
     pub object: Named,
-    #[serde(serialize_with = "crate::render::reason_json")]
     pub reason: Reason,
 }
 
@@ -68,38 +67,7 @@ pub struct Failure {
 }
 
 /// Removed objects, by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Removed {
-    pub containers: Vec<Gone>,
-    pub volumes: Vec<Gone>,
-    pub networks: Vec<Gone>,
-}
-
-impl Removed {
-    pub fn of_kind(&self, kind: Kind) -> &Vec<Gone> {
-        match kind {
-            Kind::Container => &self.containers,
-            Kind::Volume => &self.volumes,
-            Kind::Network => &self.networks,
-        }
-    }
-
-    fn of_kind_mut(&mut self, kind: Kind) -> &mut Vec<Gone> {
-        match kind {
-            Kind::Container => &mut self.containers,
-            Kind::Volume => &mut self.volumes,
-            Kind::Network => &mut self.networks,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        Kind::ALL.iter().map(|&k| self.of_kind(k).len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
+pub type Removed = ByKind<Vec<Gone>>;
 
 /// The end of every apply and destroy. Its JSON keys are a public contract.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,11 +81,25 @@ pub struct Report {
     pub kept: Kept,
     pub retained: Retained,
     pub failures: Vec<Failure>,
-    pub remaining_containers: Vec<Leftover>,
-    pub remaining_volumes: Vec<Leftover>,
-    pub remaining_networks: Vec<Leftover>,
+    /// What is still there, by kind. JSON: `remainingContainers`,
+    /// `remainingVolumes`, `remainingNetworks`, here among the report's keys.
+    #[serde(flatten, serialize_with = "remaining_keys")]
+    pub remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
     pub interrupted: bool,
+}
+
+/// The leftovers as the report's flat keys `remainingContainers`, ...
+fn remaining_keys<S: serde::Serializer>(
+    remaining: &ByKind<Vec<Leftover>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(3))?;
+    map.serialize_entry("remainingContainers", &remaining.containers)?;
+    map.serialize_entry("remainingVolumes", &remaining.volumes)?;
+    map.serialize_entry("remainingNetworks", &remaining.networks)?;
+    map.end()
 }
 
 impl Report {
@@ -130,9 +112,7 @@ impl Report {
             kept: Kept::default(),
             retained: Retained::default(),
             failures: vec![],
-            remaining_containers: vec![],
-            remaining_volumes: vec![],
-            remaining_networks: vec![],
+            remaining: ByKind::default(),
             interrupted: false,
         }
     }
@@ -151,18 +131,31 @@ impl Report {
         report
     }
 
-    /// Leftovers of one kind.
-    pub fn remaining(&self, kind: Kind) -> &Vec<Leftover> {
-        match kind {
-            Kind::Container => &self.remaining_containers,
-            Kind::Volume => &self.remaining_volumes,
-            Kind::Network => &self.remaining_networks,
-        }
-    }
-
     /// Every leftover, containers first.
     pub fn all_remaining(&self) -> impl Iterator<Item = &Leftover> {
-        Kind::ALL.into_iter().flat_map(|k| self.remaining(k))
+        self.remaining.all()
+    }
+
+    /// Merges `part` (one engine's report) into this whole (a fleet's): every
+    /// per-kind list and the failures are extended, retained images added
+    /// once, `converged` only if every part converged (start a whole from
+    /// `Report::empty()` with `converged = true`), `interrupted` if any part
+    /// was, and `now` from the first part that has one.
+    pub fn absorb(&mut self, part: &Report) {
+        self.converged &= part.converged;
+        self.interrupted |= part.interrupted;
+        if self.now.is_none() {
+            self.now.clone_from(&part.now);
+        }
+        self.removed.extend_from(&part.removed);
+        self.kept.extend_from(&part.kept);
+        for image in &part.retained.images {
+            if !self.retained.images.contains(image) {
+                self.retained.images.push(image.clone());
+            }
+        }
+        self.failures.extend_from_slice(&part.failures);
+        self.remaining.extend_from(&part.remaining);
     }
 
     fn push_leftover(&mut self, object: &Entry, reason: Reason) {
@@ -170,11 +163,7 @@ impl Report {
             object: Named::of(object),
             reason,
         };
-        match object.kind {
-            Kind::Container => self.remaining_containers.push(left),
-            Kind::Volume => self.remaining_volumes.push(left),
-            Kind::Network => self.remaining_networks.push(left),
-        }
+        self.remaining.push(object.kind, left);
     }
 }
 
@@ -191,14 +180,17 @@ pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Repo
     for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
         let reason = match outcome {
             Outcome::Removed | Outcome::AlreadyGone => {
-                report.removed.of_kind_mut(step.object.kind).push(Gone {
-                    object: Named::of(&step.object),
-                    outcome: outcome.code().unwrap_or_default(),
-                });
+                report.removed.push(
+                    step.object.kind,
+                    Gone {
+                        object: Named::of(&step.object),
+                        outcome: outcome.clone(),
+                    },
+                );
                 Reason::AppearedAfterPlan
             }
             Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } => {
-                let error = crate::render::outcome_text(outcome);
+                let error = outcome.to_string();
                 report.failures.push(failure(&step.object, error.clone()));
                 Reason::RemovalFailed { error }
             }
@@ -267,5 +259,90 @@ fn failure(object: &Entry, error: String) -> Failure {
         name: object.name.clone(),
         id: object.id.clone(),
         error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ImageInfo;
+    use crate::model::Kind;
+    use crate::plan::Noted;
+
+    fn entry(kind: Kind, name: &str) -> Entry {
+        Entry {
+            engine: "e".into(),
+            kind,
+            id: None,
+            name: name.into(),
+            box_id: None,
+            state: None,
+            created: None,
+        }
+    }
+
+    fn part(name: &str, converged: bool, image: &str) -> Report {
+        let mut r = Report::empty();
+        r.converged = converged;
+        r.now = Some(format!("now-{name}"));
+        r.removed.push(
+            Kind::Volume,
+            Gone {
+                object: Named::of(&entry(Kind::Volume, name)),
+                outcome: Outcome::Removed,
+            },
+        );
+        r.kept.push(
+            Kind::Network,
+            Noted {
+                object: entry(Kind::Network, name),
+                why: Reason::NotNamedByDestroy,
+            },
+        );
+        r.retained.images.push(ImageInfo {
+            id: image.into(),
+            tags: vec![],
+        });
+        r.push_leftover(&entry(Kind::Container, name), Reason::Interrupted);
+        r.failures
+            .push(failure(&entry(Kind::Container, name), "boom".into()));
+        r
+    }
+
+    #[test]
+    fn absorb_merges_parts_into_a_whole() {
+        let mut whole = Report::empty();
+        whole.converged = true;
+        whole.absorb(&part("a", true, "sha256:1"));
+        assert!(whole.converged);
+        let mut b = part("b", false, "sha256:1");
+        b.interrupted = true;
+        whole.absorb(&b);
+        let names = |list: &Vec<Leftover>| {
+            list.iter()
+                .map(|l| l.object.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&whole.remaining.containers), ["a", "b"]);
+        assert_eq!(whole.removed.volumes.len(), 2);
+        assert_eq!(whole.kept.networks.len(), 2);
+        assert_eq!(whole.failures.len(), 2);
+        assert_eq!(whole.retained.images.len(), 1, "retained images once");
+        assert!(!whole.converged && whole.interrupted);
+        assert_eq!(whole.now.as_deref(), Some("now-a"));
+    }
+
+    #[test]
+    fn remaining_keys_are_flat_in_the_json() {
+        let json = serde_json::to_string(&part("a", false, "i")).unwrap();
+        let at = |key: &str| {
+            json.find(&format!("\"{key}\":"))
+                .unwrap_or_else(|| panic!("{key}: {json}"))
+        };
+        assert!(at("failures") < at("remainingContainers"));
+        assert!(at("remainingContainers") < at("remainingVolumes"));
+        assert!(at("remainingVolumes") < at("remainingNetworks"));
+        assert!(at("remainingNetworks") < at("interrupted"));
+        assert!(!json.contains("\"remaining\""), "{json}");
     }
 }

@@ -1,16 +1,30 @@
 //! The nouns of sandboxctl: one object type for every kind on every engine,
-//! its identity, labels, the scope that decides which objects are ours, and
-//! the typed reasons the planner and the report give.
+//! its identity, labels, the scope that decides which objects are ours, the
+//! typed reasons the planner and the report give (`reason`), what happened to
+//! a removal (`outcome`), the engine's typed error (`error`), and one value
+//! per kind (`by_kind`).
 //!
 //! Owns the one definition of "managed" (`Scope::manages`) and the one
-//! identity of an object (`ObjectKey`). Does no I/O and knows nothing of
-//! Docker's wire types: the engine layer converts into these. Must not turn
-//! reasons into words: that is `render`'s job.
+//! identity of an object (`ObjectKey`). Does no I/O, imports neither
+//! `render` nor tokio, and knows nothing of Docker's wire types: the engine
+//! layer converts into these. The words of a reason or an outcome are their
+//! `Display`, raw; escaping them for a terminal is `render`'s job.
+
+mod by_kind;
+mod error;
+mod outcome;
+mod reason;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub use by_kind::ByKind;
+pub use error::{EngineError, ErrorKind};
+pub use outcome::Outcome;
+pub(crate) use reason::cut;
+pub use reason::{Reason, Ref};
 
 /// The label every object of the sandbox system carries, with value exactly [`SANDBOX_VALUE`].
 pub const SANDBOX_LABEL: &str = "ca.sandbox";
@@ -265,76 +279,6 @@ impl fmt::Display for Scope {
     }
 }
 
-/// Another object a reason refers to, as the report names it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Ref {
-    pub kind: Kind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub name: String,
-    /// How it uses the object: `mounts`, `attached`, or a shared namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub how: Option<String>,
-}
-
-/// Why the planner, apply or verify did what it did with an object. Typed, with
-/// a stable `code`; `render::reason_text` is the only place that makes words of it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "code", rename_all = "camelCase")]
-pub enum Reason {
-    /// Removed: a managed object without `ca.sandbox.id`.
-    NoBoxLabel,
-    /// Removed: its box is not declared in the state file.
-    #[serde(rename_all = "camelCase")]
-    BoxNotDeclared { box_id: String },
-    /// Removed: `destroy <box>` named its box.
-    #[serde(rename_all = "camelCase")]
-    DestroyRequested { box_id: String },
-    /// Removed: its declared box expired (`expires` passed or `ttl` ran out).
-    #[serde(rename_all = "camelCase")]
-    Expired { box_id: String, at: String },
-    /// Kept: its box is declared (until `expires`, when it has one).
-    #[serde(rename_all = "camelCase")]
-    DeclaredBox {
-        box_id: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        expires: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        line: Option<usize>,
-    },
-    /// Kept: an undeclared box younger than the grace period.
-    WithinGrace { until: String },
-    /// Kept: `destroy` named other boxes.
-    NotNamedByDestroy,
-    /// Kept: the volume is listed in `volumes.keep`.
-    #[serde(rename_all = "camelCase")]
-    KeptByFile {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        line: Option<usize>,
-    },
-    /// Kept: `destroy --keep-volume`.
-    KeepVolumeFlag,
-    /// Kept: a kept managed container mounts the volume or is attached to the network.
-    MountedByKept { holders: Vec<Ref> },
-    /// Blocked: an unmanaged container uses the object (mounts the volume, is
-    /// attached to the network, or shares the container's namespace).
-    HeldByUnmanaged { holders: Vec<Ref> },
-    /// Blocked: a blocked object that stays uses it.
-    WaitsForBlocked { object: Ref },
-    /// Failed: the engine refused or the call failed.
-    RemovalFailed { error: String },
-    /// Refused: the object changed since it was listed (relabelled, recreated).
-    Changed { detail: String },
-    /// Not attempted: a step it waits for did not succeed.
-    WaitsForFailed { step: usize, object: Ref },
-    /// Not attempted: the run was interrupted.
-    Interrupted,
-    /// Still there after a successful removal: something recreated it.
-    AppearedAfterPlan,
-    /// Removed by another actor before or while this run removed it.
-    AlreadyGone,
-}
-
 /// The first 12 characters of a container, network or image ID (after any `sha256:`).
 pub fn short_id(id: &str) -> &str {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
@@ -406,6 +350,44 @@ mod tests {
         assert_eq!(k.to_string(), "volume/v");
         let k = ObjectKey::new("ci-1", Kind::Network, "abc");
         assert_eq!(k.to_string(), "ci-1:network/abc");
+    }
+
+    /// The layering rule, checked: the model, the planner and the walker
+    /// import nothing from `render`; the model and the planner's core
+    /// nothing from tokio (the inventory listing may: it calls engines).
+    #[test]
+    fn the_core_imports_neither_render_nor_tokio() {
+        let code = |text: &'static str| -> Vec<&'static str> {
+            text.lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect()
+        };
+        let files: [(&str, &str, bool); 9] = [
+            ("model/mod.rs", include_str!("mod.rs"), true),
+            ("model/by_kind.rs", include_str!("by_kind.rs"), true),
+            ("model/error.rs", include_str!("error.rs"), true),
+            ("model/outcome.rs", include_str!("outcome.rs"), true),
+            ("model/reason.rs", include_str!("reason.rs"), true),
+            ("plan/mod.rs", include_str!("../plan/mod.rs"), true),
+            ("plan/explain.rs", include_str!("../plan/explain.rs"), true),
+            (
+                "plan/inventory.rs",
+                include_str!("../plan/inventory.rs"),
+                false,
+            ),
+            ("exec/walk.rs", include_str!("../exec/walk.rs"), false),
+        ];
+        let render = ["crate", "::render"].concat();
+        let tokio = ["tokio", "::"].concat();
+        for (name, text, no_tokio) in files {
+            for line in code(text) {
+                assert!(!line.contains(&render), "{name} imports render: {line}");
+                assert!(
+                    !(no_tokio && line.contains(&tokio)),
+                    "{name} uses tokio: {line}"
+                );
+            }
+        }
     }
 
     #[test]

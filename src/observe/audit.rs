@@ -13,13 +13,16 @@
 //! ```json
 //! {"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container",
 //!  "id":"3f2a…","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},
-//!  "image":"alpine:3","reason":{"code":"notDeclared","text":"box a is not in the state file"},
-//!  "outcome":"failed","error":"engine answered 500: …"}
+//!  "image":"alpine:3","reason":{"code":"boxNotDeclared","text":"leaked: box a is not declared",
+//!  "boxId":"a"},"outcome":"failed","error":"remove container 3f2a…: engine answered HTTP 500: …"}
 //! ```
 //! (one line in the file). Keys always appear in this order. `id` is left
 //! out when the engine gave none, `image` when none applies (volumes,
-//! networks), `error` unless `outcome` is `failed`. `time` is RFC 3339 in
-//! UTC with milliseconds. `labels` keys are sorted. Text from the engine is
+//! networks), `error` unless `outcome` is `failed`. `reason` is the typed
+//! reason (`model::Reason`) with `code` and `text` first, then its fields,
+//! keys sorted at every depth; `outcome` and `error` are the step's
+//! `model::Outcome`, its code and, when it failed, its words. `time` is RFC
+//! 3339 in UTC with milliseconds. `labels` keys are sorted. Text from the engine is
 //! JSON-escaped, and DEL and the C1 control characters (U+007F–U+009F),
 //! which JSON allows raw, are escaped as `\u00XX` too, so `cat`ing the file
 //! cannot drive a terminal.
@@ -31,98 +34,36 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Serialize, Serializer};
 
-/// What kind of object a removal was attempted on: the model's own kinds.
-pub use crate::model::Kind;
+use crate::model::{Kind, Outcome, Reason};
 
-/// How a removal attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Outcome {
-    /// The engine removed the object.
-    Removed,
-    /// The object was already gone when the removal was attempted.
-    AlreadyGone,
-    /// The removal failed; the entry's `error` says why.
-    Failed,
-}
+/// A reason as the log writes it: `code`, `text`, then the reason's fields
+/// with keys sorted at every depth (the log's form since its first line;
+/// the report's JSON keeps the fields in their declared order instead).
+struct LoggedReason<'a>(&'a Reason);
 
-impl Outcome {
-    /// The name used in the audit log and in metric labels.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Removed => "removed",
-            Outcome::AlreadyGone => "alreadyGone",
-            Outcome::Failed => "failed",
-        }
-    }
-}
-
-/// Why an object was chosen for removal: a stable machine-readable `code`,
-/// a human `text`, and any extra fields (serialized after those two, sorted
-/// by key).
-///
-/// Build one with [`Reason::new`] and [`Reason::with`], or convert a typed
-/// reason with [`Reason::from_value`] (e.g. `serde_json::to_value(&reason)`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Reason {
-    code: String,
-    text: String,
-    #[serde(flatten)]
-    extra: BTreeMap<String, Value>,
-}
-
-impl Reason {
-    /// A reason with its `code` and `text`.
-    pub fn new(code: impl Into<String>, text: impl Into<String>) -> Self {
-        Reason {
-            code: code.into(),
-            text: text.into(),
-            extra: BTreeMap::new(),
-        }
-    }
-
-    /// Adds an extra field. `code` and `text` cannot be replaced: the call
-    /// returns the reason unchanged for those keys.
-    pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
-        let key = key.into();
-        if key != "code" && key != "text" {
-            self.extra.insert(key, value.into());
-        }
-        self
-    }
-
-    /// Takes a reason serialized elsewhere. It must be a JSON object whose
-    /// `code` and `text` are strings; other fields are kept as extras.
-    pub fn from_value(value: Value) -> Result<Self, AuditError> {
-        let Value::Object(mut map) = value else {
-            return Err(AuditError::BadReason {
-                problem: format!("expected a JSON object, got {value}"),
-            });
+impl Serialize for LoggedReason<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        // A `serde_json::Value` map is sorted by key (no `preserve_order`).
+        let fields = match serde_json::to_value(self.0).map_err(S::Error::custom)? {
+            serde_json::Value::Object(fields) => fields,
+            other => {
+                return Err(S::Error::custom(format!(
+                    "a reason is an object, not {other}"
+                )))
+            }
         };
-        let mut take = |key: &str| match map.remove(key) {
-            Some(Value::String(s)) => Ok(s),
-            other => Err(format!(
-                "`{key}` must be a string, got {}",
-                other.map_or("nothing".to_string(), |v| v.to_string())
-            )),
-        };
-        let (code, text) = match (take("code"), take("text")) {
-            (Ok(code), Ok(text)) => (code, text),
-            (Err(problem), _) | (_, Err(problem)) => return Err(AuditError::BadReason { problem }),
-        };
-        Ok(Reason {
-            code,
-            text,
-            extra: map.into_iter().collect(),
-        })
-    }
-
-    /// The machine-readable code.
-    pub fn code(&self) -> &str {
-        &self.code
+        let first = |k: &str| k == "code" || k == "text";
+        let mut map = s.serialize_map(Some(fields.len()))?;
+        for key in ["code", "text"] {
+            map.serialize_entry(key, &fields[key])?;
+        }
+        for (key, value) in fields.iter().filter(|(k, _)| !first(k)) {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 
@@ -142,9 +83,9 @@ pub struct Entry<'a> {
     /// The image of a container (never set for volumes and networks).
     pub image: Option<&'a str>,
     pub reason: &'a Reason,
-    pub outcome: Outcome,
-    /// The engine's error: required when `outcome` is `Failed`, refused otherwise.
-    pub error: Option<&'a str>,
+    /// How the attempt ended; a step never attempted (skipped, interrupted)
+    /// is not an attempt and has no line.
+    pub outcome: &'a Outcome,
 }
 
 /// The line as written: field order here is the order in the file.
@@ -159,10 +100,10 @@ struct Line<'a> {
     labels: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     image: Option<&'a str>,
-    reason: &'a Reason,
-    outcome: Outcome,
+    reason: LoggedReason<'a>,
+    outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
+    error: Option<String>,
 }
 
 /// An audit log could not be opened or written, or an entry was malformed.
@@ -185,8 +126,6 @@ pub enum AuditError {
         name: String,
         problem: String,
     },
-    #[error("audit reason is malformed: {problem}")]
-    BadReason { problem: String },
 }
 
 /// An open audit log. Appends only; cheap to share between threads (`&self`
@@ -275,17 +214,11 @@ fn format_line(entry: &Entry<'_>) -> Result<String, AuditError> {
         name: entry.name.to_string(),
         problem,
     };
-    match (entry.outcome, entry.error) {
-        (Outcome::Failed, None) => {
-            return Err(bad("outcome is failed but no error was given".into()))
-        }
-        (Outcome::Removed | Outcome::AlreadyGone, Some(error)) => {
-            return Err(bad(format!(
-                "outcome is {} but an error was given: {error:?}",
-                entry.outcome.as_str()
-            )))
-        }
-        _ => {}
+    if !entry.outcome.attempted() {
+        return Err(bad(format!(
+            "outcome is {}: a step never attempted is not recorded",
+            entry.outcome.code()
+        )));
     }
     let time = rfc3339_utc(entry.time).map_err(bad)?;
     let line = Line {
@@ -296,9 +229,9 @@ fn format_line(entry: &Entry<'_>) -> Result<String, AuditError> {
         name: entry.name,
         labels: entry.labels,
         image: entry.image,
-        reason: entry.reason,
-        outcome: entry.outcome,
-        error: entry.error,
+        reason: LoggedReason(entry.reason),
+        outcome: entry.outcome.code(),
+        error: (!entry.outcome.is_success()).then(|| entry.outcome.to_string()),
     };
     let json = serde_json::to_string(&line).map_err(|e| bad(e.to_string()))?;
     let mut out = String::with_capacity(json.len() + 1);
@@ -370,26 +303,13 @@ impl Recorder {
     }
 
     /// Writes the line of a finished step (steps never attempted write none).
-    pub fn finished(&mut self, step: &crate::plan::Step, outcome: &crate::exec::apply::Outcome) {
-        use crate::exec::apply::Outcome as O;
-        let outcome_code = match outcome {
-            O::Removed => Outcome::Removed,
-            O::AlreadyGone => Outcome::AlreadyGone,
-            O::Failed(_) | O::GaveUpWaiting { .. } | O::Refused(_) => Outcome::Failed,
-            O::Skipped(_) | O::Interrupted => return,
-        };
+    pub fn finished(&mut self, step: &crate::plan::Step, outcome: &Outcome) {
+        if !outcome.attempted() {
+            return;
+        }
         let key = step.object.key();
         let empty = (crate::model::Labels::new(), None);
         let (labels, image) = self.objects.get(&key).unwrap_or(&empty);
-        let reason = serde_json::to_value(&step.why)
-            .ok()
-            .and_then(|mut v| {
-                v.as_object_mut()?
-                    .insert("text".into(), crate::render::reason_text(&step.why).into());
-                Reason::from_value(v).ok()
-            })
-            .unwrap_or_else(|| Reason::new("unknown", crate::render::reason_text(&step.why)));
-        let error = (outcome_code == Outcome::Failed).then(|| crate::render::outcome_text(outcome));
         let entry = Entry {
             time: (self.clock)(),
             engine: &step.object.engine,
@@ -398,9 +318,8 @@ impl Recorder {
             name: &step.object.name,
             labels,
             image: image.as_deref(),
-            reason: &reason,
-            outcome: outcome_code,
-            error: error.as_deref(),
+            reason: &step.why,
+            outcome,
         };
         match self.log.append(&entry) {
             Ok(()) => self.written += 1,
@@ -414,6 +333,8 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Ref, DEFAULT_ENGINE};
+    use serde_json::Value;
     use std::sync::Arc;
 
     /// Builds entries for tests; every field set unless a test clears it.
@@ -427,7 +348,6 @@ mod tests {
         image: Option<String>,
         reason: Reason,
         outcome: Outcome,
-        error: Option<String>,
     }
 
     impl Attempt {
@@ -443,15 +363,13 @@ mod tests {
                     .map(|(k, v)| (k.into(), v.into()))
                     .collect(),
                 image: Some("alpine:3".into()),
-                reason: Reason::new("notDeclared", "box a is not in the state file")
-                    .with("box", "a"),
+                reason: Reason::BoxNotDeclared { box_id: "a".into() },
                 outcome: Outcome::Removed,
-                error: None,
             }
         }
+        /// A failed attempt whose words (the line's `error`) are exactly `error`.
         fn failed(mut self, error: &str) -> Self {
-            self.outcome = Outcome::Failed;
-            self.error = Some(error.into());
+            self.outcome = Outcome::Refused(error.into());
             self
         }
         fn label(mut self, key: &str, value: &str) -> Self {
@@ -468,8 +386,7 @@ mod tests {
                 labels: &self.labels,
                 image: self.image.as_deref(),
                 reason: &self.reason,
-                outcome: self.outcome,
-                error: self.error.as_deref(),
+                outcome: &self.outcome,
             }
         }
     }
@@ -490,7 +407,7 @@ mod tests {
         let attempt = Attempt::container("box-a-web").failed("engine answered 500: boom");
         log.append(&attempt.entry()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        insta::assert_snapshot!(text, @r#"{"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container","id":"3f2a9c","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},"image":"alpine:3","reason":{"code":"notDeclared","text":"box a is not in the state file","box":"a"},"outcome":"failed","error":"engine answered 500: boom"}"#);
+        insta::assert_snapshot!(text, @r#"{"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container","id":"3f2a9c","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},"image":"alpine:3","reason":{"code":"boxNotDeclared","text":"leaked: box a is not declared","boxId":"a"},"outcome":"failed","error":"engine answered 500: boom"}"#);
         assert!(text.ends_with('\n'));
     }
 
@@ -517,9 +434,9 @@ mod tests {
             "name": "box-a-data",
             "outcome": "alreadyGone",
             "reason": {
-              "box": "a",
-              "code": "notDeclared",
-              "text": "box a is not in the state file"
+              "boxId": "a",
+              "code": "boxNotDeclared",
+              "text": "leaked: box a is not declared"
             },
             "time": "2025-01-02T03:04:05.678Z"
           }
@@ -642,22 +559,22 @@ mod tests {
     }
 
     #[test]
-    fn outcome_and_error_must_agree() {
+    fn a_step_never_attempted_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let log = AuditLog::open(&path).unwrap();
-        let mut no_error = Attempt::container("box-a-web");
-        no_error.outcome = Outcome::Failed;
-        let mut stray_error = Attempt::container("box-a-web");
-        stray_error.error = Some("x".into());
-        let errors: Vec<_> = [no_error, stray_error]
+        let mut skipped = Attempt::container("box-a-web");
+        skipped.outcome = Outcome::Skipped(1);
+        let mut interrupted = Attempt::container("box-a-web");
+        interrupted.outcome = Outcome::Interrupted;
+        let errors: Vec<_> = [skipped, interrupted]
             .iter()
             .map(|a| log.append(&a.entry()).unwrap_err().to_string())
             .collect();
         insta::assert_debug_snapshot!(errors, @r#"
         [
-            "audit entry for container \"box-a-web\" cannot be written: outcome is failed but no error was given",
-            "audit entry for container \"box-a-web\" cannot be written: outcome is removed but an error was given: \"x\"",
+            "audit entry for container \"box-a-web\" cannot be written: outcome is skipped: a step never attempted is not recorded",
+            "audit entry for container \"box-a-web\" cannot be written: outcome is interrupted: a step never attempted is not recorded",
         ]
         "#);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
@@ -676,34 +593,96 @@ mod tests {
             .starts_with(r#"{"time":"1970-01-01T00:00:00.000Z","#));
     }
 
+    /// The form every line had when reasons went through a
+    /// `serde_json::Value`: `code`, `text`, then the rest sorted by key.
+    fn through_a_value(reason: &Reason) -> String {
+        let Value::Object(mut map) = serde_json::to_value(reason).unwrap() else {
+            unreachable!()
+        };
+        let code = map.remove("code").unwrap();
+        let text = map.remove("text").unwrap();
+        let mut out = format!("{{\"code\":{code},\"text\":{text}");
+        for (k, v) in map {
+            out.push_str(&format!(",{}:{v}", Value::from(k)));
+        }
+        out.push('}');
+        out
+    }
+
     #[test]
-    fn reasons_from_values_need_string_code_and_text() {
-        let ok = Reason::from_value(
-            serde_json::json!({"holders": ["c1"], "text": "t", "code": "inUse"}),
-        )
-        .unwrap();
-        assert_eq!(
-            serde_json::to_string(&ok).unwrap(),
-            r#"{"code":"inUse","text":"t","holders":["c1"]}"#
+    fn reasons_are_code_text_then_sorted_fields_at_every_depth() {
+        let holder = Ref {
+            kind: Kind::Container,
+            id: Some("0123456789abcdef".into()),
+            name: "web".into(),
+            how: Some("mounts".into()),
+        };
+        let reasons = [
+            Reason::Expired {
+                box_id: "a".into(),
+                at: "2027-01-15T08:00:00Z".into(),
+            },
+            Reason::HeldByUnmanaged {
+                holders: vec![holder.clone()],
+            },
+            Reason::WaitsForFailed {
+                step: 2,
+                object: holder,
+            },
+            Reason::DeclaredBox {
+                box_id: "b".into(),
+                expires: None,
+                line: Some(7),
+            },
+            Reason::NoBoxLabel,
+        ];
+        for reason in &reasons {
+            let line = serde_json::to_string(&LoggedReason(reason)).unwrap();
+            assert_eq!(line, through_a_value(reason), "{reason:?}");
+        }
+        insta::assert_snapshot!(
+            serde_json::to_string(&LoggedReason(&reasons[2])).unwrap(),
+            @r#"{"code":"waitsForFailed","text":"not attempted: it waits for step 2 (container web (0123456789ab, mounts)), which did not succeed","object":{"how":"mounts","id":"0123456789abcdef","kind":"container","name":"web"},"step":2}"#
         );
-        let errors: Vec<_> = [
-            serde_json::json!("inUse"),
-            serde_json::json!({"code": "inUse"}),
-            serde_json::json!({"code": 1, "text": "t"}),
-        ]
-        .into_iter()
-        .map(|v| Reason::from_value(v).unwrap_err().to_string())
-        .collect();
-        insta::assert_debug_snapshot!(errors, @r#"
-        [
-            "audit reason is malformed: expected a JSON object, got \"inUse\"",
-            "audit reason is malformed: `text` must be a string, got nothing",
-            "audit reason is malformed: `code` must be a string, got 1",
-        ]
+    }
+
+    #[test]
+    fn the_recorder_writes_each_attempted_step_of_a_plan() {
+        use crate::plan::{Entry as Object, Step};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut recorder = Recorder::new(Arc::new(AuditLog::open(&path).unwrap()), || {
+            UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+        });
+        let step = |n, name: &str| Step {
+            step: n,
+            object: Object {
+                engine: DEFAULT_ENGINE.into(),
+                kind: Kind::Volume,
+                id: None,
+                name: name.into(),
+                box_id: None,
+                state: None,
+                created: None,
+            },
+            why: Reason::NoBoxLabel,
+            waits_for: vec![],
+        };
+        let in_use = crate::model::EngineError::new(
+            "remove volume v2",
+            crate::model::ErrorKind::InUse {
+                holders: vec!["0123456789abcdef".into()],
+                message: "volume is in use".into(),
+            },
+        );
+        recorder.finished(&step(1, "v1"), &Outcome::AlreadyGone);
+        recorder.finished(&step(2, "v2"), &Outcome::Failed(in_use));
+        recorder.finished(&step(3, "v3"), &Outcome::Skipped(2));
+        assert_eq!(recorder.written, 2);
+        assert!(recorder.error.is_none());
+        insta::assert_snapshot!(std::fs::read_to_string(&path).unwrap(), @r#"
+        {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v1","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"alreadyGone"}
+        {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v2","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"failed","error":"remove volume v2: conflict: volume is in use (in use by container 0123456789ab; never forced)"}
         "#);
-        assert_eq!(
-            Reason::new("a", "b").with("code", "c"),
-            Reason::new("a", "b")
-        );
     }
 }

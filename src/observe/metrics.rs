@@ -62,7 +62,7 @@ use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::observe::audit::{Kind, Outcome};
+use crate::model::{Kind, Outcome};
 
 /// The content type of `GET /metrics`.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -198,9 +198,9 @@ impl Metrics {
             clock: Arc::clone(&clock),
         }));
 
-        for kind in [Kind::Container, Kind::Volume, Kind::Network] {
-            for outcome in [Outcome::Removed, Outcome::AlreadyGone, Outcome::Failed] {
-                let _ = removals.get_or_create(&kind_outcome(kind, outcome));
+        for kind in Kind::ALL {
+            for code in Outcome::ATTEMPTED {
+                let _ = removals.get_or_create(&kind_outcome(kind, code));
             }
         }
         for result in ["converged", "failed"] {
@@ -249,11 +249,14 @@ impl Metrics {
             .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
-    /// Counts one removal attempt.
-    pub fn add_removal(&self, kind: Kind, outcome: Outcome) {
-        self.removals
-            .get_or_create(&kind_outcome(kind, outcome))
-            .inc();
+    /// Counts one removal attempt, by its outcome's code; a step never
+    /// attempted (skipped, interrupted) is not counted.
+    pub fn add_removal(&self, kind: Kind, outcome: &Outcome) {
+        if outcome.attempted() {
+            self.removals
+                .get_or_create(&kind_outcome(kind, outcome.code()))
+                .inc();
+        }
     }
 
     /// Exposes `engine`'s counters at 0 before anything happened to it, so a
@@ -357,10 +360,10 @@ fn secs(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
-fn kind_outcome(kind: Kind, outcome: Outcome) -> KindOutcome {
+fn kind_outcome(kind: Kind, code: &'static str) -> KindOutcome {
     KindOutcome {
         kind: Cow::Borrowed(kind.as_str()),
-        outcome: Cow::Borrowed(outcome.as_str()),
+        outcome: Cow::Borrowed(code),
     }
 }
 
@@ -607,10 +610,11 @@ mod tests {
         metrics.set_managed("default", Kind::Container, 3);
         metrics.set_managed("default", Kind::Volume, 2);
         metrics.set_managed("podman", Kind::Network, 1);
-        metrics.add_removal(Kind::Container, Outcome::Removed);
-        metrics.add_removal(Kind::Container, Outcome::Removed);
-        metrics.add_removal(Kind::Volume, Outcome::AlreadyGone);
-        metrics.add_removal(Kind::Network, Outcome::Failed);
+        metrics.add_removal(Kind::Container, &Outcome::Removed);
+        metrics.add_removal(Kind::Container, &Outcome::Removed);
+        metrics.add_removal(Kind::Volume, &Outcome::AlreadyGone);
+        metrics.add_removal(Kind::Network, &Outcome::Refused("changed".into()));
+        metrics.add_removal(Kind::Network, &Outcome::Skipped(1));
         metrics.add_failure("podman");
         metrics.add_reconnect("default");
         metrics.add_reconnect("default");

@@ -5,7 +5,7 @@
 //! gathering, for each, its labels, whether it is managed (and which label
 //! rule excludes it when not), the plan's verdict with its typed reason, what
 //! it waits for, what waits for it, and what holds it. Pure; must not list an
-//! engine or print (`render::explain_*` makes the words).
+//! engine or print (`render/explain.rs` makes the words).
 
 use serde::Serialize;
 
@@ -70,10 +70,7 @@ pub struct Explanation {
     /// The step that removes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<usize>,
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "crate::render::opt_reason_json"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<Reason>,
     /// Where the state file declares its box or keeps it (`path:line`).
     #[serde(skip_serializing_if = "Option::is_none")]

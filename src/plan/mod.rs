@@ -20,7 +20,7 @@ use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
+    ByKind, Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 use crate::plan::inventory::{fingerprint, Holder, Inventory};
 
@@ -219,7 +219,6 @@ pub struct Step {
     #[serde(flatten)]
     pub object: Entry,
     /// Why the object goes.
-    #[serde(serialize_with = "crate::render::reason_json")]
     pub why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
@@ -230,54 +229,11 @@ pub struct Step {
 pub struct Noted {
     #[serde(flatten)]
     pub object: Entry,
-    #[serde(serialize_with = "crate::render::reason_json")]
     pub why: Reason,
 }
 
 /// What the plan leaves in place on purpose, by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Kept {
-    pub containers: Vec<Noted>,
-    pub volumes: Vec<Noted>,
-    #[serde(default)]
-    pub networks: Vec<Noted>,
-}
-
-impl Kept {
-    pub fn of_kind(&self, kind: Kind) -> &Vec<Noted> {
-        match kind {
-            Kind::Container => &self.containers,
-            Kind::Volume => &self.volumes,
-            Kind::Network => &self.networks,
-        }
-    }
-
-    fn of_kind_mut(&mut self, kind: Kind) -> &mut Vec<Noted> {
-        match kind {
-            Kind::Container => &mut self.containers,
-            Kind::Volume => &mut self.volumes,
-            Kind::Network => &mut self.networks,
-        }
-    }
-
-    /// Every kept object, containers first.
-    pub fn all(&self) -> impl Iterator<Item = &Noted> {
-        Kind::ALL.into_iter().flat_map(|k| self.of_kind(k))
-    }
-
-    pub fn len(&self) -> usize {
-        self.containers.len() + self.volumes.len() + self.networks.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Adds a kept object under its kind.
-    pub fn push(&mut self, noted: Noted) {
-        self.of_kind_mut(noted.object.kind).push(noted);
-    }
-}
+pub type Kept = ByKind<Vec<Noted>>;
 
 /// The images the plan retains: every `ca-sbx:*` image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -614,6 +570,27 @@ impl Plan {
             .iter()
             .map(|o| goal.verdict(o, &ages, now, &goal_index))
             .collect();
+        // Precedence, so that a verdict never depends on the order of the
+        // walk nor on whether containers were inspected for shared
+        // namespaces: kept over blocked over removed. First, what a kept
+        // object depends on is kept (to a fixpoint).
+        let mut stack: Vec<usize> = (0..objects.len())
+            .filter(|&i| matches!(verdicts[i], Verdict::Keep(_)))
+            .collect();
+        while let Some(i) = stack.pop() {
+            for &j in &depends[i] {
+                if !matches!(verdicts[j], Verdict::Remove(_)) {
+                    continue;
+                }
+                let kept: Vec<Ref> = dependents[j]
+                    .iter()
+                    .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
+                    .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
+                    .collect();
+                verdicts[j] = Verdict::Keep(Reason::MountedByKept { holders: kept });
+                stack.push(j);
+            }
+        }
         // Blocked: something outside the managed set uses it.
         for (i, o) in objects.iter().enumerate() {
             if !matches!(verdicts[i], Verdict::Remove(_)) {
@@ -625,33 +602,19 @@ impl Plan {
                 });
             }
         }
-        // What a kept object depends on is kept; what a blocked one depends on
-        // is blocked (it cannot go while its user stays). Propagate to a fixpoint.
+        // What a blocked object depends on is blocked (it cannot go while its
+        // user stays), to a fixpoint.
         let mut stack: Vec<usize> = (0..objects.len())
-            .filter(|&i| !matches!(verdicts[i], Verdict::Remove(_)))
+            .filter(|&i| matches!(verdicts[i], Verdict::Block(_)))
             .collect();
         while let Some(i) = stack.pop() {
             for &j in &depends[i] {
                 if !matches!(verdicts[j], Verdict::Remove(_)) {
                     continue;
                 }
-                let users: Vec<usize> = dependents[j]
-                    .iter()
-                    .copied()
-                    .filter(|&u| !matches!(verdicts[u], Verdict::Remove(_)))
-                    .collect();
-                let kept: Vec<Ref> = users
-                    .iter()
-                    .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
-                    .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
-                    .collect();
-                verdicts[j] = if kept.is_empty() {
-                    Verdict::Block(Reason::WaitsForBlocked {
-                        object: object_ref(objects[i], Some(use_of(objects[i], objects[j]))),
-                    })
-                } else {
-                    Verdict::Keep(Reason::MountedByKept { holders: kept })
-                };
+                verdicts[j] = Verdict::Block(Reason::WaitsForBlocked {
+                    object: object_ref(objects[i], Some(use_of(objects[i], objects[j]))),
+                });
                 stack.push(j);
             }
         }
@@ -667,10 +630,13 @@ impl Plan {
                     node[i] = Some(graph.add_node(i));
                     why.push(Some(reason));
                 }
-                Verdict::Keep(reason) => kept.push(Noted {
-                    object: Entry::of(o),
-                    why: reason,
-                }),
+                Verdict::Keep(reason) => kept.push(
+                    o.kind(),
+                    Noted {
+                        object: Entry::of(o),
+                        why: reason,
+                    },
+                ),
                 Verdict::Block(reason) => blocked.push(Noted {
                     object: Entry::of(o),
                     why: reason,

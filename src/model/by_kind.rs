@@ -1,0 +1,160 @@
+//! `ByKind<T>`: one value per removable kind (containers, volumes, networks),
+//! so that per-kind triples are one type, looked up by `Kind`, iterated in
+//! `Kind` order, mapped and merged, instead of three fields written out by hand.
+//!
+//! Serializes as `{"containers": ..., "volumes": ..., "networks": ...}` (the
+//! plan's and the report's keys); `networks` may be missing when read back
+//! (plans saved before networks were planned).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Kind;
+
+/// One `T` per kind, in `Kind` order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByKind<T> {
+    pub containers: T,
+    pub volumes: T,
+    #[serde(default)]
+    pub networks: T,
+}
+
+impl<T> ByKind<T> {
+    /// The value for every kind, made by `f`.
+    pub fn from_fn(mut f: impl FnMut(Kind) -> T) -> Self {
+        ByKind {
+            containers: f(Kind::Container),
+            volumes: f(Kind::Volume),
+            networks: f(Kind::Network),
+        }
+    }
+
+    pub fn get(&self, kind: Kind) -> &T {
+        match kind {
+            Kind::Container => &self.containers,
+            Kind::Volume => &self.volumes,
+            Kind::Network => &self.networks,
+        }
+    }
+
+    pub fn get_mut(&mut self, kind: Kind) -> &mut T {
+        match kind {
+            Kind::Container => &mut self.containers,
+            Kind::Volume => &mut self.volumes,
+            Kind::Network => &mut self.networks,
+        }
+    }
+
+    /// Each kind with its value, in `Kind` order.
+    pub fn iter(&self) -> impl Iterator<Item = (Kind, &T)> {
+        Kind::ALL.into_iter().map(move |k| (k, self.get(k)))
+    }
+
+    /// A value per kind made from this one's.
+    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> ByKind<U> {
+        ByKind::from_fn(|k| f(self.get(k)))
+    }
+}
+
+impl<U> ByKind<Vec<U>> {
+    /// Every item, containers first.
+    pub fn all(&self) -> impl Iterator<Item = &U> {
+        Kind::ALL.into_iter().flat_map(move |k| self.get(k))
+    }
+
+    /// Items of every kind.
+    pub fn len(&self) -> usize {
+        self.containers.len() + self.volumes.len() + self.networks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `item` to the list of `kind`.
+    pub fn push(&mut self, kind: Kind, item: U) {
+        self.get_mut(kind).push(item);
+    }
+
+    /// Appends copies of `other`'s items, kind by kind.
+    pub fn extend_from(&mut self, other: &ByKind<Vec<U>>)
+    where
+        U: Clone,
+    {
+        for kind in Kind::ALL {
+            self.get_mut(kind).extend_from_slice(other.get(kind));
+        }
+    }
+}
+
+impl<U> Extend<(Kind, U)> for ByKind<Vec<U>> {
+    /// Adds each item to the list of its kind.
+    fn extend<I: IntoIterator<Item = (Kind, U)>>(&mut self, items: I) {
+        for (kind, item) in items {
+            self.push(kind, item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_iteration_and_map_follow_kind_order() {
+        let mut lists: ByKind<Vec<&str>> = ByKind::default();
+        lists.extend([
+            (Kind::Network, "n"),
+            (Kind::Container, "c1"),
+            (Kind::Volume, "v"),
+            (Kind::Container, "c2"),
+        ]);
+        assert_eq!(lists.get(Kind::Container), &["c1", "c2"]);
+        assert_eq!(
+            lists.all().copied().collect::<Vec<_>>(),
+            ["c1", "c2", "v", "n"]
+        );
+        let counts = lists.map(Vec::len);
+        assert_eq!(
+            counts.iter().collect::<Vec<_>>(),
+            [
+                (Kind::Container, &2),
+                (Kind::Volume, &1),
+                (Kind::Network, &1)
+            ]
+        );
+        assert_eq!(lists.len(), 4);
+        assert_eq!(*lists.get_mut(Kind::Volume), ["v"]);
+    }
+
+    #[test]
+    fn extend_from_appends_kind_by_kind() {
+        let mut whole: ByKind<Vec<u8>> = ByKind::from_fn(|k| vec![k as u8]);
+        let part = ByKind {
+            containers: vec![10],
+            volumes: vec![],
+            networks: vec![12, 13],
+        };
+        whole.extend_from(&part);
+        assert_eq!(
+            whole,
+            ByKind {
+                containers: vec![0, 10],
+                volumes: vec![1],
+                networks: vec![2, 12, 13]
+            }
+        );
+    }
+
+    #[test]
+    fn json_keys_are_the_plural_kinds_and_networks_may_be_missing() {
+        let counts = ByKind::from_fn(|k| k as u8);
+        assert_eq!(
+            serde_json::to_string(&counts).unwrap(),
+            r#"{"containers":0,"volumes":1,"networks":2}"#
+        );
+        let old: ByKind<Vec<u8>> =
+            serde_json::from_str(r#"{"containers":[1],"volumes":[]}"#).unwrap();
+        assert!(old.networks.is_empty());
+    }
+}

@@ -1,0 +1,356 @@
+//! Why the planner, apply or verify did what it did with an object: the typed
+//! `Reason` with its stable `code`, and `Ref`, another object a reason names.
+//!
+//! Owns the words of every reason (`Display`) and its JSON (`code`, its
+//! fields, then `text`: those words). The words are raw: engine-given names
+//! and times are only shortened (`cut`), never escaped; escaping for a
+//! terminal is `render`'s job, and JSON keeps the exact text.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::model::{short_id, Kind};
+
+/// The most characters of an engine-given name, box ID or time that a
+/// reason's words quote (longer ones are cut with an ellipsis).
+const QUOTED_CHARS: usize = 64;
+
+/// `text` cut to at most `max` characters with an ellipsis, not escaped (for
+/// text that is escaped later, once, where it is shown).
+pub(crate) fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some(_) => {
+            let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+            out.push('…');
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// Another object a reason refers to, as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Ref {
+    pub kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// How it uses the object: `mounts`, `attached`, or a shared namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<String>,
+}
+
+impl fmt::Display for Ref {
+    /// `container web (3f2a1b4c5d6e, mounts)`: the kind, the name (cut), and
+    /// the short ID and the use when known.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, cut(&self.name, QUOTED_CHARS))?;
+        match (&self.id, &self.how) {
+            (Some(id), Some(how)) => write!(f, " ({}, {how})", short_id(id)),
+            (Some(id), None) => write!(f, " ({})", short_id(id)),
+            (None, Some(how)) => write!(f, " ({how})"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+/// `a, b, c`: references in words.
+struct Refs<'a>(&'a [Ref]);
+
+impl fmt::Display for Refs<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why the planner, apply or verify did what it did with an object. Typed, with
+/// a stable `code`. `Display` gives its words; its JSON is `{"code": ...,
+/// <its fields>, "text": <the words>}` (the `text` is ignored when read back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", tag = "code", rename_all = "camelCase")]
+pub enum Reason {
+    /// Removed: a managed object without `ca.sandbox.id`.
+    NoBoxLabel,
+    /// Removed: its box is not declared in the state file.
+    #[serde(rename_all = "camelCase")]
+    BoxNotDeclared { box_id: String },
+    /// Removed: `destroy <box>` named its box.
+    #[serde(rename_all = "camelCase")]
+    DestroyRequested { box_id: String },
+    /// Removed: its declared box expired (`expires` passed or `ttl` ran out).
+    #[serde(rename_all = "camelCase")]
+    Expired { box_id: String, at: String },
+    /// Kept: its box is declared (until `expires`, when it has one).
+    #[serde(rename_all = "camelCase")]
+    DeclaredBox {
+        box_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<usize>,
+    },
+    /// Kept: an undeclared box younger than the grace period.
+    WithinGrace { until: String },
+    /// Kept: `destroy` named other boxes.
+    NotNamedByDestroy,
+    /// Kept: the volume is listed in `volumes.keep`.
+    #[serde(rename_all = "camelCase")]
+    KeptByFile {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        line: Option<usize>,
+    },
+    /// Kept: `destroy --keep-volume`.
+    KeepVolumeFlag,
+    /// Kept: a kept managed container mounts the volume or is attached to the network.
+    MountedByKept { holders: Vec<Ref> },
+    /// Blocked: an unmanaged container uses the object (mounts the volume, is
+    /// attached to the network, or shares the container's namespace).
+    HeldByUnmanaged { holders: Vec<Ref> },
+    /// Blocked: a blocked object that stays uses it.
+    WaitsForBlocked { object: Ref },
+    /// Failed: the engine refused or the call failed.
+    RemovalFailed { error: String },
+    /// Refused: the object changed since it was listed (relabelled, recreated).
+    Changed { detail: String },
+    /// Not attempted: a step it waits for did not succeed.
+    WaitsForFailed { step: usize, object: Ref },
+    /// Not attempted: the run was interrupted.
+    Interrupted,
+    /// Still there after a successful removal: something recreated it.
+    AppearedAfterPlan,
+    /// Removed by another actor before or while this run removed it.
+    AlreadyGone,
+}
+
+impl Reason {
+    /// The stable code, as in the JSON's `code`: `boxNotDeclared`, `heldByUnmanaged`, ...
+    pub fn code(&self) -> &'static str {
+        match self {
+            Reason::NoBoxLabel => "noBoxLabel",
+            Reason::BoxNotDeclared { .. } => "boxNotDeclared",
+            Reason::DestroyRequested { .. } => "destroyRequested",
+            Reason::Expired { .. } => "expired",
+            Reason::DeclaredBox { .. } => "declaredBox",
+            Reason::WithinGrace { .. } => "withinGrace",
+            Reason::NotNamedByDestroy => "notNamedByDestroy",
+            Reason::KeptByFile { .. } => "keptByFile",
+            Reason::KeepVolumeFlag => "keepVolumeFlag",
+            Reason::MountedByKept { .. } => "mountedByKept",
+            Reason::HeldByUnmanaged { .. } => "heldByUnmanaged",
+            Reason::WaitsForBlocked { .. } => "waitsForBlocked",
+            Reason::RemovalFailed { .. } => "removalFailed",
+            Reason::Changed { .. } => "changed",
+            Reason::WaitsForFailed { .. } => "waitsForFailed",
+            Reason::Interrupted => "interrupted",
+            Reason::AppearedAfterPlan => "appearedAfterPlan",
+            Reason::AlreadyGone => "alreadyGone",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    /// The reason in words, for a person. Box IDs, times and names come from
+    /// the engine or the state file: they are cut short, not escaped.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let short = |s: &str| cut(s, QUOTED_CHARS).into_owned();
+        match self {
+            Reason::NoBoxLabel => f.write_str("leaked: no ca.sandbox.id label"),
+            Reason::BoxNotDeclared { box_id } => {
+                write!(f, "leaked: box {} is not declared", short(box_id))
+            }
+            Reason::DestroyRequested { box_id } => write!(f, "destroy {} requested", short(box_id)),
+            Reason::Expired { box_id, at } => {
+                write!(f, "box {} expired at {}", short(box_id), short(at))
+            }
+            Reason::DeclaredBox {
+                expires: Some(at), ..
+            } => write!(f, "declared box, until {}", short(at)),
+            Reason::DeclaredBox { .. } => f.write_str("declared box"),
+            Reason::WithinGrace { until } => {
+                write!(f, "within grace: eligible from {}", short(until))
+            }
+            Reason::NotNamedByDestroy => f.write_str("not named by destroy"),
+            Reason::KeptByFile { .. } => f.write_str("listed in volumes.keep"),
+            Reason::KeepVolumeFlag => f.write_str("--keep-volume"),
+            Reason::MountedByKept { holders } => write!(f, "in use by kept {}", Refs(holders)),
+            Reason::HeldByUnmanaged { holders } => write!(
+                f,
+                "in use by unmanaged {}; never forced: remove that container first, or declare this object's box (a volume: list it in volumes.keep)",
+                Refs(holders)
+            ),
+            Reason::WaitsForBlocked { object } => write!(f, "in use by blocked {object}"),
+            Reason::RemovalFailed { error } => f.write_str(error),
+            Reason::Changed { detail } => f.write_str(detail),
+            Reason::WaitsForFailed { step, object } => write!(
+                f,
+                "not attempted: it waits for step {step} ({object}), which did not succeed"
+            ),
+            Reason::Interrupted => f.write_str("not attempted: the run was interrupted"),
+            Reason::AppearedAfterPlan => f.write_str(
+                "appeared after the plan was made (or was recreated after its removal); run again",
+            ),
+            Reason::AlreadyGone => f.write_str("already gone: another actor removed it"),
+        }
+    }
+}
+
+impl Serialize for Reason {
+    /// `{"code": ..., <its fields>, "text": <its words>}`.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The derived (remote) form: `code` and the fields.
+        struct Fields<'a>(&'a Reason);
+        impl Serialize for Fields<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                Reason::serialize(self.0, s)
+            }
+        }
+        #[derive(Serialize)]
+        struct WithText<'a> {
+            #[serde(flatten)]
+            reason: Fields<'a>,
+            text: String,
+        }
+        WithText {
+            reason: Fields(self),
+            text: self.to_string(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    /// The JSON `Serialize` writes; `text` (words) is ignored.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Reason::deserialize(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(name: &str) -> Ref {
+        Ref {
+            kind: Kind::Container,
+            id: Some("0123456789abcdef0123".into()),
+            name: name.into(),
+            how: Some("mounts".into()),
+        }
+    }
+
+    #[test]
+    fn json_is_code_fields_then_text() {
+        let reason = Reason::Expired {
+            box_id: "a".into(),
+            at: "2027-01-15T08:00:00Z".into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&reason).unwrap(),
+            r#"{"code":"expired","boxId":"a","at":"2027-01-15T08:00:00Z","text":"box a expired at 2027-01-15T08:00:00Z"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Reason::NoBoxLabel).unwrap(),
+            r#"{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"}"#
+        );
+    }
+
+    #[test]
+    fn json_reads_back_ignoring_the_text() {
+        let reason = Reason::HeldByUnmanaged {
+            holders: vec![holder("web")],
+        };
+        let json = serde_json::to_string(&reason).unwrap();
+        assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), reason);
+        let edited = r#"{"code":"keptByFile","line":3,"text":"anything"}"#;
+        assert_eq!(
+            serde_json::from_str::<Reason>(edited).unwrap(),
+            Reason::KeptByFile { line: Some(3) }
+        );
+    }
+
+    #[test]
+    fn code_is_the_json_code() {
+        let every = [
+            Reason::NoBoxLabel,
+            Reason::BoxNotDeclared { box_id: "b".into() },
+            Reason::DestroyRequested { box_id: "b".into() },
+            Reason::Expired {
+                box_id: "b".into(),
+                at: "t".into(),
+            },
+            Reason::DeclaredBox {
+                box_id: "b".into(),
+                expires: None,
+                line: None,
+            },
+            Reason::WithinGrace { until: "t".into() },
+            Reason::NotNamedByDestroy,
+            Reason::KeptByFile { line: None },
+            Reason::KeepVolumeFlag,
+            Reason::MountedByKept { holders: vec![] },
+            Reason::HeldByUnmanaged { holders: vec![] },
+            Reason::WaitsForBlocked {
+                object: holder("x"),
+            },
+            Reason::RemovalFailed { error: "e".into() },
+            Reason::Changed { detail: "d".into() },
+            Reason::WaitsForFailed {
+                step: 1,
+                object: holder("x"),
+            },
+            Reason::Interrupted,
+            Reason::AppearedAfterPlan,
+            Reason::AlreadyGone,
+        ];
+        for r in every {
+            let json = serde_json::to_value(&r).unwrap();
+            assert_eq!(json["code"], r.code(), "{r:?}");
+            assert_eq!(json["text"], r.to_string(), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn words_cut_long_names_but_never_escape() {
+        let long = "x".repeat(100);
+        let words = Reason::BoxNotDeclared {
+            box_id: format!("evil\u{1b}[2J\n{long}"),
+        }
+        .to_string();
+        assert!(
+            words.starts_with("leaked: box evil\u{1b}[2J\nxxx"),
+            "{words:?}"
+        );
+        assert!(words.ends_with("… is not declared"), "{words:?}");
+        assert_eq!(
+            Reason::WaitsForFailed {
+                step: 2,
+                object: holder("web"),
+            }
+            .to_string(),
+            "not attempted: it waits for step 2 (container web (0123456789ab, mounts)), which did not succeed"
+        );
+        assert_eq!(
+            Reason::MountedByKept {
+                holders: vec![
+                    holder("a"),
+                    Ref {
+                        kind: Kind::Volume,
+                        id: None,
+                        name: "v".into(),
+                        how: None
+                    }
+                ]
+            }
+            .to_string(),
+            "in use by kept container a (0123456789ab, mounts), volume v"
+        );
+    }
+}

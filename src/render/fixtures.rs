@@ -1,0 +1,194 @@
+//! Small hand-built plans and reports for the views' unit tests: one of
+//! each section, and one whose engine text is hostile (escape sequences, a
+//! bidi override, a newline that would forge a table row).
+
+use std::collections::BTreeMap;
+
+use crate::exec::verify::{Failure, Gone, Leftover, Named, Report};
+use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
+use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
+
+/// A name that tries to clear the screen, start a new line and reverse the text.
+pub const EVIL_NAME: &str = "evil\u{1b}[2J\n\u{202e}x";
+/// A box ID that tries to set the terminal title and forge a line.
+pub const EVIL_BOX: &str = "b\u{1b}]0;t\u{7}\nFORGED";
+
+pub fn entry(kind: Kind, name: &str, id: Option<&str>, box_id: Option<&str>) -> Entry {
+    Entry {
+        engine: "default".into(),
+        kind,
+        id: id.map(str::to_string),
+        name: name.into(),
+        box_id: box_id.map(str::to_string),
+        state: (kind == Kind::Container).then(|| "exited".to_string()),
+        created: None,
+    }
+}
+
+fn empty_plan() -> Plan {
+    let scope: Labels = [("ca.sandbox".to_string(), "1".to_string())].into();
+    Plan {
+        version: PLAN_VERSION,
+        engine: "default".into(),
+        scope,
+        goal: Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+        },
+        now: "2027-01-15T08:00:00Z".into(),
+        steps: vec![],
+        blocked: vec![],
+        kept: Default::default(),
+        retained: Retained::default(),
+        fingerprint: String::new(),
+        basis: BTreeMap::new(),
+    }
+}
+
+fn leaked(box_id: &str) -> Reason {
+    Reason::BoxNotDeclared {
+        box_id: box_id.into(),
+    }
+}
+
+/// Two removals (a container, then its volume), a blocked network, a kept
+/// volume and a retained image.
+pub fn plan_of_two() -> Plan {
+    let mut plan = empty_plan();
+    let container = entry(
+        Kind::Container,
+        "sbx-a",
+        Some("c0ffee0000010000"),
+        Some("a"),
+    );
+    plan.steps = vec![
+        Step {
+            step: 1,
+            object: container,
+            why: leaked("a"),
+            waits_for: vec![],
+        },
+        Step {
+            step: 2,
+            object: entry(Kind::Volume, "data-a", None, Some("a")),
+            why: leaked("a"),
+            waits_for: vec![1],
+        },
+    ];
+    plan.blocked = vec![Noted {
+        object: entry(Kind::Network, "shared", Some("5eed000000010000"), None),
+        why: Reason::HeldByUnmanaged {
+            holders: vec![Ref {
+                kind: Kind::Container,
+                id: Some("0ddba1100000f000".into()),
+                name: "web".into(),
+                how: Some("attached".into()),
+            }],
+        },
+    }];
+    plan.kept.push(
+        Kind::Volume,
+        Noted {
+            object: entry(Kind::Volume, "notes", None, None),
+            why: Reason::KeptByFile { line: Some(3) },
+        },
+    );
+    plan.retained.images = vec![ImageInfo {
+        id: "sha256:0123456789abcdef".into(),
+        tags: vec!["ca-sbx:repo-1".into()],
+    }];
+    plan
+}
+
+/// One removal of a container whose name and box ID are hostile.
+pub fn hostile_plan() -> Plan {
+    let mut plan = empty_plan();
+    let mut evil = entry(
+        Kind::Container,
+        EVIL_NAME,
+        Some("c0ffee0000010000"),
+        Some(EVIL_BOX),
+    );
+    evil.state = Some("running".into());
+    plan.steps = vec![Step {
+        step: 1,
+        object: evil,
+        why: leaked(EVIL_BOX),
+        waits_for: vec![],
+    }];
+    plan
+}
+
+fn named(e: &Entry) -> Named {
+    Named::of(e)
+}
+
+/// A report that did not converge: one container removed, one volume found
+/// gone, a failed network left behind with its reason, a kept volume.
+pub fn report_not_converged() -> Report {
+    let plan = plan_of_two();
+    let mut report = Report::empty();
+    report.now = Some(plan.now.clone());
+    report.kept = plan.kept.clone();
+    report.retained = plan.retained.clone();
+    report.removed.push(
+        Kind::Container,
+        Gone {
+            object: named(&plan.steps[0].object),
+            outcome: Outcome::Removed,
+        },
+    );
+    report.removed.push(
+        Kind::Volume,
+        Gone {
+            object: named(&plan.steps[1].object),
+            outcome: Outcome::AlreadyGone,
+        },
+    );
+    let net = entry(Kind::Network, "net-b", Some("5eed000000020000"), Some("b"));
+    let error = "remove network 5eed00000002: engine answered HTTP 500: boom".to_string();
+    report.failures.push(Failure {
+        kind: "network".into(),
+        engine: "default".into(),
+        name: net.name.clone(),
+        id: net.id.clone(),
+        error: error.clone(),
+    });
+    report.remaining.push(
+        Kind::Network,
+        Leftover {
+            object: named(&net),
+            reason: Reason::RemovalFailed { error },
+        },
+    );
+    report
+}
+
+/// A report whose leftover and failure carry hostile engine text.
+pub fn hostile_report() -> Report {
+    let mut report = Report::empty();
+    let evil = entry(
+        Kind::Container,
+        EVIL_NAME,
+        Some("c0ffee0000010000"),
+        Some(EVIL_BOX),
+    );
+    report.failures.push(Failure {
+        kind: "container".into(),
+        engine: "default".into(),
+        name: EVIL_NAME.into(),
+        id: evil.id.clone(),
+        error: "conflict:\u{1b}[31m in use\n".into(),
+    });
+    report.remaining.push(
+        Kind::Container,
+        Leftover {
+            object: named(&evil),
+            reason: Reason::RemovalFailed {
+                error: "conflict:\u{1b}[31m in use\n".into(),
+            },
+        },
+    );
+    report
+}

@@ -1,0 +1,336 @@
+//! The inventory view (`inventory`): the managed objects grouped by box
+//! (objects without a box label first), containers with their state and what
+//! they use, then the retained images and the counts; a fleet's inventories
+//! under one heading per engine; and the warning for an engine whose label
+//! filter let foreign objects through. JSON: the same grouping, exact values.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::model::{ImageInfo, Kind, ObjectKey};
+use crate::plan::inventory::Inventory;
+use crate::render::table::{
+    image_table, indented, kind_counts, name_cell, plural, table, CELL_CHARS, LAST_CELL_CHARS,
+};
+use crate::render::{json, Format};
+use crate::text::{clip, escape};
+
+/// The inventory in `format`.
+pub(crate) fn inventory(inv: &Inventory, format: Format) -> String {
+    match format {
+        Format::Json => inventory_json(inv),
+        _ => inventory_human(inv),
+    }
+}
+
+#[derive(Serialize)]
+struct InventoryBox<'a> {
+    #[serde(rename = "box")]
+    box_id: Option<&'a str>,
+    containers: Vec<InventoryContainer<'a>>,
+    volumes: Vec<&'a str>,
+    networks: Vec<InventoryNetwork<'a>>,
+}
+
+#[derive(Serialize)]
+struct InventoryContainer<'a> {
+    id: &'a str,
+    name: &'a str,
+    state: &'a str,
+    mounts: Vec<&'a str>,
+    networks: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+struct InventoryNetwork<'a> {
+    id: &'a str,
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct InventoryView<'a> {
+    engine: &'a str,
+    scope: Vec<String>,
+    boxes: Vec<InventoryBox<'a>>,
+    images: Vec<&'a ImageInfo>,
+}
+
+/// The inventory grouped by box, borrowed: the JSON form, and what the
+/// human form is laid out from.
+fn inventory_view(inv: &Inventory) -> InventoryView<'_> {
+    let mut grouped: BTreeMap<Option<&str>, InventoryBox> = BTreeMap::new();
+    let mut objects: Vec<_> = inv.objects.values().collect();
+    objects.sort_by(|a, b| (a.kind(), &a.name, &a.key).cmp(&(b.kind(), &b.name, &b.key)));
+    fn name_of<'a>(inv: &'a Inventory, key: &'a ObjectKey) -> &'a str {
+        inv.objects
+            .get(key)
+            .map(|o| o.name.as_str())
+            .unwrap_or(key.id.as_str())
+    }
+    for o in objects {
+        let b = grouped.entry(o.box_id()).or_insert_with(|| InventoryBox {
+            box_id: o.box_id(),
+            containers: vec![],
+            volumes: vec![],
+            networks: vec![],
+        });
+        match o.kind() {
+            Kind::Container => b.containers.push(InventoryContainer {
+                id: &o.key.id,
+                name: &o.name,
+                state: o.state.as_deref().unwrap_or_default(),
+                mounts: o
+                    .depends_on
+                    .iter()
+                    .filter(|d| d.kind == Kind::Volume)
+                    .map(|d| d.id.as_str())
+                    .collect(),
+                networks: o
+                    .depends_on
+                    .iter()
+                    .filter(|d| d.kind == Kind::Network)
+                    .map(|d| name_of(inv, d))
+                    .collect(),
+            }),
+            Kind::Volume => b.volumes.push(&o.name),
+            Kind::Network => b.networks.push(InventoryNetwork {
+                id: &o.key.id,
+                name: &o.name,
+            }),
+        }
+    }
+    InventoryView {
+        engine: &inv.engine,
+        scope: inv.scope.filters(),
+        boxes: grouped.into_values().collect(),
+        images: inv.images.values().collect(),
+    }
+}
+
+/// The inventory grouped by box (objects without a box label first), with
+/// container states, then the retained images.
+pub(crate) fn inventory_human(inv: &Inventory) -> String {
+    let view = inventory_view(inv);
+    let mut out = format!("Scope: {}\n", escape(&view.scope.join(", ")));
+    for b in &view.boxes {
+        out.push_str(&format!(
+            "\n{}\n",
+            match b.box_id {
+                Some(id) => format!("box {}", clip(id, CELL_CHARS)),
+                None => "no box label (leaked)".to_string(),
+            }
+        ));
+        let mut rows: Vec<Vec<String>> = b
+            .containers
+            .iter()
+            .map(|c| {
+                let mut uses: Vec<String> = Vec::new();
+                if !c.mounts.is_empty() {
+                    uses.push(format!("mounts {}", c.mounts.join(", ")));
+                }
+                if !c.networks.is_empty() {
+                    uses.push(format!("on {}", c.networks.join(", ")));
+                }
+                vec![
+                    "container".into(),
+                    name_cell(c.name, Some(c.id)),
+                    c.state.into(),
+                    uses.join("; "),
+                ]
+            })
+            .collect();
+        rows.extend(
+            b.volumes
+                .iter()
+                .map(|v| vec!["volume".into(), v.to_string()]),
+        );
+        rows.extend(
+            b.networks
+                .iter()
+                .map(|n| vec!["network".into(), name_cell(n.name, Some(n.id))]),
+        );
+        out.push_str(&table(rows, "  "));
+    }
+    if !view.images.is_empty() {
+        out.push_str("\nImages (retained, never removed):\n");
+        out.push_str(&image_table(view.images.iter().copied()));
+    }
+    out.push_str(&format!(
+        "\n{} managed; {} retained.\n",
+        kind_counts(|k| inv.of_kind(k).count()),
+        plural(inv.images.len(), "image")
+    ));
+    out
+}
+
+/// The inventory as JSON.
+pub(crate) fn inventory_json(inv: &Inventory) -> String {
+    json(&inventory_view(inv))
+}
+
+/// A fleet's inventories, each under its engine's heading (JSON: a list).
+pub(crate) fn fleet_inventory(
+    parts: &[(String, Result<Inventory, String>)],
+    format: Format,
+) -> String {
+    if format == Format::Json {
+        let list: Vec<serde_json::Value> = parts
+            .iter()
+            .map(|(engine, r)| match r {
+                Ok(inv) => serde_json::to_value(inventory_view(inv)).unwrap_or_default(),
+                Err(e) => serde_json::json!({ "engine": engine, "error": e }),
+            })
+            .collect();
+        return json(&serde_json::json!({ "engines": list }));
+    }
+    let mut out = String::new();
+    for (engine, r) in parts {
+        let _ = writeln!(out, "Engine {}:", escape(engine));
+        match r {
+            Ok(inv) => {
+                out.push_str(&indented(&inventory_human(inv)));
+            }
+            Err(e) => {
+                let _ = writeln!(out, "  FAILED: {}", clip(e, LAST_CELL_CHARS));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The warning for an engine that returned objects its label filter should
+/// have kept out (they were ignored), or `None`.
+pub(crate) fn rejected_warning(inv: &Inventory) -> Option<String> {
+    if inv.rejected.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "warning: engine {} returned {} that {} not carry the labels it was asked to filter by ({}); {} ignored. The engine does not apply label filters as Docker does: only sandboxctl's own label check kept them out\n",
+        escape(&inv.engine),
+        plural(inv.rejected.len(), "object"),
+        if inv.rejected.len() == 1 { "does" } else { "do" },
+        escape(&inv.scope.to_string()),
+        if inv.rejected.len() == 1 { "it was" } else { "they were" },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Labels, Object, Scope};
+    use crate::render::fixtures::{EVIL_BOX, EVIL_NAME};
+
+    fn labels(box_id: Option<&str>) -> Labels {
+        let mut l: Labels = [("ca.sandbox".to_string(), "1".to_string())].into();
+        if let Some(b) = box_id {
+            l.insert("ca.sandbox.id".into(), b.into());
+        }
+        l
+    }
+
+    fn small() -> Inventory {
+        let mut c = Object::new("default", Kind::Container, "c0ffee0000010000", "sbx-a");
+        c.labels = labels(Some("a"));
+        c.state = Some("running".into());
+        c.depends_on = vec![
+            ObjectKey::new("default", Kind::Volume, "data-a"),
+            ObjectKey::new("default", Kind::Network, "5eed000000010000"),
+        ];
+        let mut v = Object::new("default", Kind::Volume, "data-a", "data-a");
+        v.labels = labels(Some("a"));
+        let mut n = Object::new("default", Kind::Network, "5eed000000010000", "net-a");
+        n.labels = labels(Some("a"));
+        let mut leak = Object::new("default", Kind::Volume, "leak", "leak");
+        leak.labels = labels(None);
+        let image = ImageInfo {
+            id: "sha256:0123456789abcdef".into(),
+            tags: vec!["ca-sbx:repo-1".into()],
+        };
+        Inventory::from_listings(
+            "default",
+            Scope::default(),
+            vec![c.clone(), v, n, leak],
+            vec![c],
+            vec![image],
+        )
+    }
+
+    #[test]
+    fn grouped_by_box_with_what_containers_use() {
+        insta::assert_snapshot!(inventory_human(&small()), @r"
+        Scope: ca.sandbox=1
+
+        no box label (leaked)
+          volume  leak
+
+        box a
+          container  sbx-a (c0ffee000001)  running  mounts data-a; on net-a
+          volume     data-a
+          network    net-a (5eed00000001)
+
+        Images (retained, never removed):
+          image  ca-sbx:repo-1  0123456789ab
+
+        1 container, 2 volumes and 1 network managed; 1 image retained.
+        ");
+        let v: serde_json::Value = serde_json::from_str(&inventory_json(&small())).unwrap();
+        assert_eq!(v["boxes"][1]["containers"][0]["networks"][0], "net-a");
+        assert_eq!(v["boxes"][0]["box"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn hostile_text_is_escaped_in_human_output_and_exact_in_json() {
+        let mut c = Object::new("default", Kind::Container, "c0ffee0000010000", EVIL_NAME);
+        c.labels = labels(Some(EVIL_BOX));
+        c.state = Some("exited".into());
+        let inv = Inventory::from_listings(
+            "default",
+            Scope::default(),
+            vec![c.clone()],
+            vec![c],
+            vec![],
+        );
+        let human = inventory_human(&inv);
+        insta::assert_snapshot!(human, @r"
+        Scope: ca.sandbox=1
+
+        box b\u{1b}]0;t\u{7}\nFORGED
+          container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  exited
+
+        1 container, 0 volumes and 0 networks managed; 0 images retained.
+        ");
+        assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
+        let v: serde_json::Value = serde_json::from_str(&inventory_json(&inv)).unwrap();
+        assert_eq!(v["boxes"][0]["box"], EVIL_BOX);
+        assert_eq!(v["boxes"][0]["containers"][0]["name"], EVIL_NAME);
+    }
+
+    #[test]
+    fn fleet_inventories_and_the_rejected_warning() {
+        let parts = vec![
+            ("default".to_string(), Ok(small())),
+            ("ci\u{1b}".to_string(), Err("cannot reach\nit".to_string())),
+        ];
+        let human = fleet_inventory(&parts, Format::Human);
+        assert!(
+            human.starts_with("Engine default:\n  Scope: ca.sandbox=1\n"),
+            "{human}"
+        );
+        assert!(
+            human.ends_with("Engine ci\\u{1b}:\n  FAILED: cannot reach\\nit\n\n"),
+            "{human}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&fleet_inventory(&parts, Format::Json)).unwrap();
+        assert_eq!(v["engines"][1]["error"], "cannot reach\nit");
+        assert_eq!(v["engines"][0]["engine"], "default");
+
+        assert_eq!(rejected_warning(&small()), None);
+        let mut inv = small();
+        inv.rejected = vec![ObjectKey::new("default", Kind::Volume, "other")];
+        insta::assert_snapshot!(rejected_warning(&inv).unwrap(), @"warning: engine default returned 1 object that does not carry the labels it was asked to filter by (ca.sandbox=1); it was ignored. The engine does not apply label filters as Docker does: only sandboxctl's own label check kept them out");
+    }
+}

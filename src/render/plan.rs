@@ -1,0 +1,329 @@
+//! The plan view (`plan`, and the plan `apply` prints before it acts): the
+//! removals in order with why and what each waits for, then what is blocked,
+//! kept and retained, and a summary line; a fleet's plans under one heading
+//! per engine. JSON: the plan itself (the saved-plan format) with `summary`.
+//!
+//! Reasons are written with their `Display`; every cell goes through
+//! `table`, so engine text is escaped and cut here and exact in the JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::exec::fleet::FleetPlan;
+use crate::model::Kind;
+use crate::plan::{Entry, Noted, Plan, Step};
+use crate::render::table::{
+    box_cell, image_table, kind_counts, name_cell, plural, table, LAST_CELL_CHARS,
+};
+use crate::render::{json, Format};
+use crate::text::{clip, escape};
+
+/// The plan in `format` (JSON, or human text for anything else).
+pub(crate) fn plan(plan: &Plan, format: Format) -> String {
+    match format {
+        Format::Json => plan_json(plan),
+        _ => plan_human(plan),
+    }
+}
+
+/// Kind, name, box and state: the first cells of an object's row.
+fn entry_cells(e: &Entry) -> Vec<String> {
+    vec![
+        e.kind.to_string(),
+        name_cell(&e.name, e.id.as_deref()),
+        box_cell(e.box_id.as_deref()),
+        e.state.clone().unwrap_or_default(),
+    ]
+}
+
+/// Rows of kept or blocked objects, each with its reason.
+fn noted_rows<'a>(items: impl IntoIterator<Item = &'a Noted>) -> Vec<Vec<String>> {
+    items
+        .into_iter()
+        .map(|n| {
+            let mut row = entry_cells(&n.object);
+            row.push(n.why.to_string());
+            row
+        })
+        .collect()
+}
+
+/// The plan as a person reads it: removals in order with why and what each
+/// waits for, then what is blocked, kept and retained, then a summary line.
+pub fn plan_human(plan: &Plan) -> String {
+    let scope: Vec<String> = plan.scope.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut out = format!("Scope: {}\n", escape(&scope.join(", ")));
+    if !plan.steps.is_empty() {
+        out.push_str("\nRemove, in this order:\n");
+        let rows: Vec<Vec<String>> = plan
+            .steps
+            .iter()
+            .map(|s: &Step| {
+                let mut row = vec![format!("{}.", s.step)];
+                row.extend(entry_cells(&s.object));
+                row.push(s.why.to_string());
+                if !s.waits_for.is_empty() {
+                    let w: Vec<String> = s.waits_for.iter().map(|w| w.to_string()).collect();
+                    row.push(format!("after {}", w.join(", ")));
+                }
+                row
+            })
+            .collect();
+        out.push_str(&table(rows, "  "));
+    }
+    if !plan.blocked.is_empty() {
+        out.push_str("\nBlocked (never forced; apply will fail until resolved):\n");
+        out.push_str(&table(noted_rows(&plan.blocked), "  "));
+    }
+    if !plan.kept.is_empty() {
+        out.push_str("\nKeep:\n");
+        out.push_str(&table(noted_rows(plan.kept.all()), "  "));
+    }
+    if !plan.retained.images.is_empty() {
+        out.push_str("\nRetain (images are never removed):\n");
+        out.push_str(&image_table(&plan.retained.images));
+    }
+    out.push('\n');
+    out.push_str(&plan_summary(plan));
+    out.push('\n');
+    out
+}
+
+/// The one-line summary: `Plan: remove 2 containers, 1 volume and 0 networks; ...`.
+pub(crate) fn plan_summary(plan: &Plan) -> String {
+    let tail = format!(
+        "keep {}; retain {}.",
+        plural(plan.kept.len(), "object"),
+        plural(plan.retained.images.len(), "image")
+    );
+    let blocked = if plan.blocked.is_empty() {
+        String::new()
+    } else {
+        format!("{} blocked; ", plural(plan.blocked.len(), "object"))
+    };
+    if plan.steps.is_empty() {
+        format!("Plan: nothing to remove; {blocked}{tail}")
+    } else {
+        format!(
+            "Plan: remove {}; {blocked}{tail}",
+            kind_counts(|k| plan.removal_count(k))
+        )
+    }
+}
+
+/// The plan as JSON (also the saved-plan format), with the summary line.
+pub fn plan_json(plan: &Plan) -> String {
+    #[derive(Serialize)]
+    struct WithSummary<'a> {
+        #[serde(flatten)]
+        plan: &'a Plan,
+        summary: String,
+    }
+    json(&WithSummary {
+        plan,
+        summary: plan_summary(plan),
+    })
+}
+
+/// A fleet's plan: each engine's plan under its heading, engines that could
+/// not be listed, and a fleet summary line. JSON: the saved fleet plan with
+/// the summary.
+pub(crate) fn fleet_plan(
+    fleet: &FleetPlan,
+    endpoints: &[(String, String)],
+    format: Format,
+) -> String {
+    let summary = fleet_plan_summary(fleet);
+    if format == Format::Json {
+        #[derive(Serialize)]
+        struct WithSummary<'a> {
+            #[serde(flatten)]
+            fleet: &'a FleetPlan,
+            summary: String,
+        }
+        return json(&WithSummary { fleet, summary });
+    }
+    let mut out = String::new();
+    for plan in &fleet.engines {
+        let _ = writeln!(
+            out,
+            "Engine {}: {}",
+            escape(&plan.engine),
+            endpoint_of(endpoints, &plan.engine)
+        );
+        out.push_str(&plan_human(plan));
+        out.push('\n');
+    }
+    for f in &fleet.failures {
+        let _ = writeln!(
+            out,
+            "Engine {}: {}\n  FAILED: {}\n",
+            escape(&f.engine),
+            endpoint_of(endpoints, &f.engine),
+            clip(&f.error, LAST_CELL_CHARS)
+        );
+    }
+    out.push_str(&summary);
+    out.push('\n');
+    out
+}
+
+/// The endpoint of the engine named `engine`, for a heading.
+fn endpoint_of(endpoints: &[(String, String)], engine: &str) -> String {
+    endpoints
+        .iter()
+        .find(|(n, _)| n == engine)
+        .map(|(_, e)| e.clone())
+        .unwrap_or_default()
+}
+
+/// `Fleet: 2 engines; remove 1 container, ...; 1 engine failed.`
+pub(crate) fn fleet_plan_summary(fleet: &FleetPlan) -> String {
+    let count = |k: Kind| {
+        fleet
+            .engines
+            .iter()
+            .map(|p| p.removal_count(k))
+            .sum::<usize>()
+    };
+    let blocked: usize = fleet.engines.iter().map(|p| p.blocked.len()).sum();
+    let kept: usize = fleet.engines.iter().map(|p| p.kept.len()).sum();
+    let mut s = format!(
+        "Fleet: {} listed; remove {}; {}keep {}",
+        plural(fleet.engines.len(), "engine"),
+        kind_counts(count),
+        if blocked > 0 {
+            format!("{} blocked; ", plural(blocked, "object"))
+        } else {
+            String::new()
+        },
+        plural(kept, "object"),
+    );
+    if !fleet.failures.is_empty() {
+        let _ = write!(
+            s,
+            "; {} FAILED ({})",
+            plural(fleet.failures.len(), "engine"),
+            fleet
+                .failures
+                .iter()
+                .map(|f| escape(&f.engine).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    s.push('.');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::{hostile_plan, plan_of_two};
+
+    #[test]
+    fn removals_blocked_and_kept_with_reasons() {
+        insta::assert_snapshot!(plan_human(&plan_of_two()), @r"
+        Scope: ca.sandbox=1
+
+        Remove, in this order:
+          1.  container  sbx-a (c0ffee000001)  box a  exited  leaked: box a is not declared
+          2.  volume     data-a                box a          leaked: box a is not declared  after 1
+
+        Blocked (never forced; apply will fail until resolved):
+          network  shared (5eed00000001)  no box    in use by unmanaged container web (0ddba1100000, attached); never forced: remove that container first, or declare this object's box (a volume: list it in volumes.keep)
+
+        Keep:
+          volume  notes  no box    listed in volumes.keep
+
+        Retain (images are never removed):
+          image  ca-sbx:repo-1  0123456789ab
+
+        Plan: remove 1 container, 1 volume and 0 networks; 1 object blocked; keep 1 object; retain 1 image.
+        ");
+    }
+
+    #[test]
+    fn json_is_the_plan_with_its_reasons_and_summary() {
+        let json: serde_json::Value = serde_json::from_str(&plan_json(&plan_of_two())).unwrap();
+        insta::assert_json_snapshot!(json["steps"][1], @r#"
+        {
+          "box": "a",
+          "engine": "default",
+          "kind": "volume",
+          "name": "data-a",
+          "step": 2,
+          "waitsFor": [
+            1
+          ],
+          "why": {
+            "boxId": "a",
+            "code": "boxNotDeclared",
+            "text": "leaked: box a is not declared"
+          }
+        }
+        "#);
+        assert_eq!(
+            json["summary"],
+            "Plan: remove 1 container, 1 volume and 0 networks; 1 object blocked; keep 1 object; retain 1 image."
+        );
+        assert_eq!(
+            plan(&plan_of_two(), Format::Json),
+            plan_json(&plan_of_two())
+        );
+    }
+
+    #[test]
+    fn hostile_text_is_escaped_in_human_output_and_exact_in_json() {
+        let plan = hostile_plan();
+        let human = plan_human(&plan);
+        insta::assert_snapshot!(human, @r"
+        Scope: ca.sandbox=1
+
+        Remove, in this order:
+          1.  container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  box b\u{1b}]0;t\u{7}\nFORGED  running  leaked: box b\u{1b}]0;t\u{7}\nFORGED is not declared
+
+        Plan: remove 1 container, 0 volumes and 0 networks; keep 0 objects; retain 0 images.
+        ");
+        assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
+        let json: serde_json::Value = serde_json::from_str(&plan_json(&plan)).unwrap();
+        assert_eq!(json["steps"][0]["name"], "evil\u{1b}[2J\n\u{202e}x");
+        assert_eq!(json["steps"][0]["box"], "b\u{1b}]0;t\u{7}\nFORGED");
+        assert_eq!(
+            json["steps"][0]["why"]["text"],
+            "leaked: box b\u{1b}]0;t\u{7}\nFORGED is not declared"
+        );
+    }
+
+    #[test]
+    fn a_fleet_plan_has_a_heading_per_engine_and_its_failures() {
+        let fleet = FleetPlan {
+            version: crate::plan::PLAN_VERSION,
+            engines: vec![plan_of_two()],
+            failures: vec![crate::exec::verify::Failure {
+                kind: "engine".into(),
+                engine: "ci\u{1b}[1m".into(),
+                name: "ssh://ci".into(),
+                id: None,
+                error: "cannot reach\nthe engine".into(),
+            }],
+        };
+        let endpoints = [(
+            "default".to_string(),
+            "unix:///var/run/docker.sock".to_string(),
+        )];
+        let human = fleet_plan(&fleet, &endpoints, Format::Human);
+        assert!(
+            human.starts_with("Engine default: unix:///var/run/docker.sock\nScope: ca.sandbox=1\n")
+        );
+        assert!(human.ends_with(
+            "Engine ci\\u{1b}[1m: \n  FAILED: cannot reach\\nthe engine\n\n\
+             Fleet: 1 engine listed; remove 1 container, 1 volume and 0 networks; 1 object blocked; keep 1 object; 1 engine FAILED (ci\\u{1b}[1m).\n"
+        ), "{human}");
+        let json: serde_json::Value =
+            serde_json::from_str(&fleet_plan(&fleet, &endpoints, Format::Json)).unwrap();
+        assert_eq!(json["failures"][0]["engine"], "ci\u{1b}[1m");
+        assert_eq!(json["summary"], fleet_plan_summary(&fleet));
+    }
+}

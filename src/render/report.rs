@@ -1,0 +1,306 @@
+//! The report view (the end of `apply`, `destroy` and `watch --once`): what
+//! was removed, what failed, what is left behind and why, the counts, and
+//! whether a fresh listing converged; a fleet's reports under one heading per
+//! engine with a table of engines. JSON: the `Report` itself (its keys are a
+//! public contract), a fleet's with `engines`.
+//!
+//! Engine text (names, errors, reasons' words) goes through `table`: escaped
+//! and cut here, exact in the JSON.
+
+use std::fmt::Write as _;
+
+use crate::exec::fleet::FleetReport;
+use crate::exec::verify::{Named, Report};
+use crate::model::{Kind, Outcome};
+use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, table};
+use crate::render::{json, Format};
+use crate::text::escape;
+
+/// The report in `format`.
+pub(crate) fn report(report: &Report, format: Format) -> String {
+    match format {
+        Format::Json => report_json(report),
+        _ => report_human(report),
+    }
+}
+
+/// Kind, name and box: the first cells of a removed or remaining object's row.
+fn named_cells(kind: Kind, n: &Named) -> Vec<String> {
+    vec![
+        kind.to_string(),
+        name_cell(&n.name, n.id.as_deref()),
+        box_cell(n.box_id.as_deref()),
+    ]
+}
+
+/// The report as a person reads it; the last line says whether it converged.
+pub fn report_human(report: &Report) -> String {
+    let mut out = String::new();
+    let removed: Vec<Vec<String>> = report
+        .removed
+        .iter()
+        .flat_map(|(k, gone)| {
+            gone.iter().map(move |g| {
+                let mut row = named_cells(k, &g.object);
+                if g.outcome != Outcome::Removed {
+                    row.push("(already gone)".into());
+                }
+                row
+            })
+        })
+        .collect();
+    if !removed.is_empty() {
+        out.push_str("Removed:\n");
+        out.push_str(&table(removed, "  "));
+    }
+    if !report.failures.is_empty() {
+        out.push_str("\nFailures:\n");
+        let rows: Vec<Vec<String>> = report
+            .failures
+            .iter()
+            .map(|f| {
+                vec![
+                    f.kind.clone(),
+                    name_cell(&f.name, f.id.as_deref()),
+                    f.error.clone(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(rows, "  "));
+    }
+    let left: Vec<Vec<String>> = report
+        .remaining
+        .iter()
+        .flat_map(|(k, left)| {
+            left.iter().map(move |l| {
+                let mut row = named_cells(k, &l.object);
+                row.push(l.reason.to_string());
+                row
+            })
+        })
+        .collect();
+    let left_behind = left.len();
+    if left_behind > 0 {
+        out.push_str("\nLeft behind:\n");
+        out.push_str(&table(left, "  "));
+    }
+    out.push_str(&format!(
+        "\nRemoved {}; kept {}; retained {}.\n",
+        kind_counts(|k| report.removed.get(k).len()),
+        plural(report.kept.len(), "object"),
+        plural(report.retained.images.len(), "image"),
+    ));
+    if report.converged {
+        out.push_str("Converged: a fresh listing shows nothing left to do.\n");
+    } else {
+        let mut why = Vec::new();
+        if report.interrupted {
+            why.push("interrupted".to_string());
+        }
+        if !report.failures.is_empty() {
+            why.push(plural(report.failures.len(), "failure"));
+        }
+        if left_behind > 0 {
+            why.push(format!("{} left behind", plural(left_behind, "object")));
+        }
+        out.push_str(&format!("NOT converged: {}.\n", why.join(", ")));
+    }
+    out
+}
+
+/// The report as JSON.
+pub fn report_json(report: &Report) -> String {
+    json(report)
+}
+
+/// A fleet's report: each engine's report under its heading, then the
+/// per-engine summary and whether the fleet converged. JSON: the merged
+/// report with `engines`.
+pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
+    if format == Format::Json {
+        return json(report);
+    }
+    let mut out = String::new();
+    for part in &report.parts {
+        let _ = writeln!(out, "Engine {}:", escape(&part.engine));
+        out.push_str(&indented(&report_human(&part.report())));
+        out.push('\n');
+    }
+    out.push_str("Engines:\n");
+    let rows: Vec<Vec<String>> = report
+        .engines
+        .iter()
+        .map(|s| {
+            vec![
+                s.engine.clone(),
+                s.endpoint.clone(),
+                if s.converged {
+                    "converged".into()
+                } else {
+                    "NOT converged".into()
+                },
+                format!("removed {}", s.removed),
+                format!("{} left", s.remaining),
+                s.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(rows, "  "));
+    let r = &report.report;
+    out.push_str(&format!(
+        "\nFleet: removed {}; kept {}; retained {}.\n",
+        kind_counts(|k| r.removed.get(k).len()),
+        plural(r.kept.len(), "object"),
+        plural(r.retained.images.len(), "image"),
+    ));
+    if r.converged {
+        out.push_str("Converged on every engine.\n");
+    } else {
+        let failed = report.engines.iter().filter(|s| !s.converged).count();
+        out.push_str(&format!(
+            "NOT converged on {} of {}.\n",
+            plural(failed, "engine"),
+            report.engines.len()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::{hostile_report, report_not_converged};
+
+    #[test]
+    fn removed_failures_left_behind_and_the_verdict() {
+        insta::assert_snapshot!(report_human(&report_not_converged()), @r"
+        Removed:
+          container  sbx-a (c0ffee000001)  box a
+          volume     data-a                box a  (already gone)
+
+        Failures:
+          network  net-b (5eed00000002)  remove network 5eed00000002: engine answered HTTP 500: boom
+
+        Left behind:
+          network  net-b (5eed00000002)  box b  remove network 5eed00000002: engine answered HTTP 500: boom
+
+        Removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.
+        NOT converged: 1 failure, 1 object left behind.
+        ");
+    }
+
+    #[test]
+    fn json_keeps_flat_remaining_keys_in_order() {
+        let json = report_json(&report_not_converged());
+        let keys: Vec<String> = serde_json::from_str::<serde_json::Value>(&json)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        // serde_json's map is sorted; the order in the text is the contract.
+        let order: Vec<usize> = [
+            "converged",
+            "now",
+            "removed",
+            "kept",
+            "retained",
+            "failures",
+            "remainingContainers",
+            "remainingVolumes",
+            "remainingNetworks",
+            "interrupted",
+        ]
+        .iter()
+        .map(|k| {
+            json.find(&format!("\n  \"{k}\": "))
+                .unwrap_or_else(|| panic!("{k}: {json}"))
+        })
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{json}");
+        assert_eq!(keys.len(), order.len());
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        insta::assert_json_snapshot!(v["remainingNetworks"], @r#"
+        [
+          {
+            "box": "b",
+            "engine": "default",
+            "id": "5eed000000020000",
+            "name": "net-b",
+            "reason": {
+              "code": "removalFailed",
+              "error": "remove network 5eed00000002: engine answered HTTP 500: boom",
+              "text": "remove network 5eed00000002: engine answered HTTP 500: boom"
+            }
+          }
+        ]
+        "#);
+        assert_eq!(v["removed"]["volumes"][0]["outcome"], "alreadyGone");
+    }
+
+    #[test]
+    fn hostile_text_is_escaped_in_human_output_and_exact_in_json() {
+        let report = hostile_report();
+        let human = report_human(&report);
+        assert!(human.starts_with("\nFailures:"), "{human}");
+        insta::assert_snapshot!(&human[1..], @r"
+        Failures:
+          container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  conflict:\u{1b}[31m in use\n
+
+        Left behind:
+          container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  box b\u{1b}]0;t\u{7}\nFORGED  conflict:\u{1b}[31m in use\n
+
+        Removed 0 containers, 0 volumes and 0 networks; kept 0 objects; retained 0 images.
+        NOT converged: 1 failure, 1 object left behind.
+        ");
+        assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
+        let v: serde_json::Value = serde_json::from_str(&report_json(&report)).unwrap();
+        assert_eq!(
+            v["remainingContainers"][0]["name"],
+            crate::render::fixtures::EVIL_NAME
+        );
+        assert_eq!(v["failures"][0]["error"], "conflict:\u{1b}[31m in use\n");
+    }
+
+    #[test]
+    fn a_fleet_report_groups_by_engine_and_sums_up() {
+        use crate::exec::fleet::EngineSummary;
+        let part = report_not_converged();
+        let mut whole = Report::empty();
+        whole.converged = true;
+        whole.absorb(&part);
+        let fleet = FleetReport {
+            report: whole,
+            engines: vec![EngineSummary {
+                engine: "ci-1".into(),
+                endpoint: "ssh://ci-1".into(),
+                converged: false,
+                removed: 2,
+                failures: 1,
+                remaining: 1,
+                error: None,
+            }],
+            parts: vec![crate::exec::fleet::Part {
+                engine: "ci-1".into(),
+                endpoint: "ssh://ci-1".into(),
+                took: std::time::Duration::ZERO,
+                result: Ok(part),
+            }],
+        };
+        let human = fleet_report(&fleet, Format::Human);
+        assert!(
+            human.starts_with("Engine ci-1:\n  Removed:\n    container  sbx-a"),
+            "{human}"
+        );
+        assert!(human.ends_with(
+            "Engines:\n  ci-1  ssh://ci-1  NOT converged  removed 2  1 left\n\n\
+             Fleet: removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.\n\
+             NOT converged on 1 engine of 1.\n"
+        ), "{human}");
+        let v: serde_json::Value =
+            serde_json::from_str(&fleet_report(&fleet, Format::Json)).unwrap();
+        assert_eq!(v["engines"][0]["engine"], "ci-1");
+        assert_eq!(v["remainingNetworks"][0]["name"], "net-b");
+    }
+}

@@ -1,0 +1,121 @@
+//! The validate view (`validate`): per state file, `valid` or every problem
+//! as `file:line:col: message`. JSON: per file its path, whether it is valid,
+//! and each problem's position, message and full text. A path or message
+//! quoting the file's own text is escaped in human output (multi-line
+//! messages keep their own line breaks) and exact in JSON.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::render::{json, Format};
+use crate::state::StateError;
+use crate::text::{escape, escape_lines};
+
+/// `validate`'s answer: per file, valid or every problem (file:line:col).
+pub(crate) fn validation(results: &[(PathBuf, Vec<StateError>)], format: Format) -> String {
+    if format == Format::Json {
+        let files: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(path, problems)| {
+                serde_json::json!({
+                    "path": path.display().to_string(),
+                    "valid": problems.is_empty(),
+                    "problems": problems.iter().map(|p| {
+                        let (line, column) = match p.at {
+                            Some((l, c)) => (Some(l), Some(c)),
+                            None => (None, None),
+                        };
+                        serde_json::json!({
+                            "line": line,
+                            "column": column,
+                            "message": p.kind.to_string(),
+                            "text": p.to_string(),
+                        })
+                    }).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let valid = results.iter().all(|(_, p)| p.is_empty());
+        return json(&serde_json::json!({ "valid": valid, "files": files }));
+    }
+    let mut out = String::new();
+    for (path, problems) in results {
+        if problems.is_empty() {
+            let _ = writeln!(out, "{}: valid", escape(&path.display().to_string()));
+        }
+        for p in problems {
+            // `StateError`'s own form, `path:line:col: message`, with the path
+            // escaped whole (a file name may hold a line break) and the
+            // message's own line breaks kept.
+            let at = p.at.map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{}{at}: {}",
+                escape(&p.path.display().to_string()),
+                escape_lines(&p.kind.to_string())
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::StateErrorKind;
+
+    fn results() -> Vec<(PathBuf, Vec<StateError>)> {
+        let evil = PathBuf::from("st\u{1b}[2Jate\n\u{202e}.toml");
+        vec![
+            (PathBuf::from("state/sandboxes.toml"), vec![]),
+            (
+                PathBuf::from("bad.toml"),
+                vec![StateError {
+                    path: PathBuf::from("bad.toml"),
+                    at: Some((5, 9)),
+                    kind: StateErrorKind::NotFound,
+                }],
+            ),
+            (
+                evil.clone(),
+                vec![StateError {
+                    path: evil,
+                    at: None,
+                    kind: StateErrorKind::NotAFile,
+                }],
+            ),
+        ]
+    }
+
+    #[test]
+    fn valid_files_and_problems_hostile_paths_escaped() {
+        let human = validation(&results(), Format::Human);
+        insta::assert_snapshot!(human, @r"
+        state/sandboxes.toml: valid
+        bad.toml:5:9: state file does not exist; check the path given with --state or SANDBOXCTL_STATE (without either, state/sandboxes.toml is used if it exists)
+        st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a .toml file
+        ");
+        assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
+    }
+
+    #[test]
+    fn json_has_exact_paths_and_positions() {
+        let v: serde_json::Value =
+            serde_json::from_str(&validation(&results(), Format::Json)).unwrap();
+        assert_eq!(v["valid"], false);
+        assert_eq!(v["files"][1]["problems"][0]["line"], 5);
+        assert_eq!(v["files"][1]["problems"][0]["column"], 9);
+        assert_eq!(v["files"][0]["valid"], true);
+        assert_eq!(v["files"][2]["path"], "st\u{1b}[2Jate\n\u{202e}.toml");
+        let problem = &v["files"][2]["problems"][0];
+        assert_eq!(problem["line"], serde_json::Value::Null);
+        assert_eq!(
+            problem["message"],
+            "is a directory, not a state file; give the path of a .toml file"
+        );
+        assert_eq!(
+            problem["text"],
+            "st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a .toml file"
+        );
+    }
+}
