@@ -11,6 +11,7 @@ mod engines_harness;
 mod explain;
 mod faults;
 mod graph;
+mod layers;
 mod matrix;
 mod networks;
 mod operator;

@@ -352,44 +352,6 @@ mod tests {
         assert_eq!(k.to_string(), "ci-1:network/abc");
     }
 
-    /// The layering rule, checked: the model, the planner and the walker
-    /// import nothing from `render`; the model and the planner's core
-    /// nothing from tokio (the inventory listing may: it calls engines).
-    #[test]
-    fn the_core_imports_neither_render_nor_tokio() {
-        let code = |text: &'static str| -> Vec<&'static str> {
-            text.lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect()
-        };
-        let files: [(&str, &str, bool); 9] = [
-            ("model/mod.rs", include_str!("mod.rs"), true),
-            ("model/by_kind.rs", include_str!("by_kind.rs"), true),
-            ("model/error.rs", include_str!("error.rs"), true),
-            ("model/outcome.rs", include_str!("outcome.rs"), true),
-            ("model/reason.rs", include_str!("reason.rs"), true),
-            ("plan/mod.rs", include_str!("../plan/mod.rs"), true),
-            ("plan/explain.rs", include_str!("../plan/explain.rs"), true),
-            (
-                "plan/inventory.rs",
-                include_str!("../plan/inventory.rs"),
-                false,
-            ),
-            ("exec/walk.rs", include_str!("../exec/walk.rs"), false),
-        ];
-        let render = ["crate", "::render"].concat();
-        let tokio = ["tokio", "::"].concat();
-        for (name, text, no_tokio) in files {
-            for line in code(text) {
-                assert!(!line.contains(&render), "{name} imports render: {line}");
-                assert!(
-                    !(no_tokio && line.contains(&tokio)),
-                    "{name} uses tokio: {line}"
-                );
-            }
-        }
-    }
-
     #[test]
     fn short_id_never_splits_a_character() {
         assert_eq!(short_id("sha256:0123456789abcdef"), "0123456789ab");

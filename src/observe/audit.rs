@@ -191,14 +191,6 @@ impl AuditLog {
         file.flush().map_err(|source| self.write_error(source))
     }
 
-    /// Asks the system to put the lines written so far on disk (`fdatasync`).
-    /// Not done per line: call it at the end of a run or cycle.
-    pub fn sync(&self) -> Result<(), AuditError> {
-        self.file
-            .sync_data()
-            .map_err(|source| self.write_error(source))
-    }
-
     fn write_error(&self, source: io::Error) -> AuditError {
         AuditError::Write {
             path: self.path.clone(),
