@@ -841,9 +841,9 @@ pub fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
+    use crate::engine::memory::{FaultAction, MemoryEngine, Op};
     use crate::engine::{EngineError, ErrorKind};
-    use crate::model::{Kind, Labels};
+    use crate::model::Kind;
     use clap::Parser;
 
     /// Everything printed, kept.
@@ -862,24 +862,8 @@ mod tests {
         }
     }
 
-    fn managed(box_id: &str) -> Labels {
-        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
-        Arc::new(
-            MemoryEngine::new(World {
-                containers: boxes
-                    .iter()
-                    .map(|b| ContainerInfo::new(&format!("{name}-{b}"), b, managed(b)))
-                    .collect(),
-                ..World::default()
-            })
-            .named(name),
-        )
+        Arc::new(MemoryEngine::with_boxes(name, boxes))
     }
 
     /// A config for `argv` (after the program name) with a state file of `state`.

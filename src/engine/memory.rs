@@ -160,6 +160,14 @@ impl NetworkInfo {
     }
 }
 
+/// A managed box's labels: `ca.sandbox=1` and `ca.sandbox.id=<box>`.
+pub fn box_labels(box_id: &str) -> Labels {
+    [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// The objects an in-memory engine holds. Deserializes from a fixture file:
 /// `[[container]]`, `[[volume]]`, `[[network]]` and `[[image]]` tables.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -259,6 +267,19 @@ impl MemoryEngine {
             ignore_filters: true,
             ..MemoryEngine::new(world)
         }
+    }
+
+    /// An engine named `name` holding one created container per box,
+    /// `<name>-<box>`, labeled as that box's (see [`box_labels`]).
+    pub fn with_boxes(name: &str, boxes: &[&str]) -> Self {
+        MemoryEngine::new(World {
+            containers: boxes
+                .iter()
+                .map(|b| ContainerInfo::new(&format!("{name}-{b}"), b, box_labels(b)))
+                .collect(),
+            ..World::default()
+        })
+        .named(name)
     }
 
     /// The same engine under another name (a fleet entry's).

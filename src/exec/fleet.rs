@@ -394,30 +394,14 @@ pub async fn reconcile_saved_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, World};
+    use crate::engine::memory::{box_labels, ContainerInfo, FaultAction, MemoryEngine, Op};
     use crate::engine::{EngineError, ErrorKind};
     use crate::exec::event::Silent;
-    use crate::model::{Kind, Labels};
+    use crate::model::Kind;
     use crate::plan::DeclaredBox;
 
-    fn managed(box_id: &str) -> Labels {
-        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
-        Arc::new(
-            MemoryEngine::new(World {
-                containers: boxes
-                    .iter()
-                    .map(|b| ContainerInfo::new(&format!("{name}-{b}"), b, managed(b)))
-                    .collect(),
-                ..World::default()
-            })
-            .named(name),
-        )
+        Arc::new(MemoryEngine::with_boxes(name, boxes))
     }
 
     #[tokio::test]
@@ -506,7 +490,7 @@ mod tests {
         saved.validate().unwrap();
         b.change(|w| {
             w.containers
-                .push(ContainerInfo::new("b-z", "z", managed("z")))
+                .push(ContainerInfo::new("b-z", "z", box_labels("z")))
         });
         let report = reconcile_saved_all(
             &engines,

@@ -154,11 +154,13 @@ pub fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World};
+    use crate::engine::memory::{
+        box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
+    };
     use crate::engine::{EngineError, ErrorKind};
     use crate::exec::apply::Outcome;
     use crate::exec::event::Silent;
-    use crate::model::{Kind, Labels};
+    use crate::model::Kind;
     use crate::plan::DeclaredBox;
 
     const NOW: i64 = 1_800_000_000;
@@ -169,21 +171,14 @@ mod tests {
         token
     }
 
-    fn managed(box_id: &str) -> Labels {
-        [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     fn world() -> World {
-        let mut c = ContainerInfo::new("c1", "sbx-a", managed("a"));
+        let mut c = ContainerInfo::new("c1", "sbx-a", box_labels("a"));
         c.mounts.insert("va".into());
         World {
             containers: vec![c],
             volumes: vec![VolumeInfo {
                 name: "va".into(),
-                labels: managed("a"),
+                labels: box_labels("a"),
                 created_at: None,
             }],
             ..World::default()
@@ -247,7 +242,7 @@ mod tests {
         let other = MemoryEngine::new({
             let mut w = world();
             w.containers
-                .push(ContainerInfo::new("c2", "sbx-b", managed("b")));
+                .push(ContainerInfo::new("c2", "sbx-b", box_labels("b")));
             w
         });
         let stale = reconcile_saved(
