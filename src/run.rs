@@ -429,10 +429,15 @@ impl Run<'_> {
                 }
             }
         }
+        let addresses: Vec<(String, String)> = self
+            .engines
+            .iter()
+            .map(|e| (e.name().to_string(), e.endpoint().to_string()))
+            .collect();
         sink.err(&render::watch_started(
             config.format,
             &log_time(),
-            self.endpoints,
+            &addresses,
             *grace,
             bound_addr,
         ));

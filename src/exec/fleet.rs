@@ -326,7 +326,7 @@ pub async fn reconcile_saved_all(
         detail,
     };
     let remake = format!(
-        "make a new plan with `sandboxctl plan --out {}`",
+        "Make a new plan with `sandboxctl plan --out {}`",
         path.display()
     );
     let part = |e: &dyn Engine| saved.engines.iter().find(|p| p.engine == e.name());
@@ -336,12 +336,12 @@ pub async fn reconcile_saved_all(
                 .await
                 .map_err(|early| match early {
                     Early::Listing(_) => PartError::Early(early),
-                    other => plan_file(format!("{other}; {remake}")).into(),
+                    other => plan_file(format!("{other}. {remake}")).into(),
                 }),
             None => {
                 let has: Vec<&str> = saved.engines.iter().map(|p| p.engine.as_str()).collect();
                 Err(plan_file(format!(
-                    "it has no part for engine {} (it has: {}); nothing was removed; {remake}",
+                    "it has no part for engine {} (it has: {}); nothing was removed. {remake}",
                     e.name(),
                     has.join(", ")
                 ))
@@ -371,7 +371,7 @@ pub async fn reconcile_saved_all(
             match (&checks[i], part(e)) {
                 (Err(error), _) => Err(error.clone()),
                 (Ok(()), _) if !stale.is_empty() => Err(plan_file(format!(
-                    "nothing was removed on any engine because the plan is stale on {}; {remake}",
+                    "nothing was removed on any engine because the plan is stale on {}. {remake}",
                     stale.join(", ")
                 ))
                 .into()),

@@ -17,12 +17,25 @@ use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan};
 
 /// A listing that failed. Nothing is planned from a partial inventory.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("could not list {what}: {error}")]
+#[derive(Debug, Clone)]
 pub struct InventoryError {
     pub what: &'static str,
     pub error: EngineError,
 }
+
+impl std::fmt::Display for InventoryError {
+    /// An engine that cannot be reached is said as such (whichever listing
+    /// noticed first); any other failure names the listing.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.error.is_unreachable() {
+            write!(f, "{}", self.error)
+        } else {
+            write!(f, "could not list {}: {}", self.what, self.error)
+        }
+    }
+}
+
+impl std::error::Error for InventoryError {}
 
 /// How many containers are inspected at once.
 const INSPECT_CONCURRENCY: usize = 8;
