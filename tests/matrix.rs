@@ -35,9 +35,11 @@
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.
 //!
-//! Results (`ok`: every check holds). The real slice before the lead's fix
-//! (main at d7627da) and after merging it (main at d440e7c, `run::run_on`;
-//! the same at 06abc77):
+//! Results (`ok`: every check holds). The real slice before the one run path
+//! (main at d7627da), after it (d440e7c, `run::run_on`; the same at 06abc77),
+//! and since a saved fleet plan lets an engine that cannot be listed fail its
+//! part alone (55552a0; only a stale, edited or missing part refuses the
+//! whole plan):
 //!
 //! | real cell: command / shape / fault               | before the fix                                                                                   | after |
 //! |--------------------------------------------------|--------------------------------------------------------------------------------------------------|-------|
@@ -45,7 +47,7 @@
 //! | apply / fleet of two / unreachable               | ok                                                                                               | ok    |
 //! | apply / fleet of one / listing images fails      | ok                                                                                               | ok    |
 //! | apply / fleet of two / verification listing      | ok                                                                                               | ok    |
-//! | apply FILE / fleet of two / listing containers   | FAILS: the saved fleet plan is refused whole as "stale on faulty" (its listing failed); healthy untouched, its refusal filed under healthy | FAILS (same) |
+//! | apply FILE / fleet of two / listing containers   | FAILS: the saved fleet plan is refused whole as "stale on faulty" (its listing failed); healthy untouched, its refusal filed under healthy | FAILS (same); ok since 55552a0 |
 //! | apply FILE / one / an inspect fails              | ok                                                                                               | ok    |
 //! | destroy ID / fleet of two / a removal fails      | ok                                                                                               | ok    |
 //! | destroy ID / fleet of one / connection lost      | ok                                                                                               | ok    |
@@ -58,12 +60,12 @@
 //! | watch / fleet of two / unreachable               | FAILS: final report `converged: true`, no failure; /healthz 200 while faulty fails every cycle   | ok    |
 //!
 //! In memory (only since the fix: it runs through `run::run_on`), at d440e7c
-//! and 06abc77, 174 of 180 cells hold:
+//! and 06abc77, 174 of 180 cells hold; since 55552a0, all 180:
 //!
 //! | command         | one engine | fleet of one | fleet of two |
 //! |-----------------|------------|--------------|--------------|
 //! | apply           | 10/10      | 10/10        | 10/10        |
-//! | apply FILE      | 10/10      | 10/10        | 4/10: unreachable, the four listings and deadline FAIL (the saved fleet plan is refused whole; healthy untouched) |
+//! | apply FILE      | 10/10      | 10/10        | 4/10: unreachable, the four listings and deadline FAIL (the saved fleet plan is refused whole; healthy untouched); 10/10 since 55552a0 |
 //! | destroy ID      | 10/10      | 10/10        | 10/10        |
 //! | destroy --prune | 10/10      | 10/10        | 10/10        |
 //! | watch --once    | 10/10      | 10/10        | 10/10        |
