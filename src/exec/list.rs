@@ -20,8 +20,8 @@ use crate::plan::{Goal, Plan};
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("could not list {what}: {error}")]
 pub struct InventoryError {
-    pub what: &'static str,
-    pub error: EngineError,
+    what: &'static str,
+    error: EngineError,
 }
 
 /// How many containers are inspected at once.
@@ -81,7 +81,7 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
 /// named in `managed`, for the namespaces they share, and gives the answers
 /// to the inventory. A container gone meanwhile is skipped; any other failure
 /// fails the whole step (nothing may be removed on a guess).
-pub async fn inspect_joins(
+async fn inspect_joins(
     engine: &dyn Engine,
     inventory: &mut Inventory,
     managed: &[ObjectKey],
