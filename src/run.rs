@@ -44,7 +44,7 @@ pub trait Sink {
 }
 
 /// The process's own stdout and stderr.
-pub struct Terminal;
+struct Terminal;
 
 impl Sink for Terminal {
     fn out(&mut self, text: &str) {
@@ -828,7 +828,7 @@ fn fail(
 }
 
 /// `validate`: every problem of every file, no engine call.
-pub fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit {
+fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit {
     let results: Vec<(PathBuf, Vec<crate::state::StateError>)> = files
         .iter()
         .map(|f| {

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 /// Control characters and invisible formatting characters (bidi overrides,
 /// zero-width characters, BOM, line and paragraph separators) that must never
 /// reach a terminal unescaped.
-pub fn is_hidden(c: char) -> bool {
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(c,
             '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
@@ -18,7 +18,7 @@ pub fn is_hidden(c: char) -> bool {
 }
 
 /// `\n`, `\t`, `\u{1b}`, `\u{202e}`: a hidden character in escaped form.
-pub fn escape_char(c: char, out: &mut String) {
+fn escape_char(c: char, out: &mut String) {
     match c {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
@@ -29,7 +29,7 @@ pub fn escape_char(c: char, out: &mut String) {
 
 /// `text` with every hidden character escaped (and the backslash itself, so an
 /// escape cannot be forged); unchanged (borrowed) when there is none.
-pub fn escape(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
     // Printable ASCII but the backslash (the common case) needs no escape.
     let printable = |b: u8| (b' '..=b'~').contains(&b) && b != b'\\';
     if text.bytes().all(printable) || !text.chars().any(|c| is_hidden(c) || c == '\\') {
@@ -47,7 +47,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 }
 
 /// `text` escaped, then cut to at most `max` characters with an ellipsis.
-pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn clip(text: &str, max: usize) -> Cow<'_, str> {
     let escaped = escape(text);
     // No more bytes than `max` means no more characters either.
     if escaped.len() <= max || escaped.chars().count() <= max {
@@ -60,7 +60,7 @@ pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
 
 /// Escapes every line of a multi-line message we wrote ourselves, keeping its
 /// own line breaks and escaping everything else.
-pub fn escape_lines(text: &str) -> String {
+pub(crate) fn escape_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {

@@ -18,7 +18,7 @@ use crate::state::{DesiredState, Expiry, DEFAULT_STATE_PATH};
 
 /// What to do, fully resolved.
 #[derive(Debug, Clone)]
-pub enum Job {
+pub(crate) enum Job {
     /// Show the plan; save it to `out`; exit 2 on pending changes when `detailed`.
     Plan {
         goal: Goal,
@@ -56,40 +56,40 @@ pub enum Job {
 /// One invocation, resolved.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub job: Job,
+    pub(crate) job: Job,
     /// The state file the goal came from, for messages (`path:line`).
-    pub state: Option<PathBuf>,
-    pub scope: Scope,
-    pub format: Format,
+    pub(crate) state: Option<PathBuf>,
+    pub(crate) scope: Scope,
+    pub(crate) format: Format,
     /// The engines of this run, never empty (a single engine is a fleet of
     /// one): the state file's `[[engine]]` tables narrowed by `--engine`, or
     /// else the one engine resolved as the docker CLI does (flags,
     /// DOCKER_HOST, DOCKER_CONTEXT, the config file's current context, the
     /// default socket), named `default`.
-    pub engines: Vec<EngineTarget>,
+    pub(crate) engines: Vec<EngineTarget>,
     /// True when the state file names the engines (`[[engine]]`): the output
     /// is laid out per engine, even for one.
-    pub fleet: bool,
+    pub(crate) fleet: bool,
     /// Removals in flight on any one engine of a fleet.
-    pub engine_parallelism: usize,
-    pub timeout: Duration,
-    pub parallelism: usize,
+    pub(crate) engine_parallelism: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) parallelism: usize,
     /// `--audit FILE`.
-    pub audit: Option<PathBuf>,
+    pub(crate) audit: Option<PathBuf>,
     /// The clock, read once: plans are judged at this time (Unix seconds).
-    pub now: i64,
+    pub(crate) now: i64,
 }
 
 /// One engine of a fleet: its name in the state file and where it is.
 #[derive(Debug, Clone)]
-pub struct EngineTarget {
-    pub name: String,
-    pub endpoint: Endpoint,
+pub(crate) struct EngineTarget {
+    pub(crate) name: String,
+    pub(crate) endpoint: Endpoint,
 }
 
 /// Errors of resolving an invocation that are not the state file's own.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+enum ConfigError {
     /// `plan` and `apply` need a state file and none was found at the default path.
     #[error("no state file at {DEFAULT_STATE_PATH}; pass --state PATH (or set SANDBOXCTL_STATE), or use `destroy --prune` to reclaim every leaked object")]
     NoStateFile,
@@ -130,7 +130,7 @@ pub fn now() -> i64 {
 impl Config {
     /// True for commands that end with a report (so a failure before it still
     /// prints one in JSON mode).
-    pub fn reports(&self) -> bool {
+    pub(crate) fn reports(&self) -> bool {
         matches!(
             self.job,
             Job::Converge { .. } | Job::ApplySaved { .. } | Job::Watch { .. }
@@ -313,7 +313,7 @@ pub fn reconcile(desired: &DesiredState, grace: Option<Duration>) -> Goal {
 }
 
 /// The file's scope labels plus `--scope`; a key with two values is an error.
-pub fn scope_of(cli: &Labels, desired: &DesiredState) -> Result<Scope, ConfigError> {
+fn scope_of(cli: &Labels, desired: &DesiredState) -> Result<Scope, ConfigError> {
     let mut labels: Labels = desired.scope.clone();
     for (k, v) in cli {
         if let Some(file) = labels.get(k).filter(|f| *f != v) {
@@ -340,7 +340,7 @@ struct Seen {
 /// The state file as `watch` follows it: looked at every poll, loaded again
 /// when its contents change. A file that does not validate (or drops the
 /// grace period `watch` needs) is reported and the last good state stays.
-pub struct StateFile {
+pub(crate) struct StateFile {
     path: PathBuf,
     cli_scope: Labels,
     grace_flag: Option<Duration>,
@@ -349,7 +349,7 @@ pub struct StateFile {
 
 impl StateFile {
     /// Follows `path`, whose current contents are already in force.
-    pub fn new(path: PathBuf, cli_scope: Labels, grace_flag: Option<Duration>) -> Self {
+    pub(crate) fn new(path: PathBuf, cli_scope: Labels, grace_flag: Option<Duration>) -> Self {
         let mut file = StateFile {
             path,
             cli_scope,

@@ -31,7 +31,7 @@ impl Exit {
 
     /// The one decision: interrupted before failed before pending. A run
     /// whose audit log could not be written did not fully succeed.
-    pub fn of(verdict: Verdict) -> Exit {
+    pub(crate) fn of(verdict: Verdict) -> Exit {
         if verdict.interrupted {
             Exit::Interrupted
         } else if verdict.failed {

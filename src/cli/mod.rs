@@ -6,7 +6,7 @@
 
 pub mod config;
 pub mod exit;
-pub mod operator;
+pub(crate) mod operator;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,48 +26,48 @@ use crate::state::{check_box_id, parse_label_arg};
 pub struct Cli {
     /// The desired-state file [default: state/sandboxes.toml, if it exists].
     #[arg(long, global = true, env = "SANDBOXCTL_STATE", value_name = "PATH")]
-    pub state: Option<PathBuf>,
+    state: Option<PathBuf>,
 
     /// Manage only objects that also carry this label (repeatable; added to the file's [scope]).
     #[arg(long = "scope", global = true, value_name = "KEY=VALUE", value_parser = parse_label_arg)]
-    pub scope: Vec<(String, String)>,
+    scope: Vec<(String, String)>,
 
     /// Output format: human or json; dot or mermaid for `graph` [default: human; dot for graph].
     #[arg(long, global = true, value_enum)]
-    pub format: Option<Format>,
+    format: Option<Format>,
 
     /// The engine's address (unix://, tcp://, https://, ssh://user@host), as docker's -H.
     #[arg(short = 'H', long, global = true, value_name = "URL")]
-    pub host: Option<String>,
+    host: Option<String>,
 
     /// A saved Docker context (`docker context ls`) naming the engine.
     #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
+    context: Option<String>,
 
     /// Work on this engine of the state file's [[engine]] fleet only (repeatable).
     #[arg(long = "engine", global = true, value_name = "NAME")]
-    pub engines: Vec<String>,
+    engines: Vec<String>,
 
     /// Removals in flight on any one engine of a fleet [default: --parallelism].
     #[arg(long, global = true, value_name = "N", value_parser = parse_parallelism)]
-    pub engine_parallelism: Option<usize>,
+    engine_parallelism: Option<usize>,
 
     /// Leave undeclared objects younger than this alone (30s, 10m, 8h, 2d);
     /// overrides [policy] grace. Default 0 (watch requires one).
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
-    pub grace: Option<Duration>,
+    grace: Option<Duration>,
 
     /// Deadline for each engine call, in seconds.
     #[arg(long, global = true, env = "SANDBOXCTL_TIMEOUT", value_name = "SECS",
           default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
+    timeout: u64,
 
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 #[derive(Debug, Clone, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show what apply would remove, kept objects and retained images; change nothing.
     Plan {
         /// Exit 0 when there is nothing to do, 2 when changes are pending, 1 on error.
@@ -170,28 +170,28 @@ pub enum Command {
 #[derive(Debug, Clone)]
 pub struct Args {
     /// `--engine` (repeatable).
-    pub engines: Vec<String>,
+    engines: Vec<String>,
     /// `--engine-parallelism`.
-    pub engine_parallelism: Option<usize>,
+    engine_parallelism: Option<usize>,
     /// `--parallelism` of apply, destroy or watch.
-    pub parallelism: Option<usize>,
+    parallelism: Option<usize>,
     /// `--grace`.
-    pub grace: Option<Duration>,
+    grace: Option<Duration>,
     /// `--host`.
-    pub host: Option<String>,
+    host: Option<String>,
     /// `--context`.
-    pub context: Option<String>,
+    context: Option<String>,
     /// `Some` when given by `--state` or `SANDBOXCTL_STATE`: then it must exist.
-    pub state: Option<PathBuf>,
+    pub(crate) state: Option<PathBuf>,
     /// Scope labels from `--scope`.
-    pub scope: Labels,
-    pub format: Format,
-    pub timeout: Duration,
-    pub command: Command,
+    scope: Labels,
+    pub(crate) format: Format,
+    timeout: Duration,
+    pub(crate) command: Command,
 }
 
 /// A duration like `30s`, `10m`, `8h`, `2d` (a bare number is refused: say the unit).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::state::parse_duration(s)
 }
 

@@ -26,7 +26,7 @@ const BIN_NAME: &str = "sandboxctl";
 /// The script is generated in memory first: `clap_complete` panics on a write
 /// error, so only the final copy to `out` may fail, and it fails as an
 /// `io::Error` the caller can tell apart (e.g. `BrokenPipe`).
-pub fn completions(shell: Shell, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn completions(shell: Shell, out: &mut dyn Write) -> io::Result<()> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut script);
     out.write_all(&script)?;
@@ -37,7 +37,7 @@ pub fn completions(shell: Shell, out: &mut dyn Write) -> io::Result<()> {
 /// description, global options, then every subcommand with its synopsis,
 /// description and options, then exit status, environment, files, safety and
 /// version. One self-contained page: it refers to no other page.
-pub fn man(out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn man(out: &mut dyn Write) -> io::Result<()> {
     let cmd = Cli::command();
     let page = clap_mangen::Man::new(cmd.clone())
         .title(BIN_NAME.to_uppercase())
@@ -148,7 +148,7 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
 /// Runs `write` against standard output and maps the result to an exit:
 /// success, or a closed pipe (the reader has all it wanted) is `Success`
 /// with nothing on stderr; any other write error is reported and `Failure`.
-pub fn emit(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Exit {
+pub(crate) fn emit(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Exit {
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match write(&mut out) {

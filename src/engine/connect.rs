@@ -48,7 +48,7 @@ pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<Docker, String>
 /// [`connect`], also returning what the engine's `/version` said (its
 /// components name Podman). One `/version` call serves the negotiation and the
 /// caller: the API version is the lower of the engine's and bollard's.
-pub async fn connect_versioned(
+pub(crate) async fn connect_versioned(
     ep: &Endpoint,
     timeout: Duration,
 ) -> Result<(Docker, SystemVersion), String> {
@@ -94,14 +94,14 @@ fn parse_api_version(text: &str) -> Option<ClientVersion> {
 
 /// `timeout` in whole seconds, rounded up, at least 1 (bollard stores whole
 /// seconds and treats 0 as "fail at once").
-pub fn whole_seconds(timeout: Duration) -> u64 {
+pub(crate) fn whole_seconds(timeout: Duration) -> u64 {
     let secs = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
     secs.max(1)
 }
 
 /// Adds `/v{major}.{minor}` to the request's path unless it already starts
 /// with a version (a bollard that fixed upstream issue 736 adds it itself).
-pub fn with_version_prefix(mut req: BollardRequest, version: &ClientVersion) -> BollardRequest {
+fn with_version_prefix(mut req: BollardRequest, version: &ClientVersion) -> BollardRequest {
     let target = req
         .uri()
         .path_and_query()
@@ -261,7 +261,7 @@ fn read_pem(path: &Path, what: &str) -> Result<String, String> {
 /// `user@host:port` to `ssh` as a host name (the port is not split off), so an
 /// address with a port is refused here with a workaround instead of failing
 /// obscurely on every request.
-pub fn ssh_address(host: &str) -> Result<String, String> {
+fn ssh_address(host: &str) -> Result<String, String> {
     let rest = &host["ssh://".len().min(host.len())..];
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() {

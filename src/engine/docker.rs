@@ -54,7 +54,7 @@ pub struct DockerEngine {
 }
 
 /// Requests in flight at once over `ssh://` (see `DockerEngine::requests`).
-pub const SSH_REQUESTS: usize = 2;
+const SSH_REQUESTS: usize = 2;
 /// Tries of a request whose ssh connection was refused before it reached the engine.
 const SSH_ATTEMPTS: u64 = 4;
 
@@ -64,7 +64,7 @@ impl DockerEngine {
     /// carries its `/vX.Y` prefix) and learns whether the engine is Podman.
     /// Every later call is bounded by `timeout`. Any failure here is
     /// `ErrorKind::Unreachable` naming the endpoint.
-    pub async fn connect(
+    pub(crate) async fn connect(
         ep: &Endpoint,
         name: &str,
         timeout: Duration,
@@ -121,26 +121,10 @@ impl DockerEngine {
         Self::connect(&ep, crate::model::DEFAULT_ENGINE, timeout).await
     }
 
-    /// The same engine under another name (a fleet entry's).
-    pub fn named(mut self, name: &str) -> Self {
-        self.name = name.to_string();
-        self
-    }
-
     /// The Engine API version in use after negotiation, e.g. `1.41`.
     pub fn api_version(&self) -> String {
         let v = self.docker.client_version();
         format!("{}.{}", v.major_version, v.minor_version)
-    }
-
-    /// True when the engine said it is Podman.
-    pub fn is_podman(&self) -> bool {
-        self.podman
-    }
-
-    /// The deadline every call is bounded by.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// Runs one bollard call under the deadline and maps its error.
@@ -475,7 +459,7 @@ fn labels_from(labels: Option<HashMap<String, String>>) -> Labels {
 
 /// Parses an engine timestamp (RFC 3339, UTC or with an offset, any fraction)
 /// into Unix seconds.
-pub fn parse_time(text: &str) -> Option<i64> {
+pub(crate) fn parse_time(text: &str) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() || text.starts_with("0001-01-01") {
         return None;

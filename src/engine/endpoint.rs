@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 pub const DEFAULT_HOST: &str = "unix:///var/run/docker.sock";
 
 /// The name of the context that stands for `DOCKER_HOST` or the default socket.
-pub const DEFAULT_CONTEXT: &str = "default";
+const DEFAULT_CONTEXT: &str = "default";
 
 /// Everything [`resolve`] reads: the two flags and the environment values,
 /// captured once. Empty strings count as unset, as in the docker CLI.
@@ -49,7 +49,7 @@ pub struct EndpointInput {
 
 impl EndpointInput {
     /// The flags as given plus the process environment, read once.
-    pub fn from_process(context_flag: Option<String>, host_flag: Option<String>) -> Self {
+    pub(crate) fn from_process(context_flag: Option<String>, host_flag: Option<String>) -> Self {
         let var = |name: &str| std::env::var(name).ok();
         let path = |name: &str| std::env::var_os(name).map(PathBuf::from);
         EndpointInput {
@@ -67,7 +67,7 @@ impl EndpointInput {
 
     /// The Docker config folder: `DOCKER_CONFIG`, else `$HOME/.docker`; `None`
     /// when neither is set.
-    pub fn config_dir(&self) -> Option<PathBuf> {
+    fn config_dir(&self) -> Option<PathBuf> {
         nonempty_path(&self.docker_config)
             .map(Path::to_path_buf)
             .or_else(|| nonempty_path(&self.home).map(|h| h.join(".docker")))
@@ -78,7 +78,7 @@ impl EndpointInput {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// `unix:///path`, `tcp://host:port`, `http://…`, `https://…` or `ssh://[user@]host[:port]`.
-    pub host: String,
+    pub(crate) host: String,
     /// TLS settings; `None` means plain (or ssh/unix, which need none).
     pub tls: Option<Tls>,
     /// What chose this engine, for messages.
@@ -91,14 +91,14 @@ pub struct Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tls {
     /// CA certificates to trust (besides the system's); `None`: the system's only.
-    pub ca: Option<PathBuf>,
+    pub(crate) ca: Option<PathBuf>,
     /// Client certificate.
-    pub cert: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
     /// Client private key.
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// Verify the server's certificate (false for `DOCKER_TLS` without
     /// `DOCKER_TLS_VERIFY`, or a context with `SkipTLSVerify`).
-    pub verify: bool,
+    pub(crate) verify: bool,
 }
 
 /// What chose the engine, in the docker CLI's order of precedence.
@@ -214,7 +214,7 @@ pub fn resolve(input: &EndpointInput) -> Result<Endpoint, EndpointError> {
 /// `contexts/meta/<sha256 hex of NAME>/meta.json` in the config folder, with the
 /// TLS material in `contexts/tls/<sha256 hex>/docker/{ca,cert,key}.pem` used
 /// when present. `chosen_by` says what named the context, for messages.
-pub fn resolve_named_context(
+pub(crate) fn resolve_named_context(
     name: &str,
     input: &EndpointInput,
     chosen_by: ChosenBy,
@@ -292,7 +292,7 @@ pub fn resolve_named_context(
 /// (unverified) is non-empty, with `ca.pem` required and `cert.pem`/`key.pem`
 /// used when present in `DOCKER_CERT_PATH`, else the config folder. An
 /// `https://` host means TLS too (verified; the files are used when present).
-pub fn resolve_host(
+pub(crate) fn resolve_host(
     host: &str,
     input: &EndpointInput,
     chosen_by: ChosenBy,

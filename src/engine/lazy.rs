@@ -48,12 +48,12 @@ impl Shared {
 }
 
 /// A Docker engine reached lazily (see the module header).
-pub struct LazyEngine {
+pub(crate) struct LazyEngine {
     shared: Arc<Shared>,
 }
 
 impl LazyEngine {
-    pub fn new(name: &str, endpoint: Endpoint, timeout: Duration) -> Self {
+    pub(crate) fn new(name: &str, endpoint: Endpoint, timeout: Duration) -> Self {
         LazyEngine {
             shared: Arc::new(Shared {
                 name: name.to_string(),
@@ -62,11 +62,6 @@ impl LazyEngine {
                 connected: Mutex::new(None),
             }),
         }
-    }
-
-    /// The resolved endpoint, for messages.
-    pub fn endpoint_info(&self) -> &Endpoint {
-        &self.shared.endpoint
     }
 }
 

@@ -324,7 +324,7 @@ impl MemoryEngine {
     }
 
     /// Sends `event` to every open event stream.
-    pub fn emit(&self, event: Result<Event, EngineError>) {
+    fn emit(&self, event: Result<Event, EngineError>) {
         self.followers
             .lock()
             .unwrap()
@@ -332,13 +332,8 @@ impl MemoryEngine {
     }
 
     /// Ends every open event stream, as a dropped connection does.
-    pub fn cut_events(&self) {
+    fn cut_events(&self) {
         self.followers.lock().unwrap().clear();
-    }
-
-    /// Changes the world, as another actor does (no event is sent).
-    pub fn change(&self, f: impl FnOnce(&mut World)) {
-        f(&mut self.world.lock().unwrap());
     }
 
     /// The world as it is now.

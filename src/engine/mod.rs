@@ -20,7 +20,7 @@ pub use crate::model::{EngineError, ErrorKind};
 pub mod connect;
 pub mod docker;
 pub mod endpoint;
-pub mod lazy;
+pub(crate) mod lazy;
 pub mod memory;
 
 /// A container engine as sandboxctl needs it. Implemented by the bollard engine
@@ -67,9 +67,9 @@ pub trait Engine: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// The kind of object, when it is one sandboxctl manages.
-    pub kind: Option<Kind>,
+    kind: Option<Kind>,
     /// `create`, `destroy`, `die`, `connect`, ...
-    pub action: String,
+    action: String,
     /// The object's ID (a volume's name).
-    pub id: String,
+    id: String,
 }

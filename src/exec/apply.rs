@@ -25,7 +25,7 @@ use crate::plan::{Plan, Step};
 /// 20.10 (`scripts/bench-teardown.sh`, README): 12 was fastest at 50 and 200
 /// boxes; past 16 the daemon only queues, and each removal in flight holds a
 /// connection (one file descriptor).
-pub const DEFAULT_PARALLELISM: usize = 12;
+pub(crate) const DEFAULT_PARALLELISM: usize = 12;
 
 /// How apply runs.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ impl Default for ApplyOptions {
 
 /// What to do after an engine error on a removal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next {
+enum Next {
     /// The step is over, with this outcome.
     Done(Outcome),
     /// Another actor is removing it: done only once the engine no longer knows it.
@@ -65,7 +65,7 @@ pub enum Next {
 /// removal by another actor is waited out (its volumes may go only once it is
 /// really gone); anything else (in use, refused, unreachable, timeout) fails
 /// the step, which skips everything downstream of it. Nothing is retried or forced.
-pub fn next(_kind: Kind, err: &EngineError) -> Next {
+fn next(_kind: Kind, err: &EngineError) -> Next {
     match err.kind {
         ErrorKind::NotFound { .. } => Next::Done(Outcome::AlreadyGone),
         ErrorKind::InProgress { .. } => Next::WaitUntilGone,

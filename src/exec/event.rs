@@ -25,7 +25,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Trigger::Start => "start",
             Trigger::Events => "events",
@@ -86,7 +86,7 @@ impl Observer for Silent {
 }
 
 /// Tells every observer, in order.
-pub struct Fanout<'a>(pub Vec<&'a dyn Observer>);
+pub(crate) struct Fanout<'a>(pub(crate) Vec<&'a dyn Observer>);
 
 impl Observer for Fanout<'_> {
     fn on(&self, event: &Event<'_>) {

@@ -30,23 +30,23 @@ use crate::plan::{Goal, Plan, PLAN_VERSION};
 /// The plans of a fleet: one per engine that could be listed, and a failure
 /// per engine that could not. The saved form of a fleet's plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FleetPlan {
-    pub version: u32,
+pub(crate) struct FleetPlan {
+    pub(crate) version: u32,
     /// One plan per engine that was listed, in the state file's order.
-    pub engines: Vec<Plan>,
+    pub(crate) engines: Vec<Plan>,
     /// Engines that could not be reached or listed.
     #[serde(default)]
-    pub failures: Vec<Failure>,
+    pub(crate) failures: Vec<Failure>,
 }
 
 impl FleetPlan {
     /// True when no engine has anything to remove or blocked, and none failed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.failures.is_empty() && self.engines.iter().all(Plan::is_empty)
     }
 
     /// Checks every engine's plan (see `Plan::validate`) and that each engine appears once.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.version != PLAN_VERSION {
             return Err(format!(
                 "plan version {} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`",
@@ -66,7 +66,7 @@ impl FleetPlan {
 
     /// Reads a saved plan: one engine's (`plan --out` without `[[engine]]`) or
     /// a fleet's. Either is carried out by engine name.
-    pub fn read(path: &Path) -> Result<FleetPlan, PlanFileError> {
+    pub(crate) fn read(path: &Path) -> Result<FleetPlan, PlanFileError> {
         let fail = |detail: String| PlanFileError {
             path: path.to_path_buf(),
             detail,
@@ -98,40 +98,40 @@ impl FleetPlan {
 /// A saved plan could not be read, parsed, written or used.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("plan file {}: {detail}", path.display())]
-pub struct PlanFileError {
-    pub path: std::path::PathBuf,
-    pub detail: String,
+pub(crate) struct PlanFileError {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) detail: String,
 }
 
 /// Per-engine summary of a fleet's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EngineSummary {
-    pub engine: String,
-    pub endpoint: String,
-    pub converged: bool,
-    pub removed: usize,
-    pub failures: usize,
-    pub remaining: usize,
+pub(crate) struct EngineSummary {
+    pub(crate) engine: String,
+    pub(crate) endpoint: String,
+    pub(crate) converged: bool,
+    pub(crate) removed: usize,
+    pub(crate) failures: usize,
+    pub(crate) remaining: usize,
     /// Why the engine's part did not run (unreachable, listing failed, stale plan).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// One engine's part of a run: its name, how long it took, and its report or
 /// why it stopped before removing anything. Kept by name, never by position.
 #[derive(Debug, Clone)]
-pub struct Part {
-    pub engine: String,
-    pub endpoint: String,
-    pub took: Duration,
-    pub result: Result<Report, PartError>,
+pub(crate) struct Part {
+    pub(crate) engine: String,
+    pub(crate) endpoint: String,
+    pub(crate) took: Duration,
+    pub(crate) result: Result<Report, PartError>,
 }
 
 impl Part {
     /// The part's report; for a part that stopped early, the report of a run
     /// that failed before apply, naming this engine and why.
-    pub fn report(&self) -> std::borrow::Cow<'_, Report> {
+    pub(crate) fn report(&self) -> std::borrow::Cow<'_, Report> {
         match &self.result {
             Ok(r) => std::borrow::Cow::Borrowed(r),
             Err(e) => std::borrow::Cow::Owned(Report::failed_before_apply(
@@ -145,7 +145,7 @@ impl Part {
 
 /// Why an engine's part stopped before removing anything.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PartError {
+pub(crate) enum PartError {
     /// Listing, planning or the saved-plan checks on this engine.
     #[error(transparent)]
     Early(#[from] Early),
@@ -169,17 +169,17 @@ impl PartError {
 #[derive(Debug, Clone, Serialize)]
 pub struct FleetReport {
     #[serde(flatten)]
-    pub report: Report,
-    pub engines: Vec<EngineSummary>,
+    pub(crate) report: Report,
+    pub(crate) engines: Vec<EngineSummary>,
     /// Every engine's part, by name, for grouped output and watch's log.
     #[serde(skip)]
-    pub parts: Vec<Part>,
+    pub(crate) parts: Vec<Part>,
 }
 
 /// Merges per-engine parts into one report. Pure. Converged only when there
 /// is at least one part and every part converged: a part that failed before
 /// apply is a failure of kind `engine` naming its engine.
-pub fn merge(parts: Vec<Part>) -> FleetReport {
+pub(crate) fn merge(parts: Vec<Part>) -> FleetReport {
     let mut merged = Report::empty();
     merged.converged = !parts.is_empty();
     let mut engines = Vec::new();
@@ -206,18 +206,18 @@ pub fn merge(parts: Vec<Part>) -> FleetReport {
 /// How a run ended, as far as its exit status goes: the one input of `Exit`'s
 /// decision, made from the merged report (or a plan, an inventory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// Something failed: a listing, a removal, the verification, an engine.
-    pub failed: bool,
+    pub(crate) failed: bool,
     /// Stopped by Ctrl-C before every removal started.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     /// `plan --detailed-exitcode` with changes pending.
-    pub pending: bool,
+    pub(crate) pending: bool,
 }
 
 impl Verdict {
     /// The verdict of a converging run: failed unless the merged report converged.
-    pub fn of_report(report: &Report) -> Verdict {
+    pub(crate) fn of_report(report: &Report) -> Verdict {
         Verdict {
             failed: !report.converged,
             interrupted: report.interrupted,
@@ -228,7 +228,7 @@ impl Verdict {
 
 /// Plans `goal` on every engine at once. An engine that cannot be listed is
 /// a failure of the fleet plan, naming it; the others are planned.
-pub async fn plan_all(
+pub(crate) async fn plan_all(
     engines: &[Arc<dyn Engine>],
     goal: &Goal,
     scope: &Scope,
@@ -288,7 +288,7 @@ where
 
 /// Reconciles every engine at once, within `options.budget` (shared) and
 /// `options.parallelism` (per engine), and merges the reports.
-pub async fn reconcile_all(
+pub(crate) async fn reconcile_all(
     engines: &[Arc<dyn Engine>],
     goal: &Goal,
     scope: &Scope,
@@ -313,7 +313,7 @@ pub async fn reconcile_all(
 /// none is stale is each part carried out on its engine. An engine that
 /// cannot be listed now fails its part alone. Engines that failed when the
 /// plan was made are still failed.
-pub async fn reconcile_saved_all(
+pub(crate) async fn reconcile_saved_all(
     engines: &[Arc<dyn Engine>],
     saved: &FleetPlan,
     path: &Path,
@@ -394,7 +394,7 @@ pub async fn reconcile_saved_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{box_labels, ContainerInfo, FaultAction, MemoryEngine, Op};
+    use crate::engine::memory::{FaultAction, MemoryEngine, Op};
     use crate::engine::{EngineError, ErrorKind};
     use crate::exec::event::Silent;
     use crate::model::Kind;
@@ -488,10 +488,9 @@ mod tests {
         };
         let (saved, _) = plan_all(&engines, &goal, &Scope::default(), 0).await;
         saved.validate().unwrap();
-        b.change(|w| {
-            w.containers
-                .push(ContainerInfo::new("b-z", "z", box_labels("z")))
-        });
+        // Engine b as it is now: another actor made box z since the plan.
+        let b = engine("b", &["y", "z"]);
+        let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
         let report = reconcile_saved_all(
             &engines,
             &saved,

@@ -19,8 +19,8 @@ use crate::plan::{Goal, Plan};
 /// A listing that failed. Nothing is planned from a partial inventory.
 #[derive(Debug, Clone)]
 pub struct InventoryError {
-    pub what: &'static str,
-    pub error: EngineError,
+    what: &'static str,
+    error: EngineError,
 }
 
 impl std::fmt::Display for InventoryError {
@@ -94,7 +94,7 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
 /// named in `managed`, for the namespaces they share, and gives the answers
 /// to the inventory. A container gone meanwhile is skipped; any other failure
 /// fails the whole step (nothing may be removed on a guess).
-pub async fn inspect_joins(
+async fn inspect_joins(
     engine: &dyn Engine,
     inventory: &mut Inventory,
     managed: &[ObjectKey],

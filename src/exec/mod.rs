@@ -5,8 +5,8 @@
 
 pub mod apply;
 pub mod event;
-pub mod fleet;
+pub(crate) mod fleet;
 pub mod list;
 pub mod reconcile;
 pub mod verify;
-pub mod walk;
+mod walk;

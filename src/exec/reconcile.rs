@@ -20,7 +20,7 @@ use crate::plan::{Goal, Plan};
 
 /// Why a reconcile stopped before removing anything.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum Early {
+pub(crate) enum Early {
     /// A listing (or the inspection of unmanaged containers) failed: nothing
     /// may be planned from a partial inventory.
     #[error(transparent)]
@@ -33,18 +33,11 @@ pub enum Early {
     Edited,
 }
 
-impl Early {
-    /// The engine error underneath, if any.
-    pub fn is_listing(&self) -> bool {
-        matches!(self, Early::Listing(_))
-    }
-}
-
 pub use crate::exec::list::plan_once;
 
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.
-pub async fn reconcile_once(
+pub(crate) async fn reconcile_once(
     engine: &dyn Engine,
     goal: &Goal,
     scope: &Scope,
@@ -62,23 +55,9 @@ pub async fn reconcile_once(
     Ok(execute(engine, &plan, options, cancel, observer).await)
 }
 
-/// Carries out exactly a saved plan, or refuses it when the inventory changed
-/// since it was made (stale) or its steps are not what the planner makes of
-/// that inventory (edited). Re-planned at the plan's own time.
-pub async fn reconcile_saved(
-    engine: &dyn Engine,
-    saved: &Plan,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
-) -> Result<Report, Early> {
-    check_saved(engine, saved).await?;
-    Ok(execute(engine, saved, options, cancel, observer).await)
-}
-
 /// Refuses a saved plan when the inventory changed since it was made (stale)
 /// or its steps are not what the planner makes of that inventory (edited).
-pub async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(), Early> {
+pub(crate) async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(), Early> {
     let (_, fresh) = plan_once(engine, &saved.goal, &saved.scope(), saved.now()).await?;
     if fresh.basis != saved.basis {
         return Err(Early::Stale {
@@ -94,7 +73,7 @@ pub async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(), Early>
 }
 
 /// Applies `plan` and verifies: the second half of every reconcile.
-pub async fn execute(
+pub(crate) async fn execute(
     engine: &dyn Engine,
     plan: &Plan,
     options: &ApplyOptions,
@@ -128,7 +107,7 @@ fn same_work(a: &Plan, b: &Plan) -> bool {
 }
 
 /// What differs between the basis a plan was made from and the inventory now.
-pub fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> String {
+fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, String>) -> String {
     let mut changes: Vec<String> = Vec::new();
     for (k, v) in now {
         match then.get(k) {
@@ -228,7 +207,7 @@ mod tests {
         );
         engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 1);
         let early = once(&engine, &leaks()).await.unwrap_err();
-        assert!(early.is_listing(), "{early}");
+        assert!(matches!(early, Early::Listing(_)), "{early}");
         assert_eq!(engine.world(), world());
     }
 
@@ -245,15 +224,7 @@ mod tests {
                 .push(ContainerInfo::new("c2", "sbx-b", box_labels("b")));
             w
         });
-        let stale = reconcile_saved(
-            &other,
-            &plan,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await
-        .unwrap_err();
+        let stale = check_saved(&other, &plan).await.unwrap_err();
         assert!(
             matches!(&stale, Early::Stale { changes } if changes.contains("container/c2 is new")),
             "{stale}"
@@ -262,27 +233,19 @@ mod tests {
         // The same inventory, but a step dropped: edited.
         let mut edited = plan.clone();
         edited.steps.pop();
-        let early = reconcile_saved(
-            &engine,
-            &edited,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await
-        .unwrap_err();
+        let early = check_saved(&engine, &edited).await.unwrap_err();
         assert!(matches!(early, Early::Edited));
         assert_eq!(engine.world(), world());
         // Unchanged: carried out.
-        let report = reconcile_saved(
+        check_saved(&engine, &plan).await.unwrap();
+        let report = execute(
             &engine,
             &plan,
             &ApplyOptions::default(),
             &CancellationToken::new(),
             &Silent,
         )
-        .await
-        .unwrap();
+        .await;
         assert!(report.converged);
     }
 

@@ -18,16 +18,16 @@ use crate::plan::{Entry, Kept, Plan, Retained};
 /// An object named in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Named {
-    pub engine: String,
+    pub(crate) engine: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
     pub name: String,
     #[serde(rename = "box")]
-    pub box_id: Option<String>,
+    pub(crate) box_id: Option<String>,
 }
 
 impl Named {
-    pub fn of(e: &Entry) -> Named {
+    pub(crate) fn of(e: &Entry) -> Named {
         Named {
             engine: e.engine.clone(),
             id: e.id.clone(),
@@ -41,7 +41,7 @@ impl Named {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Gone {
     #[serde(flatten)]
-    pub object: Named,
+    pub(crate) object: Named,
     /// `Removed`, or `AlreadyGone` (another actor removed it first).
     pub outcome: Outcome,
 }
@@ -59,15 +59,15 @@ pub struct Leftover {
 pub struct Failure {
     /// `container`, `volume`, `network`, or `engine` (a listing or the connection).
     pub kind: String,
-    pub engine: String,
-    pub name: String,
+    pub(crate) engine: String,
+    pub(crate) name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub error: String,
 }
 
 /// Removed objects, by kind.
-pub type Removed = ByKind<Vec<Gone>>;
+type Removed = ByKind<Vec<Gone>>;
 
 /// The end of every apply and destroy. Its JSON keys are a public contract.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,17 +76,17 @@ pub struct Report {
     pub converged: bool,
     /// The time the plan was judged at (RFC 3339), when there was a plan.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub now: Option<String>,
+    pub(crate) now: Option<String>,
     pub removed: Removed,
-    pub kept: Kept,
-    pub retained: Retained,
+    pub(crate) kept: Kept,
+    pub(crate) retained: Retained,
     pub failures: Vec<Failure>,
     /// What is still there, by kind. JSON: `remainingContainers`,
     /// `remainingVolumes`, `remainingNetworks`, here among the report's keys.
     #[serde(flatten, serialize_with = "remaining_keys")]
-    pub remaining: ByKind<Vec<Leftover>>,
+    pub(crate) remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
 }
 
 /// The leftovers as the report's flat keys `remainingContainers`, ...
@@ -104,7 +104,7 @@ fn remaining_keys<S: serde::Serializer>(
 
 impl Report {
     /// A report with nothing in it yet.
-    pub fn empty() -> Report {
+    pub(crate) fn empty() -> Report {
         Report {
             converged: false,
             now: None,
@@ -119,7 +119,7 @@ impl Report {
 
     /// The report for a run that could not even list (or load its plan): nothing
     /// was removed, nothing is known to be converged.
-    pub fn failed_before_apply(engine: &str, endpoint: &str, error: String) -> Report {
+    pub(crate) fn failed_before_apply(engine: &str, endpoint: &str, error: String) -> Report {
         let mut report = Report::empty();
         report.failures.push(Failure {
             kind: "engine".into(),
@@ -141,7 +141,7 @@ impl Report {
     /// once, `converged` only if every part converged (start a whole from
     /// `Report::empty()` with `converged = true`), `interrupted` if any part
     /// was, and `now` from the first part that has one.
-    pub fn absorb(&mut self, part: &Report) {
+    pub(crate) fn absorb(&mut self, part: &Report) {
         self.converged &= part.converged;
         self.interrupted |= part.interrupted;
         if self.now.is_none() {

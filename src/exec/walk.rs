@@ -13,7 +13,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 /// What became of one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Walked<T> {
+pub(crate) enum Walked<T> {
     /// It ran; the caller's outcome.
     Ran(T),
     /// Not run: the node at this index (a direct or indirect dependency) did not succeed.
@@ -28,7 +28,7 @@ pub enum Walked<T> {
 /// lets dependents run; `on_start`/`on_end` observe. Once `cancelled()` is
 /// true, no new node starts; those running finish. Returns one `Walked` per node.
 #[allow(clippy::too_many_arguments)]
-pub async fn walk<T, P, F, Fut>(
+pub(crate) async fn walk<T, P, F, Fut>(
     deps: &[Vec<usize>],
     limit: usize,
     priority: impl Fn(usize) -> P,

@@ -14,14 +14,14 @@ use crate::model::Kind;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ByKind<T> {
     pub containers: T,
-    pub volumes: T,
+    pub(crate) volumes: T,
     #[serde(default)]
     pub networks: T,
 }
 
 impl<T> ByKind<T> {
     /// The value for every kind, made by `f`.
-    pub fn from_fn(mut f: impl FnMut(Kind) -> T) -> Self {
+    fn from_fn(mut f: impl FnMut(Kind) -> T) -> Self {
         ByKind {
             containers: f(Kind::Container),
             volumes: f(Kind::Volume),
@@ -29,7 +29,7 @@ impl<T> ByKind<T> {
         }
     }
 
-    pub fn get(&self, kind: Kind) -> &T {
+    pub(crate) fn get(&self, kind: Kind) -> &T {
         match kind {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
@@ -37,7 +37,7 @@ impl<T> ByKind<T> {
         }
     }
 
-    pub fn get_mut(&mut self, kind: Kind) -> &mut T {
+    fn get_mut(&mut self, kind: Kind) -> &mut T {
         match kind {
             Kind::Container => &mut self.containers,
             Kind::Volume => &mut self.volumes,
@@ -46,12 +46,12 @@ impl<T> ByKind<T> {
     }
 
     /// Each kind with its value, in `Kind` order.
-    pub fn iter(&self) -> impl Iterator<Item = (Kind, &T)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Kind, &T)> {
         Kind::ALL.into_iter().map(move |k| (k, self.get(k)))
     }
 
     /// A value per kind made from this one's.
-    pub fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> ByKind<U> {
+    pub(crate) fn map<U>(&self, mut f: impl FnMut(&T) -> U) -> ByKind<U> {
         ByKind::from_fn(|k| f(self.get(k)))
     }
 }
@@ -72,12 +72,12 @@ impl<U> ByKind<Vec<U>> {
     }
 
     /// Adds `item` to the list of `kind`.
-    pub fn push(&mut self, kind: Kind, item: U) {
+    pub(crate) fn push(&mut self, kind: Kind, item: U) {
         self.get_mut(kind).push(item);
     }
 
     /// Appends copies of `other`'s items, kind by kind.
-    pub fn extend_from(&mut self, other: &ByKind<Vec<U>>)
+    pub(crate) fn extend_from(&mut self, other: &ByKind<Vec<U>>)
     where
         U: Clone,
     {

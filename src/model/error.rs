@@ -57,7 +57,7 @@ impl EngineError {
     }
 
     /// True when the engine could not be reached or did not answer in time.
-    pub fn is_unreachable(&self) -> bool {
+    pub(crate) fn is_unreachable(&self) -> bool {
         matches!(
             self.kind,
             ErrorKind::Unreachable { .. } | ErrorKind::Timeout { .. }

@@ -20,20 +20,20 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use by_kind::ByKind;
+pub(crate) use by_kind::ByKind;
 pub use error::{EngineError, ErrorKind};
 pub use outcome::Outcome;
 pub(crate) use reason::cut;
 pub use reason::{Reason, Ref};
 
 /// The label every object of the sandbox system carries, with value exactly [`SANDBOX_VALUE`].
-pub const SANDBOX_LABEL: &str = "ca.sandbox";
+pub(crate) const SANDBOX_LABEL: &str = "ca.sandbox";
 /// The only value of [`SANDBOX_LABEL`] that marks an object as ours.
-pub const SANDBOX_VALUE: &str = "1";
+pub(crate) const SANDBOX_VALUE: &str = "1";
 /// The label naming the box a container, volume or network belongs to.
-pub const BOX_ID_LABEL: &str = "ca.sandbox.id";
+pub(crate) const BOX_ID_LABEL: &str = "ca.sandbox.id";
 /// Cached build images are tagged `ca-sbx:<repo>-<dephash>`; they are listed, never removed.
-pub const IMAGE_REFERENCE: &str = "ca-sbx:*";
+pub(crate) const IMAGE_REFERENCE: &str = "ca-sbx:*";
 /// The engine name of a run that names no engines (no `[[engine]]` in the state file).
 pub const DEFAULT_ENGINE: &str = "default";
 
@@ -60,7 +60,7 @@ impl Kind {
     pub const ALL: [Kind; 3] = [Kind::Container, Kind::Volume, Kind::Network];
 
     /// `container`, `volume`, `network`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Container => "container",
             Kind::Volume => "volume",
@@ -78,7 +78,7 @@ impl Kind {
     }
 
     /// True for kinds whose identity is an engine-made ID (shown shortened).
-    pub fn has_id(self) -> bool {
+    pub(crate) fn has_id(self) -> bool {
         matches!(self, Kind::Container | Kind::Network)
     }
 }
@@ -130,16 +130,6 @@ pub enum Namespace {
     Network,
     Pid,
     Ipc,
-}
-
-impl Namespace {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Namespace::Network => "network",
-            Namespace::Pid => "pid",
-            Namespace::Ipc => "ipc",
-        }
-    }
 }
 
 /// A container's use of another container's namespace: `target` is the ID or
@@ -210,7 +200,7 @@ pub struct ImageInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Scope {
     /// Extra labels (beyond `ca.sandbox=1`) an object must carry with exactly these values.
-    pub labels: Labels,
+    pub(crate) labels: Labels,
 }
 
 impl Scope {
@@ -220,7 +210,7 @@ impl Scope {
     }
 
     /// The label filters to send to the engine: `ca.sandbox=1` first, then each scope label.
-    pub fn filters(&self) -> Vec<String> {
+    pub(crate) fn filters(&self) -> Vec<String> {
         std::iter::once(format!("{SANDBOX_LABEL}={SANDBOX_VALUE}"))
             .chain(self.labels.iter().map(|(k, v)| format!("{k}={v}")))
             .collect()
@@ -238,7 +228,7 @@ impl Scope {
     }
 
     /// Why `labels` are not managed, naming the first rule they fail; `None` when managed.
-    pub fn exclusion(&self, labels: &Labels) -> Option<Exclusion> {
+    pub(crate) fn exclusion(&self, labels: &Labels) -> Option<Exclusion> {
         match labels.get(SANDBOX_LABEL) {
             None => return Some(Exclusion::NoSandboxLabel),
             Some(v) if v != SANDBOX_VALUE => {
@@ -260,7 +250,7 @@ impl Scope {
 /// The label rule that keeps an object out of the managed set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "rule", rename_all = "camelCase")]
-pub enum Exclusion {
+pub(crate) enum Exclusion {
     /// No `ca.sandbox` label at all.
     NoSandboxLabel,
     /// `ca.sandbox` with a value other than exactly `1`.

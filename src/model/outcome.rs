@@ -34,7 +34,7 @@ pub enum Outcome {
 impl Outcome {
     /// The codes of an attempted removal, as the audit log writes them and
     /// the metrics label them.
-    pub const ATTEMPTED: [&'static str; 3] = ["removed", "alreadyGone", "failed"];
+    pub(crate) const ATTEMPTED: [&'static str; 3] = ["removed", "alreadyGone", "failed"];
 
     /// True when the object is gone.
     pub fn is_success(&self) -> bool {
@@ -42,13 +42,13 @@ impl Outcome {
     }
 
     /// True when a removal was attempted (everything but `Skipped` and `Interrupted`).
-    pub fn attempted(&self) -> bool {
+    pub(crate) fn attempted(&self) -> bool {
         !matches!(self, Outcome::Skipped(_) | Outcome::Interrupted)
     }
 
     /// The stable code: `removed`, `alreadyGone`, `failed` (failed, gave up
     /// waiting, refused), `skipped` or `interrupted`.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Outcome::Removed => "removed",
             Outcome::AlreadyGone => "alreadyGone",

@@ -70,22 +70,22 @@ impl Serialize for LoggedReason<'_> {
 /// One removal attempt, as the caller knows it. Borrowed, so recording an
 /// attempt copies nothing but the line written.
 #[derive(Debug, Clone)]
-pub struct Entry<'a> {
+struct Entry<'a> {
     /// When the attempt ended (the caller's clock).
-    pub time: SystemTime,
+    time: SystemTime,
     /// The engine's name as the user knows it (e.g. a context name).
-    pub engine: &'a str,
-    pub kind: Kind,
+    engine: &'a str,
+    kind: Kind,
     /// The engine's id for the object, when it gave one.
-    pub id: Option<&'a str>,
-    pub name: &'a str,
-    pub labels: &'a BTreeMap<String, String>,
+    id: Option<&'a str>,
+    name: &'a str,
+    labels: &'a BTreeMap<String, String>,
     /// The image of a container (never set for volumes and networks).
-    pub image: Option<&'a str>,
-    pub reason: &'a Reason,
+    image: Option<&'a str>,
+    reason: &'a Reason,
     /// How the attempt ended; a step never attempted (skipped, interrupted)
     /// is not an attempt and has no line.
-    pub outcome: &'a Outcome,
+    outcome: &'a Outcome,
 }
 
 /// The line as written: field order here is the order in the file.
@@ -108,7 +108,7 @@ struct Line<'a> {
 
 /// An audit log could not be opened or written, or an entry was malformed.
 #[derive(Debug, thiserror::Error)]
-pub enum AuditError {
+pub(crate) enum AuditError {
     // The OS reason follows as the error's source ("caused by: ..."), so it is not repeated here.
     #[error("cannot open audit log {path}: create its directory, or pass a writable path to --audit", path = path.display())]
     Open { path: PathBuf, source: io::Error },
@@ -131,7 +131,7 @@ pub enum AuditError {
 /// An open audit log. Appends only; cheap to share between threads (`&self`
 /// methods, one `write(2)` per line, no lock and no user-space buffer).
 #[derive(Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     file: File,
     path: PathBuf,
 }
@@ -141,7 +141,7 @@ impl AuditLog {
     /// and write only, further narrowed by the umask) if it does not exist.
     /// An existing file is appended to and its mode is left as it is: a
     /// user who made it group-readable keeps that choice.
-    pub fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
         let path = path.as_ref().to_path_buf();
         let mut options = OpenOptions::new();
         options.append(true).create(true);
@@ -156,11 +156,6 @@ impl AuditLog {
         }
     }
 
-    /// The path the log was opened with, for messages.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends one line for `entry` with a single `write` call on a file
     /// opened `O_APPEND`, so lines from other threads or processes appending
     /// to the same file never interleave with it. Returns when the line is in
@@ -170,7 +165,7 @@ impl AuditLog {
     /// Errors: a malformed entry (`BadEntry`, nothing written); a failed
     /// write (`Write`, e.g. disk full) or a partial one (`ShortWrite`), both
     /// naming the file. The caller must report these, never drop them.
-    pub fn append(&self, entry: &Entry<'_>) -> Result<(), AuditError> {
+    fn append(&self, entry: &Entry<'_>) -> Result<(), AuditError> {
         let line = format_line(entry)?;
         let mut file = &self.file;
         let written = loop {
@@ -261,18 +256,18 @@ fn rfc3339_utc(time: SystemTime) -> Result<String, String> {
 /// `apply::Observer` fed the plan's inventory (for labels and images). A write
 /// failure is kept (the first one) for the caller to report; it never stops
 /// the run, which has already acted.
-pub struct Recorder {
+pub(crate) struct Recorder {
     log: std::sync::Arc<AuditLog>,
     clock: fn() -> SystemTime,
     objects: BTreeMap<crate::model::ObjectKey, (crate::model::Labels, Option<String>)>,
     /// The first write failure, if any.
-    pub error: Option<AuditError>,
+    pub(crate) error: Option<AuditError>,
     /// Lines written.
-    pub written: usize,
+    written: usize,
 }
 
 impl Recorder {
-    pub fn new(log: std::sync::Arc<AuditLog>, clock: fn() -> SystemTime) -> Self {
+    pub(crate) fn new(log: std::sync::Arc<AuditLog>, clock: fn() -> SystemTime) -> Self {
         Recorder {
             log,
             clock,
@@ -284,7 +279,7 @@ impl Recorder {
 
     /// Learns the labels and images of what a plan of this inventory's engine
     /// may remove (replacing what it knew of that engine).
-    pub fn know(&mut self, inventory: &crate::plan::inventory::Inventory) {
+    pub(crate) fn know(&mut self, inventory: &crate::plan::inventory::Inventory) {
         self.objects.retain(|k, _| k.engine != inventory.engine);
         self.objects.extend(
             inventory
@@ -295,7 +290,7 @@ impl Recorder {
     }
 
     /// Writes the line of a finished step (steps never attempted write none).
-    pub fn finished(&mut self, step: &crate::plan::Step, outcome: &Outcome) {
+    pub(crate) fn finished(&mut self, step: &crate::plan::Step, outcome: &Outcome) {
         if !outcome.attempted() {
             return;
         }

@@ -65,8 +65,7 @@ use tokio::task::JoinHandle;
 use crate::model::{Kind, Outcome};
 
 /// The content type of `GET /metrics`.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Upper bounds (seconds) of the cycle duration histogram's buckets.
 const CYCLE_BUCKETS: [f64; 11] = [
@@ -116,7 +115,7 @@ struct Cycles {
 
 /// The metrics of one `watch` process. Share it as `Arc<Metrics>`: every
 /// method takes `&self`.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     managed: Family<EngineKind, Gauge>,
     removals: Family<KindOutcome, Counter>,
@@ -144,13 +143,13 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Metrics reading the real monotonic clock.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_clock(Instant::now)
     }
 
     /// Metrics reading `clock` whenever "now" is needed at scrape time (the
     /// age gauge and `/healthz`). The clock must be monotonic.
-    pub fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
+    fn with_clock(clock: impl Fn() -> Instant + Send + Sync + 'static) -> Self {
         let clock: Clock = Arc::new(clock);
         let cycles = Arc::new(Mutex::new(Cycles::default()));
         let mut registry = Registry::default();
@@ -224,7 +223,7 @@ impl Metrics {
 
     /// Records a finished cycle: its wall time, whether it converged, and
     /// when it finished (`now`, from the same clock as [`Metrics::with_clock`]).
-    pub fn record_cycle(&self, duration: Duration, converged: bool, now: Instant) {
+    pub(crate) fn record_cycle(&self, duration: Duration, converged: bool, now: Instant) {
         self.cycle_duration.observe(duration.as_secs_f64());
         let result = if converged { "converged" } else { "failed" };
         self.cycles_total
@@ -240,7 +239,7 @@ impl Metrics {
     }
 
     /// Sets how many managed objects of `kind` the last listing of `engine` saw.
-    pub fn set_managed(&self, engine: &str, kind: Kind, n: u64) {
+    pub(crate) fn set_managed(&self, engine: &str, kind: Kind, n: u64) {
         self.managed
             .get_or_create(&EngineKind {
                 engine: engine.to_string(),
@@ -251,7 +250,7 @@ impl Metrics {
 
     /// Counts one removal attempt, by its outcome's code; a step never
     /// attempted (skipped, interrupted) is not counted.
-    pub fn add_removal(&self, kind: Kind, outcome: &Outcome) {
+    pub(crate) fn add_removal(&self, kind: Kind, outcome: &Outcome) {
         if outcome.attempted() {
             self.removals
                 .get_or_create(&kind_outcome(kind, outcome.code()))
@@ -261,23 +260,23 @@ impl Metrics {
 
     /// Exposes `engine`'s counters at 0 before anything happened to it, so a
     /// dashboard or an alert on `increase()` sees every engine from the start.
-    pub fn know_engine(&self, engine: &str) {
+    pub(crate) fn know_engine(&self, engine: &str) {
         let _ = self.failures.get_or_create(&engine_label(engine));
         let _ = self.reconnects.get_or_create(&engine_label(engine));
     }
 
     /// Counts one failed engine operation (listing, removal, verification).
-    pub fn add_failure(&self, engine: &str) {
+    pub(crate) fn add_failure(&self, engine: &str) {
         self.failures.get_or_create(&engine_label(engine)).inc();
     }
 
     /// Counts one reconnection of `engine`'s event stream.
-    pub fn add_reconnect(&self, engine: &str) {
+    pub(crate) fn add_reconnect(&self, engine: &str) {
         self.reconnects.get_or_create(&engine_label(engine)).inc();
     }
 
     /// The OpenMetrics text exposition, ending with `# EOF`.
-    pub fn encode(&self) -> String {
+    fn encode(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
@@ -285,7 +284,7 @@ impl Metrics {
     }
 
     /// The health rule at the clock's "now"; see [`Metrics::health_at`].
-    pub fn health(&self, resync: Duration) -> Health {
+    fn health(&self, resync: Duration) -> Health {
         self.health_at((self.clock)(), resync)
     }
 
@@ -294,7 +293,7 @@ impl Metrics {
     /// before any cycle has finished, and when cycles have been failing for
     /// two resyncs or more. (A loop that stops running cycles after a
     /// converged one stays healthy under this rule.)
-    pub fn health_at(&self, now: Instant, resync: Duration) -> Health {
+    fn health_at(&self, now: Instant, resync: Duration) -> Health {
         let cycles = *lock(&self.cycles);
         let limit = resync.saturating_mul(2);
         let age = cycles
@@ -324,10 +323,10 @@ impl Metrics {
 
 /// The answer of `/healthz`: 200 or 503, and a one-line reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Health {
-    pub healthy: bool,
+struct Health {
+    healthy: bool,
     /// One line, no trailing newline.
-    pub detail: String,
+    detail: String,
 }
 
 impl Health {
@@ -346,7 +345,7 @@ impl Health {
     }
 
     /// 200 when healthy, 503 otherwise.
-    pub fn status(&self) -> StatusCode {
+    fn status(&self) -> StatusCode {
         if self.healthy {
             StatusCode::OK
         } else {
@@ -418,7 +417,7 @@ impl Collector for ConvergedAge {
 /// Errors: the address cannot be bound (in use, not local, no permission);
 /// the message names the address. Errors on single connections or on
 /// `accept` (retried after 100 ms) do not stop the server.
-pub async fn serve<F>(
+pub(crate) async fn serve<F>(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     resync: Duration,

@@ -1,4 +1,4 @@
 //! Observers of a run: the audit log and the Prometheus metrics.
 
-pub mod audit;
-pub mod metrics;
+pub(crate) mod audit;
+pub(crate) mod metrics;

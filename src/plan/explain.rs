@@ -14,7 +14,7 @@ use crate::plan::{Entry, Plan};
 
 /// What the user named.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Query {
+pub(crate) enum Query {
     /// `box:ID`: every managed object of that box.
     Box(String),
     /// A container ID or unique prefix, or a container, volume or network
@@ -23,7 +23,7 @@ pub enum Query {
 }
 
 impl Query {
-    pub fn parse(text: &str) -> Query {
+    pub(crate) fn parse(text: &str) -> Query {
         if let Some(id) = text.strip_prefix("box:") {
             return Query::Box(id.to_string());
         }
@@ -39,7 +39,7 @@ impl Query {
 /// What the plan does with an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Remove,
     Keep,
     Blocked,
@@ -49,39 +49,39 @@ pub enum Verdict {
 
 /// A step the object waits for or that waits for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Link {
-    pub step: usize,
+pub(crate) struct Link {
+    pub(crate) step: usize,
     #[serde(flatten)]
-    pub object: Entry,
+    pub(crate) object: Entry,
 }
 
 /// The explanation of one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Explanation {
+pub(crate) struct Explanation {
     #[serde(flatten)]
-    pub object: Entry,
-    pub labels: Labels,
-    pub managed: bool,
+    pub(crate) object: Entry,
+    pub(crate) labels: Labels,
+    pub(crate) managed: bool,
     /// Why it is not managed (the first label rule it fails).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub excluded_by: Option<Exclusion>,
-    pub verdict: Verdict,
+    pub(crate) excluded_by: Option<Exclusion>,
+    pub(crate) verdict: Verdict,
     /// The step that removes it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub step: Option<usize>,
+    pub(crate) step: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<Reason>,
+    pub(crate) reason: Option<Reason>,
     /// Where the state file declares its box or keeps it (`path:line`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub declared_at: Option<String>,
-    pub waits_for: Vec<Link>,
-    pub waited_for_by: Vec<Link>,
+    pub(crate) declared_at: Option<String>,
+    pub(crate) waits_for: Vec<Link>,
+    pub(crate) waited_for_by: Vec<Link>,
 }
 
 /// Why nothing, or too much, was found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ExplainError {
+pub(crate) enum ExplainError {
     #[error(
         "no container, volume or network matches {query:?}{}",
         candidates_text(candidates)
@@ -117,7 +117,10 @@ fn describe(o: &Object) -> String {
 /// Finds what `query` names among `objects` (managed and unmanaged, every kind).
 /// `box:ID` may match several objects; a name or ID must match exactly one
 /// (an exact name or full ID beats a prefix).
-pub fn find<'a>(query: &Query, objects: &'a [Object]) -> Result<Vec<&'a Object>, ExplainError> {
+pub(crate) fn find<'a>(
+    query: &Query,
+    objects: &'a [Object],
+) -> Result<Vec<&'a Object>, ExplainError> {
     match query {
         Query::Box(id) => {
             let found: Vec<&Object> = objects.iter().filter(|o| o.box_id() == Some(id)).collect();
@@ -184,7 +187,12 @@ pub fn find<'a>(query: &Query, objects: &'a [Object]) -> Result<Vec<&'a Object>,
 
 /// Explains `object` against `plan` (made with `scope`); `state` names the
 /// state file for `declared_at`.
-pub fn explain(object: &Object, plan: &Plan, scope: &Scope, state: Option<&str>) -> Explanation {
+pub(crate) fn explain(
+    object: &Object,
+    plan: &Plan,
+    scope: &Scope,
+    state: Option<&str>,
+) -> Explanation {
     let key = &object.key;
     let excluded_by = scope.exclusion(&object.labels);
     let managed = excluded_by.is_none();
@@ -238,7 +246,10 @@ pub fn explain(object: &Object, plan: &Plan, scope: &Scope, state: Option<&str>)
 
 /// Every object an explain run may name: the managed inventory plus the
 /// unmanaged objects listed for the purpose, deduplicated, in key order.
-pub fn universe(managed: impl IntoIterator<Item = Object>, others: Vec<Object>) -> Vec<Object> {
+pub(crate) fn universe(
+    managed: impl IntoIterator<Item = Object>,
+    others: Vec<Object>,
+) -> Vec<Object> {
     let mut all: std::collections::BTreeMap<crate::model::ObjectKey, Object> =
         managed.into_iter().map(|o| (o.key.clone(), o)).collect();
     for o in others {

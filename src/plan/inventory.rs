@@ -18,7 +18,7 @@ use crate::model::{ImageInfo, Join, Kind, Namespace, Object, ObjectKey, Scope};
 /// How an unmanaged container uses a managed object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Use {
+pub(crate) enum Use {
     /// Mounts the volume.
     Mounts,
     /// Is attached to the network.
@@ -29,7 +29,7 @@ pub enum Use {
 
 impl Use {
     /// `mounts`, `attached`, `joins network namespace`, ...
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Use::Mounts => "mounts",
             Use::Attached => "attached",
@@ -42,28 +42,28 @@ impl Use {
 
 /// A container outside the managed set that uses a managed object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Holder {
-    pub id: String,
-    pub name: String,
-    pub how: Use,
+pub(crate) struct Holder {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) how: Use,
 }
 
 /// The managed objects of one engine, as one listing of each kind saw them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
     /// The engine's name (every key below carries it).
-    pub engine: String,
-    pub scope: Scope,
+    pub(crate) engine: String,
+    pub(crate) scope: Scope,
     /// Managed objects of every kind, by key.
-    pub objects: BTreeMap<ObjectKey, Object>,
+    pub(crate) objects: BTreeMap<ObjectKey, Object>,
     /// `ca-sbx:*` images, by ID. Reported as retained, never removed.
-    pub images: BTreeMap<String, ImageInfo>,
+    pub(crate) images: BTreeMap<String, ImageInfo>,
     /// For each managed object an unmanaged container uses: those containers.
-    pub holders: BTreeMap<ObjectKey, Vec<Holder>>,
+    pub(crate) holders: BTreeMap<ObjectKey, Vec<Holder>>,
     /// Unmanaged containers (to find holders; inspected on demand).
-    pub unmanaged: Vec<Object>,
+    pub(crate) unmanaged: Vec<Object>,
     /// True once the unmanaged containers were inspected for pid/ipc joins.
-    pub inspected: bool,
+    pub(crate) inspected: bool,
     /// Objects the engine returned for the label filter that failed the client-side
     /// check (a daemon that ignored the filter). Never acted on; reported as a warning.
     pub rejected: Vec<ObjectKey>,
@@ -212,7 +212,7 @@ impl Inventory {
     /// The containers to inspect for the pid and ipc namespaces they share
     /// (which the listing does not show): every unmanaged container the first
     /// time, and the managed containers named in `managed`.
-    pub fn to_inspect(&self, managed: &[ObjectKey]) -> Vec<ObjectKey> {
+    pub(crate) fn to_inspect(&self, managed: &[ObjectKey]) -> Vec<ObjectKey> {
         let unmanaged = if self.inspected {
             &[][..]
         } else {
@@ -227,7 +227,7 @@ impl Inventory {
 
     /// Takes what the inspection of `to_inspect` found (containers gone
     /// meanwhile left out) and resolves what depends on what again. Pure.
-    pub fn inspected(&mut self, found: Vec<Object>) {
+    pub(crate) fn inspected(&mut self, found: Vec<Object>) {
         let mut fresh = Vec::new();
         for o in found {
             if !self.scope.manages(&o.labels) {
@@ -247,7 +247,7 @@ impl Inventory {
     }
 
     /// Every box ID a managed object carries.
-    pub fn box_ids(&self) -> BTreeSet<&str> {
+    pub(crate) fn box_ids(&self) -> BTreeSet<&str> {
         self.objects.values().filter_map(Object::box_id).collect()
     }
 
@@ -261,7 +261,7 @@ impl Inventory {
     /// `volume/<name>`, `network/<id>`) or `holder/<key>/<container id>`, valued
     /// with a SHA-256 digest of what matters for removal (name, labels, what it
     /// depends on, creation time; not a container's running state).
-    pub fn basis(&self) -> BTreeMap<String, String> {
+    pub(crate) fn basis(&self) -> BTreeMap<String, String> {
         let holders: usize = self.holders.values().map(Vec::len).sum();
         let mut basis = Vec::with_capacity(self.objects.len() + holders);
         let mut h = Fields::default();
@@ -319,7 +319,7 @@ impl Fields {
 }
 
 /// The fingerprint of a basis: `sha256:` and the digest of its entries.
-pub fn fingerprint(basis: &BTreeMap<String, String>) -> String {
+pub(crate) fn fingerprint(basis: &BTreeMap<String, String>) -> String {
     format!(
         "sha256:{}",
         digest(basis.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))

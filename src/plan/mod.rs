@@ -10,7 +10,7 @@
 //! beyond listing them as retained. On a large inventory the basis digests are
 //! computed on a second (scoped) thread; the plan is the same either way.
 
-pub mod explain;
+pub(crate) mod explain;
 pub mod inventory;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,7 +29,7 @@ use crate::plan::inventory::{fingerprint, Holder, Inventory};
 const PARALLEL_BASIS: usize = 1024;
 
 /// The version of the plan's JSON form; a saved plan of another version is refused.
-pub const PLAN_VERSION: u32 = 2;
+pub(crate) const PLAN_VERSION: u32 = 2;
 
 /// A box the state file declares.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -38,16 +38,16 @@ pub struct DeclaredBox {
     pub id: String,
     /// Declared on this engine only; `None` means on every engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<String>,
+    pub(crate) engine: Option<String>,
     /// Declared until this time (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires: Option<i64>,
+    pub(crate) expires: Option<i64>,
     /// Declared for this long after the box's first container was created (seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<u64>,
+    pub(crate) ttl: Option<u64>,
     /// Where the state file declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
+    pub(crate) line: Option<usize>,
 }
 
 impl DeclaredBox {
@@ -70,9 +70,9 @@ pub struct KeptVolume {
     pub name: String,
     /// Kept on this engine only; `None` means on every engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<String>,
+    pub(crate) engine: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
+    pub(crate) line: Option<usize>,
 }
 
 impl KeptVolume {
@@ -118,17 +118,17 @@ pub enum Goal {
 /// An object as the plan and the report name it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    pub engine: String,
+    pub(crate) engine: String,
     pub kind: Kind,
     /// Containers' and networks' full ID; volumes have none (their name is their identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub name: String,
     #[serde(rename = "box")]
-    pub box_id: Option<String>,
+    pub(crate) box_id: Option<String>,
     /// A container's state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub(crate) state: Option<String>,
     /// Creation time (Unix seconds; RFC 3339 in JSON, `createdAt`), when the
     /// engine reports one.
     #[serde(
@@ -137,21 +137,21 @@ pub struct Entry {
         skip_serializing_if = "Option::is_none",
         with = "rfc3339_opt"
     )]
-    pub created: Option<i64>,
+    pub(crate) created: Option<i64>,
 }
 
 /// `Option<i64>` Unix seconds as an optional RFC 3339 string.
 mod rfc3339_opt {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(t: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
         match t {
             Some(t) => s.collect_str(&humantime::format_rfc3339_seconds(super::system_time(*t))),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         match Option::<String>::deserialize(d)? {
             None => Ok(None),
             Some(text) => super::parse_rfc3339(&text)
@@ -162,7 +162,7 @@ mod rfc3339_opt {
 }
 
 impl Entry {
-    pub fn of(o: &Object) -> Entry {
+    fn of(o: &Object) -> Entry {
         Entry {
             engine: o.key.engine.clone(),
             kind: o.kind(),
@@ -184,7 +184,7 @@ impl Entry {
     }
 
     /// How a reason refers to this object.
-    pub fn as_ref(&self) -> Ref {
+    pub(crate) fn as_ref(&self) -> Ref {
         Ref {
             kind: self.kind,
             id: self.id.clone(),
@@ -195,7 +195,7 @@ impl Entry {
 }
 
 /// Unix seconds as RFC 3339 (UTC, whole seconds).
-pub fn rfc3339(secs: i64) -> String {
+pub(crate) fn rfc3339(secs: i64) -> String {
     humantime::format_rfc3339_seconds(system_time(secs)).to_string()
 }
 
@@ -205,7 +205,7 @@ fn system_time(secs: i64) -> std::time::SystemTime {
 }
 
 /// RFC 3339 (UTC) as Unix seconds.
-pub fn parse_rfc3339(text: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339(text: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
     i64::try_from(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs()).ok()
 }
@@ -219,7 +219,7 @@ pub struct Step {
     #[serde(flatten)]
     pub object: Entry,
     /// Why the object goes.
-    pub why: Reason,
+    pub(crate) why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
 }
@@ -233,7 +233,7 @@ pub struct Noted {
 }
 
 /// What the plan leaves in place on purpose, by kind.
-pub type Kept = ByKind<Vec<Noted>>;
+pub(crate) type Kept = ByKind<Vec<Noted>>;
 
 /// The images the plan retains: every `ca-sbx:*` image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,14 +246,14 @@ pub struct Retained {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    pub version: u32,
+    pub(crate) version: u32,
     /// The engine the plan was made for.
-    pub engine: String,
+    pub(crate) engine: String,
     /// Every label a managed object carries: `ca.sandbox=1` and the scope labels.
-    pub scope: Labels,
-    pub goal: Goal,
+    pub(crate) scope: Labels,
+    pub(crate) goal: Goal,
     /// The time the plan was made for (RFC 3339): grace and expiry are judged at it.
-    pub now: String,
+    pub(crate) now: String,
     /// Removals in a dependency-respecting order.
     pub steps: Vec<Step>,
     /// Objects that should go but must not be forced (something outside the
@@ -262,9 +262,9 @@ pub struct Plan {
     pub kept: Kept,
     pub retained: Retained,
     /// The fingerprint of `basis`.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// What the plan was built from: one digest per managed object (see `Inventory::basis`).
-    pub basis: BTreeMap<String, String>,
+    pub(crate) basis: BTreeMap<String, String>,
 }
 
 /// What happens to one object.
@@ -459,14 +459,6 @@ impl Goal {
                     _ => Verdict::Keep(Reason::NotNamedByDestroy),
                 }
             }
-        }
-    }
-
-    /// Every box ID the goal names (declared or to destroy).
-    pub fn box_ids(&self) -> BTreeSet<&str> {
-        match self {
-            Goal::Reconcile { boxes, .. } => boxes.iter().map(|b| b.id.as_str()).collect(),
-            Goal::Destroy { ids, .. } => ids.iter().map(String::as_str).collect(),
         }
     }
 }
@@ -704,7 +696,7 @@ impl Plan {
     }
 
     /// The scope the plan was made for (its labels without `ca.sandbox` itself).
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         Scope::new(
             self.scope
                 .iter()
@@ -715,17 +707,17 @@ impl Plan {
     }
 
     /// The time the plan was made for, as Unix seconds.
-    pub fn now(&self) -> i64 {
+    pub(crate) fn now(&self) -> i64 {
         parse_rfc3339(&self.now).unwrap_or_default()
     }
 
     /// True when there is nothing to remove and nothing blocked.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.steps.is_empty() && self.blocked.is_empty()
     }
 
     /// What each step waits for, as 0-based step indices: the walk's input.
-    pub fn dependencies(&self) -> Vec<Vec<usize>> {
+    pub(crate) fn dependencies(&self) -> Vec<Vec<usize>> {
         self.steps
             .iter()
             .map(|s| s.waits_for.iter().map(|w| w - 1).collect())
@@ -739,7 +731,7 @@ impl Plan {
 
     /// True if the plan removes any container (then unmanaged containers are
     /// worth inspecting for shared namespaces).
-    pub fn removes_containers(&self) -> bool {
+    pub(crate) fn removes_containers(&self) -> bool {
         self.removal_count(Kind::Container) > 0
     }
 

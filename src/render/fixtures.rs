@@ -9,11 +9,11 @@ use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
 use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
 
 /// A name that tries to clear the screen, start a new line and reverse the text.
-pub const EVIL_NAME: &str = "evil\u{1b}[2J\n\u{202e}x";
+pub(crate) const EVIL_NAME: &str = "evil\u{1b}[2J\n\u{202e}x";
 /// A box ID that tries to set the terminal title and forge a line.
-pub const EVIL_BOX: &str = "b\u{1b}]0;t\u{7}\nFORGED";
+pub(crate) const EVIL_BOX: &str = "b\u{1b}]0;t\u{7}\nFORGED";
 
-pub fn entry(kind: Kind, name: &str, id: Option<&str>, box_id: Option<&str>) -> Entry {
+pub(crate) fn entry(kind: Kind, name: &str, id: Option<&str>, box_id: Option<&str>) -> Entry {
     Entry {
         engine: "default".into(),
         kind,
@@ -54,7 +54,7 @@ fn leaked(box_id: &str) -> Reason {
 
 /// Two removals (a container, then its volume), a blocked network, a kept
 /// volume and a retained image.
-pub fn plan_of_two() -> Plan {
+pub(crate) fn plan_of_two() -> Plan {
     let mut plan = empty_plan();
     let container = entry(
         Kind::Container,
@@ -102,7 +102,7 @@ pub fn plan_of_two() -> Plan {
 }
 
 /// One removal of a container whose name and box ID are hostile.
-pub fn hostile_plan() -> Plan {
+pub(crate) fn hostile_plan() -> Plan {
     let mut plan = empty_plan();
     let mut evil = entry(
         Kind::Container,
@@ -126,7 +126,7 @@ fn named(e: &Entry) -> Named {
 
 /// A report that did not converge: one container removed, one volume found
 /// gone, a failed network left behind with its reason, a kept volume.
-pub fn report_not_converged() -> Report {
+pub(crate) fn report_not_converged() -> Report {
     let plan = plan_of_two();
     let mut report = Report::empty();
     report.now = Some(plan.now.clone());
@@ -166,7 +166,7 @@ pub fn report_not_converged() -> Report {
 }
 
 /// A report whose leftover and failure carry hostile engine text.
-pub fn hostile_report() -> Report {
+pub(crate) fn hostile_report() -> Report {
     let mut report = Report::empty();
     let evil = entry(
         Kind::Container,

@@ -33,7 +33,7 @@ use crate::text::escape_lines;
 
 pub use graph::{graph_dot, graph_mermaid};
 pub use plan::{plan_human, plan_json};
-pub use progress::Progress;
+pub(crate) use progress::Progress;
 pub use report::{report_human, report_json};
 pub use table::entry_label;
 
@@ -49,7 +49,7 @@ pub(crate) use validate::validation;
 
 /// Output format, from `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     Human,
     Json,
     /// Graphviz DOT (`graph` only).

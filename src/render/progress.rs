@@ -15,7 +15,7 @@ use crate::text::clip;
 
 /// Progress during apply: a bar on a terminal (human format), one line per
 /// finished step when stderr is not a terminal, nothing for JSON.
-pub enum Progress {
+pub(crate) enum Progress {
     Bar { bar: ProgressBar, failures: usize },
     Lines,
     Quiet,
@@ -23,7 +23,7 @@ pub enum Progress {
 
 impl Progress {
     /// The display for `format` and a plan of `total` steps.
-    pub fn new(format: Format, total: usize) -> Progress {
+    pub(crate) fn new(format: Format, total: usize) -> Progress {
         match format {
             Format::Json | Format::Dot | Format::Mermaid => Progress::Quiet,
             Format::Human if std::io::stderr().is_terminal() && total > 0 => {
@@ -39,7 +39,7 @@ impl Progress {
     }
 
     /// Clears the bar, if any.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Progress::Bar { bar, .. } = self {
             bar.finish_and_clear();
         }
@@ -66,7 +66,7 @@ pub(crate) fn step_line(step: &Step, outcome: &Outcome) -> String {
 impl Progress {
     /// Shows that a step ended: moves the bar, or returns the line to print
     /// on stderr.
-    pub fn finished(&mut self, step: &Step, outcome: &Outcome) -> Option<String> {
+    pub(crate) fn finished(&mut self, step: &Step, outcome: &Outcome) -> Option<String> {
         match self {
             Progress::Quiet => None,
             Progress::Lines => Some(step_line(step, outcome)),

@@ -25,10 +25,10 @@ const SHOW_ENGINES: usize = 8;
 #[derive(Debug)]
 pub struct StateError {
     /// The state file, as it was given.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// 1-based line and column (in characters) of the problem; `None` for
     /// problems with the whole file (not found, unreadable, too large).
-    pub at: Option<(usize, usize)>,
+    pub(crate) at: Option<(usize, usize)>,
     /// What is wrong.
     pub kind: StateErrorKind,
 }
@@ -125,20 +125,10 @@ impl StateError {
         }
     }
 
-    /// The state file the error is about.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The 1-based line and column (in characters) the error points at; `None`
     /// for errors about the whole file (not found, unreadable, too large).
     pub fn line_col(&self) -> Option<(usize, usize)> {
         self.at
-    }
-
-    /// What is wrong.
-    pub fn kind(&self) -> &StateErrorKind {
-        &self.kind
     }
 }
 

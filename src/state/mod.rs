@@ -145,7 +145,7 @@ pub struct BoxDecl {
     /// When the box stops being declared; `None`: never.
     pub expiry: Option<Expiry>,
     /// The 1-based line of its `id` key.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 /// When a declared box expires.
@@ -165,7 +165,7 @@ pub struct KeepVolume {
     /// The engine it is kept on; `None`: on every engine.
     pub engine: Option<String>,
     /// The 1-based line of the entry.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 /// `[policy]`.
@@ -181,14 +181,14 @@ pub struct EngineDecl {
     /// Its name (box-id rules), unique in the file.
     pub name: String,
     /// How to reach it.
-    pub target: EngineTarget,
+    pub(crate) target: EngineTarget,
     /// The 1-based line of its `name` key.
-    pub line: usize,
+    line: usize,
 }
 
 /// How an engine is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EngineTarget {
+pub(crate) enum EngineTarget {
     /// Neither `host` nor `context`: resolved the default way (DOCKER_HOST, ...).
     Default,
     /// `host = "..."`: a daemon URL (unix, tcp, http, https or ssh).

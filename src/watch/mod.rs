@@ -28,21 +28,21 @@ use crate::exec::fleet::{reconcile_all, FleetReport};
 use crate::model::{Reason, Scope};
 use crate::plan::{parse_rfc3339, Goal, Plan};
 
-pub use crate::exec::event::Trigger;
+use crate::exec::event::Trigger;
 
 /// How watch runs.
 #[derive(Debug, Clone)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     /// How long after the first event of a burst the cycle runs.
-    pub debounce: Duration,
+    pub(crate) debounce: Duration,
     /// A full cycle at least this often, events or not.
-    pub resync: Duration,
+    pub(crate) resync: Duration,
     /// How often the state file is looked at for changes.
-    pub state_poll: Duration,
+    pub(crate) state_poll: Duration,
     /// Backoff after an event stream is lost: first wait, and the cap.
-    pub backoff_first: Duration,
-    pub backoff_max: Duration,
-    pub apply: ApplyOptions,
+    pub(crate) backoff_first: Duration,
+    pub(crate) backoff_max: Duration,
+    pub(crate) apply: ApplyOptions,
 }
 
 impl Default for WatchOptions {
@@ -60,19 +60,19 @@ impl Default for WatchOptions {
 
 /// What the desired state is now: the goal and the scope, and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Desired {
-    pub goal: Goal,
-    pub scope: Scope,
+pub(crate) struct Desired {
+    pub(crate) goal: Goal,
+    pub(crate) scope: Scope,
 }
 
 /// Where the desired state comes from: looked at every `state_poll`; `Changed`
 /// with the new state, `Broken` with the error (the last good state stays).
-pub trait StateSource {
+pub(crate) trait StateSource {
     fn poll(&mut self) -> StatePoll;
 }
 
 /// The answer of a `StateSource`.
-pub enum StatePoll {
+pub(crate) enum StatePoll {
     Unchanged,
     Changed(Box<Desired>),
     Broken(String),
@@ -145,7 +145,7 @@ async fn follow(
 
 /// The earliest time (Unix seconds) after `now` at which a plan's verdicts
 /// change by the clock alone: a grace period or a declared box's expiry ending.
-pub fn next_deadline(plans: &[Plan], now: i64) -> Option<i64> {
+fn next_deadline(plans: &[Plan], now: i64) -> Option<i64> {
     plans
         .iter()
         .flat_map(|p| p.kept.all())
@@ -185,7 +185,7 @@ impl Observer for Deadlines<'_> {
 /// the time (Unix seconds) each cycle is judged at. Returns the last cycle's
 /// merged report (every engine, each under its own name).
 #[allow(clippy::too_many_arguments)]
-pub async fn watch(
+pub(crate) async fn watch(
     engines: &[Arc<dyn Engine>],
     mut desired: Desired,
     state: &mut dyn StateSource,
