@@ -3,8 +3,8 @@
 //! Every top-level module (a folder or a file under `src/`) may use only the
 //! modules this table allows, and the table itself has no cycle, so neither
 //! has the code. The pure core (`model`, `plan`, `text`, `exec/walk.rs`) does
-//! no I/O and uses no tokio. Read from the source text, with tests (`#[cfg(test)]`
-//! to the end of a file) and comments left out. A new module is added here.
+//! no I/O and uses no tokio. Read from the source text, with tests (each
+//! `#[cfg(test)]` item) and comments left out. A new module is added here.
 //! `cargo test -- layers --nocapture` prints the graph as it is.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,17 +69,47 @@ fn module_of(path: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// The code of a file: tests and comments left out.
+/// The code of a file: comments left out, and every `#[cfg(test)]` item
+/// (up to its `;`, or its braces' match) wherever it stands.
 fn code(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
-    let text = match text.find("#[cfg(test)]") {
-        Some(at) => &text[..at],
-        None => &text,
-    };
-    text.lines()
+    let text: String = text
+        .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let item = &rest[at + "#[cfg(test)]".len()..];
+        let end = match (item.find(';'), item.find('{')) {
+            (Some(semi), Some(open)) if semi < open => semi + 1,
+            (Some(semi), None) => semi + 1,
+            (_, Some(open)) => {
+                let mut depth = 0;
+                let mut end = item.len();
+                for (i, c) in item[open..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = open + i + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (None, None) => item.len(),
+        };
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The top-level modules `code` names through `crate::` (also in a group,
