@@ -111,26 +111,33 @@ pub(crate) fn parse_time(s: &str) -> Result<SystemTime, String> {
     })
 }
 
-/// What is wrong with an engine `host` URL.
-pub(super) fn host_problem(host: &str) -> Option<String> {
-    if host.is_empty() {
+/// What is wrong with a one-word value (a host, a context, a name): empty,
+/// longer than `max` characters, a hidden character, whitespace.
+fn word_problem(word: &str, max: usize) -> Option<String> {
+    if word.is_empty() {
         return Some("it is empty".into());
     }
-    let len = host.chars().count();
-    if len > MAX_HOST_CHARS {
-        return Some(format!(
-            "it is {len} characters long (the limit is {MAX_HOST_CHARS})"
-        ));
+    let len = word.chars().count();
+    if len > max {
+        return Some(format!("it is {len} characters long (the limit is {max})"));
     }
-    if let Some(c) = host.chars().find(|&c| is_hidden(c)) {
+    if let Some(c) = word.chars().find(|&c| is_hidden(c)) {
         return Some(format!(
             "it contains the {} {}",
             hidden_kind(c),
             CharText(c)
         ));
     }
-    if host.chars().any(char::is_whitespace) {
+    if word.chars().any(char::is_whitespace) {
         return Some("it contains whitespace".into());
+    }
+    None
+}
+
+/// What is wrong with an engine `host` URL.
+pub(super) fn host_problem(host: &str) -> Option<String> {
+    if let Some(problem) = word_problem(host, MAX_HOST_CHARS) {
+        return Some(problem);
     }
     let url = match url::Url::parse(host) {
         Ok(url) => url,
@@ -155,24 +162,8 @@ pub(super) fn host_problem(host: &str) -> Option<String> {
 
 /// What is wrong with a docker context name (`[a-zA-Z0-9][a-zA-Z0-9_.+-]+`).
 pub(super) fn context_problem(name: &str) -> Option<String> {
-    if name.is_empty() {
-        return Some("it is empty".into());
-    }
-    let len = name.chars().count();
-    if len > MAX_CONTEXT_CHARS {
-        return Some(format!(
-            "it is {len} characters long (the limit is {MAX_CONTEXT_CHARS})"
-        ));
-    }
-    if let Some(c) = name.chars().find(|&c| is_hidden(c)) {
-        return Some(format!(
-            "it contains the {} {}",
-            hidden_kind(c),
-            CharText(c)
-        ));
-    }
-    if name.chars().any(char::is_whitespace) {
-        return Some("it contains whitespace".into());
+    if let Some(problem) = word_problem(name, MAX_CONTEXT_CHARS) {
+        return Some(problem);
     }
     if let Some(c) = name
         .chars()
@@ -183,7 +174,7 @@ pub(super) fn context_problem(name: &str) -> Option<String> {
     if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
         return Some("it must start with a letter or digit".into());
     }
-    if len < 2 {
+    if name.chars().count() < 2 {
         return Some("it is shorter than 2 characters".into());
     }
     None
@@ -191,22 +182,8 @@ pub(super) fn context_problem(name: &str) -> Option<String> {
 
 /// Box ids and volume names: `[A-Za-z0-9][A-Za-z0-9_.-]*`, at most `max` characters.
 pub(super) fn name_problem(name: &str, max: usize) -> Option<String> {
-    if name.is_empty() {
-        return Some("it is empty".into());
-    }
-    let len = name.chars().count();
-    if len > max {
-        return Some(format!("it is {len} characters long (the limit is {max})"));
-    }
-    if let Some(c) = name.chars().find(|&c| is_hidden(c)) {
-        return Some(format!(
-            "it contains the {} {}",
-            hidden_kind(c),
-            CharText(c)
-        ));
-    }
-    if name.chars().any(char::is_whitespace) {
-        return Some("it contains whitespace".into());
+    if let Some(problem) = word_problem(name, max) {
+        return Some(problem);
     }
     if let Some(c) = name.chars().find(|&c| c == '/' || c == '\\') {
         return Some(format!("it contains the path separator {}", CharText(c)));
