@@ -25,12 +25,9 @@ use crate::engine::lazy::LazyEngine;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::{Event, Fanout, Observer};
-use crate::exec::fleet::{
-    merge, plan_all, reconcile_all, reconcile_saved_all, FleetPlan, FleetReport, PlanFileError,
-    Verdict,
-};
+use crate::exec::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::plan_once;
-use crate::exec::verify::Report;
+use crate::exec::report::{merge, FleetReport, PlanFileError, Report, Verdict};
 use crate::observe::audit::{AuditLog, Recorder};
 use crate::observe::metrics::Metrics;
 use crate::plan::inventory::Inventory;

@@ -4,7 +4,7 @@
 //! every engine, or from a plan or an inventory) to the exit code. Every
 //! command and engine shape ends here; nothing else picks an exit status.
 
-use crate::exec::fleet::Verdict;
+use crate::exec::report::Verdict;
 
 /// How a command ended; `main` maps it to the process exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

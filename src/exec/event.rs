@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::engine::EngineError;
 use crate::exec::apply::Outcome;
-use crate::exec::fleet::FleetReport;
+use crate::exec::report::FleetReport;
 use crate::plan::inventory::Inventory;
 use crate::plan::{Plan, Step};
 

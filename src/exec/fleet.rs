@@ -1,18 +1,19 @@
-//! The run over a fleet: one job on every engine of a run at once, and the
-//! one merge of their results. A single engine is a fleet of one; `apply`,
-//! `destroy`, a saved plan and every watch cycle come through here.
+//! The run over a fleet: one job on every engine of a run at once. A single
+//! engine is a fleet of one; `plan`, `apply`, `destroy`, a saved plan and
+//! every watch cycle come through here.
 //!
 //! Owns running the per-engine work concurrently within one removal budget
-//! (each engine also capped), failing an engine's part alone (an engine that
-//! cannot be reached or listed, or whose saved plan is stale, is a failure of
-//! kind `engine` naming that engine, its objects untouched, while the others
-//! still converge), merging every part into one report, and the one decision
-//! of success (`Verdict`). Each engine's own work is exactly `plan_once` /
-//! `reconcile_once` / `execute`. Must not print or decide anything per object.
+//! (each engine also capped), keeping each engine's result under its name
+//! (`Part`), failing an engine's part alone (an engine that cannot be reached
+//! or listed is a failure of kind `engine` naming that engine, its objects
+//! untouched, while the others still converge), the saved-plan file and its
+//! checks, and handing every part to the one merge (`report::merge`). Each
+//! engine's own work is exactly `plan_once` / `reconcile_once` / `execute`.
+//! Must not print or decide anything per object.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
@@ -21,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::Observer;
-use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Early};
-use crate::exec::verify::{Failure, Report};
+use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once};
+use crate::exec::report::{
+    merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report,
+};
 use crate::model::Scope;
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan, PLAN_VERSION};
@@ -92,137 +95,6 @@ impl FleetPlan {
         };
         fleet.validate().map_err(fail)?;
         Ok(fleet)
-    }
-}
-
-/// A saved plan could not be read, parsed, written or used.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("plan file {}: {detail}", path.display())]
-pub(crate) struct PlanFileError {
-    pub(crate) path: std::path::PathBuf,
-    pub(crate) detail: String,
-}
-
-/// Per-engine summary of a fleet's report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EngineSummary {
-    pub(crate) engine: String,
-    pub(crate) endpoint: String,
-    pub(crate) converged: bool,
-    pub(crate) removed: usize,
-    pub(crate) failures: usize,
-    pub(crate) remaining: usize,
-    /// Why the engine's part did not run (unreachable, listing failed, stale plan).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) error: Option<String>,
-}
-
-/// One engine's part of a run: its name, how long it took, and its report or
-/// why it stopped before removing anything. Kept by name, never by position.
-#[derive(Debug, Clone)]
-pub(crate) struct Part {
-    pub(crate) engine: String,
-    pub(crate) endpoint: String,
-    pub(crate) took: Duration,
-    pub(crate) result: Result<Report, PartError>,
-}
-
-impl Part {
-    /// The part's report; for a part that stopped early, the report of a run
-    /// that failed before apply, naming this engine and why.
-    pub(crate) fn report(&self) -> std::borrow::Cow<'_, Report> {
-        match &self.result {
-            Ok(r) => std::borrow::Cow::Borrowed(r),
-            Err(e) => std::borrow::Cow::Owned(Report::failed_before_apply(
-                &self.engine,
-                e.object(&self.endpoint),
-                e.to_string(),
-            )),
-        }
-    }
-}
-
-/// Why an engine's part stopped before removing anything.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum PartError {
-    /// Listing, planning or the saved-plan checks on this engine.
-    #[error(transparent)]
-    Early(#[from] Early),
-    /// The saved plan cannot be carried out on this engine.
-    #[error(transparent)]
-    PlanFile(#[from] PlanFileError),
-}
-
-impl PartError {
-    /// What the failure names besides the engine: the plan file, or the engine's address.
-    fn object<'a>(&self, endpoint: &'a str) -> &'a str {
-        match self {
-            PartError::PlanFile(_) => "plan file",
-            PartError::Early(_) => endpoint,
-        }
-    }
-}
-
-/// A fleet's report: the seed's keys over every engine (each entry carries
-/// its `engine`), and a summary per engine.
-#[derive(Debug, Clone, Serialize)]
-pub struct FleetReport {
-    #[serde(flatten)]
-    pub(crate) report: Report,
-    pub(crate) engines: Vec<EngineSummary>,
-    /// Every engine's part, by name, for grouped output and watch's log.
-    #[serde(skip)]
-    pub(crate) parts: Vec<Part>,
-}
-
-/// Merges per-engine parts into one report. Pure. Converged only when there
-/// is at least one part and every part converged: a part that failed before
-/// apply is a failure of kind `engine` naming its engine.
-pub(crate) fn merge(parts: Vec<Part>) -> FleetReport {
-    let mut merged = Report::empty();
-    merged.converged = !parts.is_empty();
-    let mut engines = Vec::new();
-    for part in &parts {
-        let report = part.report();
-        engines.push(EngineSummary {
-            engine: part.engine.clone(),
-            endpoint: part.endpoint.clone(),
-            converged: report.converged,
-            removed: report.removed.len(),
-            failures: report.failures.len(),
-            remaining: report.all_remaining().count(),
-            error: part.result.as_ref().err().map(ToString::to_string),
-        });
-        merged.absorb(&report);
-    }
-    FleetReport {
-        report: merged,
-        engines,
-        parts,
-    }
-}
-
-/// How a run ended, as far as its exit status goes: the one input of `Exit`'s
-/// decision, made from the merged report (or a plan, an inventory).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Verdict {
-    /// Something failed: a listing, a removal, the verification, an engine.
-    pub(crate) failed: bool,
-    /// Stopped by Ctrl-C before every removal started.
-    pub(crate) interrupted: bool,
-    /// `plan --detailed-exitcode` with changes pending.
-    pub(crate) pending: bool,
-}
-
-impl Verdict {
-    /// The verdict of a converging run: failed unless the merged report converged.
-    pub(crate) fn of_report(report: &Report) -> Verdict {
-        Verdict {
-            failed: !report.converged,
-            interrupted: report.interrupted,
-            pending: false,
-        }
     }
 }
 

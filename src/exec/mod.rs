@@ -1,12 +1,14 @@
 //! Carrying a plan out: the generic DAG `walk`er, `apply` (one step's work and
-//! the error policy), `verify` (the report and the definition of success),
-//! `reconcile` (list, plan, apply, verify on one engine) and `fleet` (every
-//! engine of a run at once, one merged report, one exit decision).
+//! the error policy), `list` (the engine calls of discovery), `verify` (the
+//! definition of success), `reconcile` (list, plan, apply, verify on one
+//! engine), `fleet` (every engine of a run at once), `report` (the report,
+//! the one merge and the `Verdict`) and `event` (the one event type).
 
 pub mod apply;
 pub mod event;
 pub(crate) mod fleet;
 pub mod list;
 pub mod reconcile;
+pub mod report;
 pub mod verify;
 mod walk;

@@ -13,25 +13,10 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::exec::apply::{apply, ApplyOptions};
 use crate::exec::event::{Event, Observer};
-use crate::exec::list::InventoryError;
-use crate::exec::verify::{verify, Report};
+use crate::exec::report::{Early, Report};
+use crate::exec::verify::verify;
 use crate::model::Scope;
 use crate::plan::{Goal, Plan};
-
-/// Why a reconcile stopped before removing anything.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum Early {
-    /// A listing (or the inspection of unmanaged containers) failed: nothing
-    /// may be planned from a partial inventory.
-    #[error(transparent)]
-    Listing(#[from] InventoryError),
-    /// The managed inventory changed since the saved plan was made.
-    #[error("the managed inventory changed since it was made ({changes}); nothing was removed")]
-    Stale { changes: String },
-    /// The saved plan is not the plan of the inventory it was made from.
-    #[error("its steps are not the plan of the inventory it was made from (was it edited?); nothing was removed")]
-    Edited,
-}
 
 pub use crate::exec::list::plan_once;
 

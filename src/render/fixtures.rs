@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::exec::verify::{Failure, Gone, Leftover, Named, Report};
+use crate::exec::report::{Failure, Gone, Leftover, Named, Report};
 use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
 use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
 

@@ -9,8 +9,8 @@
 
 use std::fmt::Write as _;
 
-use crate::exec::fleet::PartError;
-use crate::exec::verify::Report;
+use crate::exec::report::PartError;
+use crate::exec::report::Report;
 use crate::render::table::{kind_counts, name_cell, plural};
 use crate::render::Format;
 use crate::text::{escape, escape_lines};

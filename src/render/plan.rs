@@ -301,7 +301,7 @@ mod tests {
         let fleet = FleetPlan {
             version: crate::plan::PLAN_VERSION,
             engines: vec![plan_of_two()],
-            failures: vec![crate::exec::verify::Failure {
+            failures: vec![crate::exec::report::Failure {
                 kind: "engine".into(),
                 engine: "ci\u{1b}[1m".into(),
                 name: "ssh://ci".into(),

@@ -9,8 +9,8 @@
 
 use std::fmt::Write as _;
 
-use crate::exec::fleet::FleetReport;
-use crate::exec::verify::{Named, Report};
+use crate::exec::report::FleetReport;
+use crate::exec::report::{Named, Report};
 use crate::model::{Kind, Outcome};
 use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, table};
 use crate::render::{json, Format};
@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_fleet_report_groups_by_engine_and_sums_up() {
-        use crate::exec::fleet::EngineSummary;
+        use crate::exec::report::EngineSummary;
         let part = report_not_converged();
         let mut whole = Report::empty();
         whole.converged = true;
@@ -281,7 +281,7 @@ mod tests {
                 remaining: 1,
                 error: None,
             }],
-            parts: vec![crate::exec::fleet::Part {
+            parts: vec![crate::exec::report::Part {
                 engine: "ci-1".into(),
                 endpoint: "ssh://ci-1".into(),
                 took: std::time::Duration::ZERO,

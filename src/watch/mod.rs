@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{Engine, EngineError};
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::{Event, Observer};
-use crate::exec::fleet::{reconcile_all, FleetReport};
+use crate::exec::fleet::reconcile_all;
+use crate::exec::report::FleetReport;
 use crate::model::{Reason, Scope};
 use crate::plan::{parse_rfc3339, Goal, Plan};
 

@@ -1,0 +1,412 @@
+//! The report of a run: what every apply, destroy, saved plan and watch
+//! cycle ends with, per engine (`Report`, or `Early` / `PartError` when an
+//! engine's part stopped before removing anything) and merged over every
+//! engine (`FleetReport`, the one `merge`), and the `Verdict` the exit status
+//! is decided from.
+//!
+//! Owns the report's shape (its JSON keys are a public contract) and the one
+//! merge. Pure data: no engine call, no printing; `verify` fills a `Report`.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::exec::list::InventoryError;
+use crate::model::{ByKind, Outcome, Reason};
+use crate::plan::{Entry, Kept, Retained};
+
+/// An object named in a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Named {
+    pub(crate) engine: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) id: Option<String>,
+    pub name: String,
+    #[serde(rename = "box")]
+    pub(crate) box_id: Option<String>,
+}
+
+impl Named {
+    pub(crate) fn of(e: &Entry) -> Named {
+        Named {
+            engine: e.engine.clone(),
+            id: e.id.clone(),
+            name: e.name.clone(),
+            box_id: e.box_id.clone(),
+        }
+    }
+}
+
+/// A removed object, and whether this run removed it or found it gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gone {
+    #[serde(flatten)]
+    pub(crate) object: Named,
+    /// `Removed`, or `AlreadyGone` (another actor removed it first).
+    pub outcome: Outcome,
+}
+
+/// An object still there after the run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Leftover {
+    #[serde(flatten)]
+    pub object: Named,
+    pub reason: Reason,
+}
+
+/// One thing that went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Failure {
+    /// `container`, `volume`, `network`, or `engine` (a listing or the connection).
+    pub kind: String,
+    pub(crate) engine: String,
+    pub(crate) name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub error: String,
+}
+
+impl Failure {
+    /// The failure of one object.
+    pub(crate) fn of(object: &Entry, error: String) -> Failure {
+        Failure {
+            kind: object.kind.as_str().into(),
+            engine: object.engine.clone(),
+            name: object.name.clone(),
+            id: object.id.clone(),
+            error,
+        }
+    }
+}
+
+/// Removed objects, by kind.
+type Removed = ByKind<Vec<Gone>>;
+
+/// The end of every apply and destroy. Its JSON keys are a public contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub converged: bool,
+    /// The time the plan was judged at (RFC 3339), when there was a plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) now: Option<String>,
+    pub removed: Removed,
+    pub(crate) kept: Kept,
+    pub(crate) retained: Retained,
+    pub failures: Vec<Failure>,
+    /// What is still there, by kind. JSON: `remainingContainers`,
+    /// `remainingVolumes`, `remainingNetworks`, here among the report's keys.
+    #[serde(flatten, serialize_with = "remaining_keys")]
+    pub(crate) remaining: ByKind<Vec<Leftover>>,
+    /// True if the run was interrupted before every removal was started.
+    pub(crate) interrupted: bool,
+}
+
+/// The leftovers as the report's flat keys `remainingContainers`, ...
+fn remaining_keys<S: serde::Serializer>(
+    remaining: &ByKind<Vec<Leftover>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(3))?;
+    map.serialize_entry("remainingContainers", &remaining.containers)?;
+    map.serialize_entry("remainingVolumes", &remaining.volumes)?;
+    map.serialize_entry("remainingNetworks", &remaining.networks)?;
+    map.end()
+}
+
+impl Report {
+    /// A report with nothing in it yet.
+    pub(crate) fn empty() -> Report {
+        Report {
+            converged: false,
+            now: None,
+            removed: Removed::default(),
+            kept: Kept::default(),
+            retained: Retained::default(),
+            failures: vec![],
+            remaining: ByKind::default(),
+            interrupted: false,
+        }
+    }
+
+    /// The report for a run that could not even list (or load its plan): nothing
+    /// was removed, nothing is known to be converged.
+    pub(crate) fn failed_before_apply(engine: &str, endpoint: &str, error: String) -> Report {
+        let mut report = Report::empty();
+        report.failures.push(Failure {
+            kind: "engine".into(),
+            engine: engine.to_string(),
+            name: endpoint.to_string(),
+            id: None,
+            error,
+        });
+        report
+    }
+
+    /// Every leftover, containers first.
+    pub fn all_remaining(&self) -> impl Iterator<Item = &Leftover> {
+        self.remaining.all()
+    }
+
+    /// Merges `part` (one engine's report) into this whole (a fleet's): every
+    /// per-kind list and the failures are extended, retained images added
+    /// once, `converged` only if every part converged (start a whole from
+    /// `Report::empty()` with `converged = true`), `interrupted` if any part
+    /// was, and `now` from the first part that has one.
+    pub(crate) fn absorb(&mut self, part: &Report) {
+        self.converged &= part.converged;
+        self.interrupted |= part.interrupted;
+        if self.now.is_none() {
+            self.now.clone_from(&part.now);
+        }
+        self.removed.extend_from(&part.removed);
+        self.kept.extend_from(&part.kept);
+        for image in &part.retained.images {
+            if !self.retained.images.contains(image) {
+                self.retained.images.push(image.clone());
+            }
+        }
+        self.failures.extend_from_slice(&part.failures);
+        self.remaining.extend_from(&part.remaining);
+    }
+
+    pub(crate) fn push_leftover(&mut self, object: &Entry, reason: Reason) {
+        let left = Leftover {
+            object: Named::of(object),
+            reason,
+        };
+        self.remaining.push(object.kind, left);
+    }
+}
+
+/// Why a reconcile stopped before removing anything.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Early {
+    /// A listing (or the inspection of unmanaged containers) failed: nothing
+    /// may be planned from a partial inventory.
+    #[error(transparent)]
+    Listing(#[from] InventoryError),
+    /// The managed inventory changed since the saved plan was made.
+    #[error("the managed inventory changed since it was made ({changes}); nothing was removed")]
+    Stale { changes: String },
+    /// The saved plan is not the plan of the inventory it was made from.
+    #[error("its steps are not the plan of the inventory it was made from (was it edited?); nothing was removed")]
+    Edited,
+}
+
+/// A saved plan could not be read, parsed, written or used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("plan file {}: {detail}", path.display())]
+pub(crate) struct PlanFileError {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) detail: String,
+}
+
+/// Per-engine summary of a fleet's report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EngineSummary {
+    pub(crate) engine: String,
+    pub(crate) endpoint: String,
+    pub(crate) converged: bool,
+    pub(crate) removed: usize,
+    pub(crate) failures: usize,
+    pub(crate) remaining: usize,
+    /// Why the engine's part did not run (unreachable, listing failed, stale plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+}
+
+/// One engine's part of a run: its name, how long it took, and its report or
+/// why it stopped before removing anything. Kept by name, never by position.
+#[derive(Debug, Clone)]
+pub(crate) struct Part {
+    pub(crate) engine: String,
+    pub(crate) endpoint: String,
+    pub(crate) took: Duration,
+    pub(crate) result: Result<Report, PartError>,
+}
+
+impl Part {
+    /// The part's report; for a part that stopped early, the report of a run
+    /// that failed before apply, naming this engine and why.
+    pub(crate) fn report(&self) -> std::borrow::Cow<'_, Report> {
+        match &self.result {
+            Ok(r) => std::borrow::Cow::Borrowed(r),
+            Err(e) => std::borrow::Cow::Owned(Report::failed_before_apply(
+                &self.engine,
+                e.object(&self.endpoint),
+                e.to_string(),
+            )),
+        }
+    }
+}
+
+/// Why an engine's part stopped before removing anything.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum PartError {
+    /// Listing, planning or the saved-plan checks on this engine.
+    #[error(transparent)]
+    Early(#[from] Early),
+    /// The saved plan cannot be carried out on this engine.
+    #[error(transparent)]
+    PlanFile(#[from] PlanFileError),
+}
+
+impl PartError {
+    /// What the failure names besides the engine: the plan file, or the engine's address.
+    fn object<'a>(&self, endpoint: &'a str) -> &'a str {
+        match self {
+            PartError::PlanFile(_) => "plan file",
+            PartError::Early(_) => endpoint,
+        }
+    }
+}
+
+/// A fleet's report: the seed's keys over every engine (each entry carries
+/// its `engine`), and a summary per engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetReport {
+    #[serde(flatten)]
+    pub(crate) report: Report,
+    pub(crate) engines: Vec<EngineSummary>,
+    /// Every engine's part, by name, for grouped output and watch's log.
+    #[serde(skip)]
+    pub(crate) parts: Vec<Part>,
+}
+
+/// Merges per-engine parts into one report. Pure. Converged only when there
+/// is at least one part and every part converged: a part that failed before
+/// apply is a failure of kind `engine` naming its engine.
+pub(crate) fn merge(parts: Vec<Part>) -> FleetReport {
+    let mut merged = Report::empty();
+    merged.converged = !parts.is_empty();
+    let mut engines = Vec::new();
+    for part in &parts {
+        let report = part.report();
+        engines.push(EngineSummary {
+            engine: part.engine.clone(),
+            endpoint: part.endpoint.clone(),
+            converged: report.converged,
+            removed: report.removed.len(),
+            failures: report.failures.len(),
+            remaining: report.all_remaining().count(),
+            error: part.result.as_ref().err().map(ToString::to_string),
+        });
+        merged.absorb(&report);
+    }
+    FleetReport {
+        report: merged,
+        engines,
+        parts,
+    }
+}
+
+/// How a run ended, as far as its exit status goes: the one input of `Exit`'s
+/// decision, made from the merged report (or a plan, an inventory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Verdict {
+    /// Something failed: a listing, a removal, the verification, an engine.
+    pub(crate) failed: bool,
+    /// Stopped by Ctrl-C before every removal started.
+    pub(crate) interrupted: bool,
+    /// `plan --detailed-exitcode` with changes pending.
+    pub(crate) pending: bool,
+}
+
+impl Verdict {
+    /// The verdict of a converging run: failed unless the merged report converged.
+    pub(crate) fn of_report(report: &Report) -> Verdict {
+        Verdict {
+            failed: !report.converged,
+            interrupted: report.interrupted,
+            pending: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ImageInfo;
+    use crate::model::Kind;
+    use crate::plan::Noted;
+
+    fn entry(kind: Kind, name: &str) -> Entry {
+        Entry {
+            engine: "e".into(),
+            kind,
+            id: None,
+            name: name.into(),
+            box_id: None,
+            state: None,
+            created: None,
+        }
+    }
+
+    fn part(name: &str, converged: bool, image: &str) -> Report {
+        let mut r = Report::empty();
+        r.converged = converged;
+        r.now = Some(format!("now-{name}"));
+        r.removed.push(
+            Kind::Volume,
+            Gone {
+                object: Named::of(&entry(Kind::Volume, name)),
+                outcome: Outcome::Removed,
+            },
+        );
+        r.kept.push(
+            Kind::Network,
+            Noted {
+                object: entry(Kind::Network, name),
+                why: Reason::NotNamedByDestroy,
+            },
+        );
+        r.retained.images.push(ImageInfo {
+            id: image.into(),
+            tags: vec![],
+        });
+        r.push_leftover(&entry(Kind::Container, name), Reason::Interrupted);
+        r.failures
+            .push(Failure::of(&entry(Kind::Container, name), "boom".into()));
+        r
+    }
+
+    #[test]
+    fn absorb_merges_parts_into_a_whole() {
+        let mut whole = Report::empty();
+        whole.converged = true;
+        whole.absorb(&part("a", true, "sha256:1"));
+        assert!(whole.converged);
+        let mut b = part("b", false, "sha256:1");
+        b.interrupted = true;
+        whole.absorb(&b);
+        let names = |list: &Vec<Leftover>| {
+            list.iter()
+                .map(|l| l.object.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&whole.remaining.containers), ["a", "b"]);
+        assert_eq!(whole.removed.volumes.len(), 2);
+        assert_eq!(whole.kept.networks.len(), 2);
+        assert_eq!(whole.failures.len(), 2);
+        assert_eq!(whole.retained.images.len(), 1, "retained images once");
+        assert!(!whole.converged && whole.interrupted);
+        assert_eq!(whole.now.as_deref(), Some("now-a"));
+    }
+
+    #[test]
+    fn remaining_keys_are_flat_in_the_json() {
+        let json = serde_json::to_string(&part("a", false, "i")).unwrap();
+        let at = |key: &str| {
+            json.find(&format!("\"{key}\":"))
+                .unwrap_or_else(|| panic!("{key}: {json}"))
+        };
+        assert!(at("failures") < at("remainingContainers"));
+        assert!(at("remainingContainers") < at("remainingVolumes"));
+        assert!(at("remainingVolumes") < at("remainingNetworks"));
+        assert!(at("remainingNetworks") < at("interrupted"));
+        assert!(!json.contains("\"remaining\""), "{json}");
+    }
+}
