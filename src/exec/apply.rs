@@ -15,9 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{Engine, EngineError, ErrorKind};
 use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
-/// What happened to one step: the model's one `Outcome`, re-exported here
-/// where steps are carried out.
-pub use crate::model::Outcome;
+use crate::model::Outcome;
 use crate::model::{Kind, ObjectKey, Scope};
 use crate::plan::{Plan, Step};
 

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use crate::engine::EngineError;
-use crate::exec::apply::Outcome;
 use crate::exec::report::FleetReport;
+use crate::model::Outcome;
 use crate::plan::inventory::Inventory;
 use crate::plan::{Plan, Step};
 

@@ -122,9 +122,9 @@ mod tests {
         box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
     };
     use crate::engine::{EngineError, ErrorKind};
-    use crate::exec::apply::Outcome;
     use crate::exec::event::Silent;
     use crate::model::Kind;
+    use crate::model::Outcome;
     use crate::plan::DeclaredBox;
 
     const NOW: i64 = 1_800_000_000;
