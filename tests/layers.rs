@@ -251,3 +251,89 @@ fn the_pure_core_does_no_io_and_uses_no_tokio() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A file's module path: `exec::fleet` for `src/exec/fleet.rs`, `exec` for
+/// `src/exec/mod.rs`.
+fn module_path(path: &Path) -> String {
+    let rel = path.strip_prefix(src()).unwrap().with_extension("");
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().to_string())
+        .filter(|c| c != "mod")
+        .collect();
+    parts.join("::")
+}
+
+/// The modules `code` (in module `me`) names: the longest known module path
+/// after `crate::`, or after `super::`.
+fn module_uses(code: &str, me: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let parent = me.rsplit_once("::").map(|(p, _)| p.to_string());
+    for (prefix, base) in [
+        ("crate::", String::new()),
+        ("super::", parent.clone().unwrap_or_default()),
+    ] {
+        if prefix == "super::" && parent.is_none() {
+            continue;
+        }
+        let mut rest = code;
+        while let Some(at) = rest.find(prefix) {
+            rest = &rest[at + prefix.len()..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let mut segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            while !segments.is_empty() {
+                let candidate = if base.is_empty() {
+                    segments.join("::")
+                } else {
+                    format!("{base}::{}", segments.join("::"))
+                };
+                if known.contains(&candidate) {
+                    found.insert(candidate);
+                    break;
+                }
+                segments.pop();
+            }
+        }
+    }
+    found.remove(me);
+    found
+}
+
+#[test]
+fn no_module_reaches_itself_through_its_imports() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let known: BTreeSet<String> = all.iter().map(|f| module_path(f)).collect();
+    let graph: BTreeMap<String, BTreeSet<String>> = all
+        .iter()
+        .map(|f| {
+            let me = module_path(f);
+            let uses = module_uses(&code(f), &me, &known);
+            (me, uses)
+        })
+        .filter(|(m, _)| m != "lib" && m != "main")
+        .collect();
+    // Peel off modules that use nothing left; what remains is on a cycle.
+    let mut left = graph.clone();
+    loop {
+        let leaves: Vec<String> = left
+            .iter()
+            .filter(|(_, uses)| uses.iter().all(|u| !left.contains_key(u)))
+            .map(|(m, _)| m.clone())
+            .collect();
+        if leaves.is_empty() {
+            break;
+        }
+        for m in leaves {
+            left.remove(&m);
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "modules on an import cycle, or using one: {:?}",
+        left.keys().collect::<Vec<_>>()
+    );
+}
