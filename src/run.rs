@@ -14,7 +14,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +27,7 @@ use crate::exec::event::{Event, Fanout, Observer};
 use crate::exec::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::plan_once;
 use crate::exec::report::{merge, FleetReport, PlanFileError, Report, Verdict};
-use crate::observe::audit::{AuditLog, Recorder};
+use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::observe::metrics::Metrics;
 use crate::plan::inventory::Inventory;
 use crate::plan::Goal;
@@ -358,9 +357,16 @@ impl Run<'_> {
             },
             _ => None,
         };
-        let printer = Printer::new(config, self.endpoints, sink, saved.is_none());
-        let recorder = Audit::new(audit, &printer);
-        let observer = Fanout(vec![&printer, &recorder]);
+        let printer = Printer::new(
+            config,
+            self.endpoints,
+            sink,
+            saved.is_none(),
+            audit.as_ref(),
+        );
+        let mut observers: Vec<&dyn Observer> = vec![&printer];
+        observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+        let observer = Fanout(observers);
         let options = self.options();
         let report = match (&config.job, &saved) {
             (_, Some((path, plan))) => {
@@ -380,8 +386,7 @@ impl Run<'_> {
             }
             _ => unreachable!("converge runs converging jobs"),
         };
-        let audit_failed = recorder.failed();
-        printer.conclude(&report, audit_failed)
+        printer.conclude(&report)
     }
 
     /// `watch`: cycles until `cancel` (or once), logging, serving metrics,
@@ -449,10 +454,10 @@ impl Run<'_> {
             apply: self.options(),
             ..WatchOptions::default()
         };
-        let printer = Printer::new(config, self.endpoints, sink, false);
-        let recorder = Audit::new(audit, &printer);
-        let counted = Counted(metrics.clone());
-        let observer = Fanout(vec![&printer, &recorder, &counted]);
+        let printer = Printer::new(config, self.endpoints, sink, false, audit.as_ref());
+        let mut observers: Vec<&dyn Observer> = vec![&printer, metrics.as_ref()];
+        observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+        let observer = Fanout(observers);
         let last = watch(
             self.engines,
             Desired {
@@ -472,8 +477,7 @@ impl Run<'_> {
             let _ = handle.await;
         }
         let report = last.unwrap_or_else(|| merge(Vec::new()));
-        let audit_failed = recorder.failed();
-        let exit = printer.conclude(&report, audit_failed);
+        let exit = printer.conclude(&report);
         if cancel.is_cancelled() && !*once {
             // Told to stop (SIGTERM): a clean stop, whatever the last cycle
             // found (its report and log said so); Ctrl-C is 130 (see `run`).
@@ -498,6 +502,10 @@ struct Printer<'a> {
     box_ids: RefCell<BTreeSet<String>>,
     /// Engines whose listing succeeded.
     listed: Cell<usize>,
+    /// The audit log, whose write failures are said here.
+    audit: Option<&'a AuditObserver>,
+    /// True once an audit write failed: the run did not fully succeed.
+    audit_failed: Cell<bool>,
 }
 
 impl<'a> Printer<'a> {
@@ -506,6 +514,7 @@ impl<'a> Printer<'a> {
         endpoints: &'a [(String, String)],
         sink: &'a mut dyn Sink,
         print_plan: bool,
+        audit: Option<&'a AuditObserver>,
     ) -> Self {
         let progress = if config.fleet && config.format == Format::Human {
             Progress::Lines
@@ -520,6 +529,26 @@ impl<'a> Printer<'a> {
             progress: RefCell::new(progress),
             box_ids: RefCell::new(BTreeSet::new()),
             listed: Cell::new(0),
+            audit,
+            audit_failed: Cell::new(false),
+        }
+    }
+
+    /// Says an audit write failure, if one happened since the last look.
+    fn audit_error(&self) {
+        let Some(e) = self.audit.and_then(AuditObserver::take_error) else {
+            return;
+        };
+        self.audit_failed.set(true);
+        let text = e.to_string();
+        if self.watching() {
+            self.err(&render::watch_audit_error(
+                self.config.format,
+                &log_time(),
+                &text,
+            ));
+        } else {
+            self.err(&format!("error: {}\n", crate::text::escape(&text)));
         }
     }
 
@@ -532,7 +561,8 @@ impl<'a> Printer<'a> {
     }
 
     /// Prints the merged report (per engine for a fleet) and decides the exit.
-    fn conclude(&self, report: &FleetReport, audit_failed: bool) -> Exit {
+    fn conclude(&self, report: &FleetReport) -> Exit {
+        self.audit_error();
         let config = self.config;
         if let Job::Converge { named, .. } = &config.job {
             let present = self.box_ids.borrow();
@@ -563,7 +593,7 @@ impl<'a> Printer<'a> {
             _ => sink.out(&render::fleet_report(report, config.format)),
         }
         let mut verdict = Verdict::of_report(&report.report);
-        verdict.failed |= audit_failed;
+        verdict.failed |= self.audit_failed.get();
         Exit::of(verdict)
     }
 }
@@ -616,12 +646,16 @@ impl Observer for Printer<'_> {
                 if !self.config.fleet {
                     self.progress.borrow().finish();
                 }
+                if !self.watching() {
+                    self.audit_error();
+                }
             }
             Event::Cycle {
                 trigger,
                 took: _,
                 report,
             } => {
+                self.audit_error();
                 for part in &report.parts {
                     if let Some(line) = render::watch_cycle(
                         format,
@@ -648,103 +682,6 @@ impl Observer for Printer<'_> {
                 self.err(&render::watch_state(format, &log_time(), *broken));
             }
             Event::Started { .. } => {}
-        }
-    }
-}
-
-/// The audit log as an observer: one line per attempted removal; a write
-/// failure is said (through the printer) when an engine's apply ends.
-struct Audit<'p, 'a> {
-    recorder: Option<RefCell<Recorder>>,
-    printer: &'p Printer<'a>,
-    failed: Cell<bool>,
-}
-
-impl<'p, 'a> Audit<'p, 'a> {
-    fn new(log: Option<Arc<AuditLog>>, printer: &'p Printer<'a>) -> Self {
-        Audit {
-            recorder: log.map(|log| RefCell::new(Recorder::new(log, SystemTime::now))),
-            printer,
-            failed: Cell::new(false),
-        }
-    }
-
-    /// True if a line could not be written (said on stderr).
-    fn failed(&self) -> bool {
-        self.report_error();
-        self.failed.get()
-    }
-
-    fn report_error(&self) {
-        let Some(recorder) = &self.recorder else {
-            return;
-        };
-        let printer = self.printer;
-        let error = recorder.borrow_mut().error.take();
-        if let Some(e) = error {
-            self.failed.set(true);
-            let text = e.to_string();
-            if printer.watching() {
-                printer.err(&render::watch_audit_error(
-                    printer.config.format,
-                    &log_time(),
-                    &text,
-                ));
-            } else {
-                printer.err(&format!("error: {}\n", crate::text::escape(&text)));
-            }
-        }
-    }
-}
-
-impl Observer for Audit<'_, '_> {
-    fn on(&self, event: &Event<'_>) {
-        let Some(recorder) = &self.recorder else {
-            return;
-        };
-        match event {
-            Event::Planned { inventory, .. } => recorder.borrow_mut().know(inventory),
-            Event::Finished { step, outcome, .. } => recorder.borrow_mut().finished(step, outcome),
-            Event::Applied { .. } => self.report_error(),
-            _ => {}
-        }
-    }
-}
-
-/// Watch's metrics as an observer.
-struct Counted(Arc<Metrics>);
-
-impl Observer for Counted {
-    fn on(&self, event: &Event<'_>) {
-        let metrics = &self.0;
-        match event {
-            Event::Planned {
-                engine, inventory, ..
-            } => {
-                for kind in crate::model::Kind::ALL {
-                    metrics.set_managed(engine, kind, inventory.of_kind(kind).count() as u64);
-                }
-            }
-            Event::Finished { step, outcome, .. } => {
-                metrics.add_removal(step.object.kind, outcome);
-            }
-            Event::Cycle { took, report, .. } => {
-                metrics.record_cycle(*took, report.report.converged, std::time::Instant::now());
-                for part in &report.parts {
-                    let failures = match &part.result {
-                        Ok(r) => r.failures.len(),
-                        Err(_) => 1,
-                    };
-                    for _ in 0..failures {
-                        metrics.add_failure(&part.engine);
-                    }
-                }
-            }
-            Event::Stream {
-                engine,
-                error: None,
-            } => metrics.add_reconnect(engine),
-            _ => {}
         }
     }
 }
@@ -781,9 +718,9 @@ async fn explain(
 }
 
 /// Opens `--audit FILE`, if given.
-fn open_audit(config: &Config) -> anyhow::Result<Option<Arc<AuditLog>>> {
+fn open_audit(config: &Config) -> anyhow::Result<Option<AuditObserver>> {
     match &config.audit {
-        Some(path) => Ok(Some(Arc::new(AuditLog::open(path)?))),
+        Some(path) => Ok(Some(AuditObserver::new(Arc::new(AuditLog::open(path)?)))),
         None => Ok(None),
     }
 }

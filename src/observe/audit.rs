@@ -36,6 +36,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Serialize, Serializer};
 
+use crate::exec::event::{Event, Observer};
 use crate::model::{Kind, Outcome, Reason};
 
 /// A reason as the log writes it: `code`, `text`, then the reason's fields
@@ -252,10 +253,10 @@ fn rfc3339_utc(time: SystemTime) -> Result<String, String> {
     }
 }
 
-/// Records every removal attempt of a reconcile in an audit log: an
-/// `apply::Observer` fed the plan's inventory (for labels and images). A write
-/// failure is kept (the first one) for the caller to report; it never stops
-/// the run, which has already acted.
+/// Records every removal attempt of a reconcile in an audit log, told of
+/// each plan's inventory (for labels and images). A write failure is kept
+/// (the first one) for the caller to report; it never stops the run, which
+/// has already acted.
 pub(crate) struct Recorder {
     log: std::sync::Arc<AuditLog>,
     clock: fn() -> SystemTime,
@@ -313,6 +314,35 @@ impl Recorder {
             Err(e) => {
                 self.error.get_or_insert(e);
             }
+        }
+    }
+}
+
+/// The audit log as an observer of a run: one line per attempted removal,
+/// for every engine. A write failure never stops the run (it has already
+/// acted); the first one since it was last asked for is kept for `take_error`.
+pub(crate) struct AuditObserver(std::sync::Mutex<Recorder>);
+
+impl AuditObserver {
+    pub(crate) fn new(log: std::sync::Arc<AuditLog>) -> Self {
+        AuditObserver(std::sync::Mutex::new(Recorder::new(log, SystemTime::now)))
+    }
+
+    /// The first write failure since the last call, if any.
+    pub(crate) fn take_error(&self) -> Option<AuditError> {
+        self.0.lock().ok()?.error.take()
+    }
+}
+
+impl Observer for AuditObserver {
+    fn on(&self, event: &Event<'_>) {
+        let Ok(mut recorder) = self.0.lock() else {
+            return;
+        };
+        match event {
+            Event::Planned { inventory, .. } => recorder.know(inventory),
+            Event::Finished { step, outcome, .. } => recorder.finished(step, outcome),
+            _ => {}
         }
     }
 }

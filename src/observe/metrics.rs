@@ -62,6 +62,7 @@ use prometheus_client::registry::{Registry, Unit};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::exec::event::{Event, Observer};
 use crate::model::{Kind, Outcome};
 
 /// The content type of `GET /metrics`.
@@ -511,6 +512,36 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+/// Watch's metrics, told of every event of each cycle.
+impl Observer for Metrics {
+    fn on(&self, event: &Event<'_>) {
+        match event {
+            Event::Planned {
+                engine, inventory, ..
+            } => {
+                for kind in Kind::ALL {
+                    self.set_managed(engine, kind, inventory.of_kind(kind).count() as u64);
+                }
+            }
+            Event::Finished { step, outcome, .. } => self.add_removal(step.object.kind, outcome),
+            Event::Cycle { took, report, .. } => {
+                self.record_cycle(*took, report.report.converged, Instant::now());
+                for part in &report.parts {
+                    let failures = part.result.as_ref().map_or(1, |r| r.failures.len());
+                    for _ in 0..failures {
+                        self.add_failure(&part.engine);
+                    }
+                }
+            }
+            Event::Stream {
+                engine,
+                error: None,
+            } => self.add_reconnect(engine),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
