@@ -918,4 +918,28 @@ mod tests {
             "one engine keeps its layout"
         );
     }
+
+    #[tokio::test]
+    async fn a_run_whose_audit_log_cannot_be_written_fails_naming_it() {
+        let (_dir, config) = config("", &["apply", "--audit", "/dev/full"]);
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+        assert!(
+            engine.world().containers.is_empty(),
+            "the removal itself happened"
+        );
+        assert!(
+            sink.err.contains("cannot write audit log /dev/full"),
+            "{}",
+            sink.err
+        );
+    }
 }
