@@ -24,7 +24,7 @@ use crate::engine::lazy::LazyEngine;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::{Event, Fanout, Observer};
-use crate::exec::fleet::{plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
+use crate::exec::fleet::{list_all, plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::plan_once;
 use crate::exec::report::{merge, FleetReport, PlanFileError, Report, Verdict};
 use crate::observe::audit::{AuditLog, AuditObserver};
@@ -217,14 +217,7 @@ impl Run<'_> {
     }
 
     async fn inventory(&self, sink: &mut dyn Sink) -> Exit {
-        let scope = &self.config.scope;
-        let parts = futures_util::future::join_all(self.engines.iter().map(|e| async move {
-            (
-                e.name().to_string(),
-                crate::exec::list::inventory(e.as_ref(), scope).await,
-            )
-        }))
-        .await;
+        let parts = list_all(self.engines, &self.config.scope).await;
         for inventory in parts.iter().filter_map(|(_, r)| r.as_ref().ok()) {
             if let Some(w) = render::rejected_warning(inventory) {
                 sink.err(&w);

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::Observer;
+use crate::exec::list::InventoryError;
 use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once};
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report,
@@ -96,6 +97,21 @@ impl FleetPlan {
         fleet.validate().map_err(fail)?;
         Ok(fleet)
     }
+}
+
+/// Lists every engine at once: each engine's inventory, or why it could not
+/// be listed, under its name.
+pub(crate) async fn list_all(
+    engines: &[Arc<dyn Engine>],
+    scope: &Scope,
+) -> Vec<(String, Result<Inventory, InventoryError>)> {
+    join_all(engines.iter().map(|e| async move {
+        (
+            e.name().to_string(),
+            crate::exec::list::inventory(e.as_ref(), scope).await,
+        )
+    }))
+    .await
 }
 
 /// Plans `goal` on every engine at once. An engine that cannot be listed is
