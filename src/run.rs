@@ -601,9 +601,13 @@ impl Observer for Printer<'_> {
                 plan,
             } => {
                 self.listed.set(self.listed.get() + 1);
-                self.box_ids
-                    .borrow_mut()
-                    .extend(inventory.box_ids().into_iter().map(str::to_string));
+                if let Job::Converge { named, .. } = &self.config.job {
+                    // Only `destroy ID` asks (a watch would gather forever).
+                    let ids = inventory.box_ids();
+                    self.box_ids
+                        .borrow_mut()
+                        .extend(named.iter().filter(|n| ids.contains(n.as_str())).cloned());
+                }
                 if let Some(w) = render::rejected_warning(inventory) {
                     self.err(&w);
                 }
