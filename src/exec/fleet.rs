@@ -152,14 +152,15 @@ pub(crate) async fn plan_all(
     (fleet, inventories)
 }
 
-/// Runs `work` on every engine at once and keeps each result with its engine.
+/// Runs `work` on every engine at once (given its position and itself) and
+/// keeps each result with its engine.
 async fn each<'e, F, Fut>(engines: &'e [Arc<dyn Engine>], work: F) -> Vec<Part>
 where
-    F: Fn(&'e dyn Engine) -> Fut,
+    F: Fn(usize, &'e dyn Engine) -> Fut,
     Fut: std::future::Future<Output = Result<Report, PartError>>,
 {
-    join_all(engines.iter().map(|e| {
-        let fut = work(e.as_ref());
+    join_all(engines.iter().enumerate().map(|(i, e)| {
+        let fut = work(i, e.as_ref());
         async move {
             let started = Instant::now();
             let result = fut.await;
@@ -186,7 +187,7 @@ pub(crate) async fn reconcile_all(
     observer: &dyn Observer,
 ) -> FleetReport {
     merge(
-        each(engines, |e| async move {
+        each(engines, |_, e| async move {
             reconcile_once(e, goal, scope, now, options, cancel, observer)
                 .await
                 .map_err(PartError::from)
@@ -217,15 +218,14 @@ pub(crate) async fn reconcile_saved_all(
         "Make a new plan with `sandboxctl plan --out {}`",
         path.display()
     );
-    let part = |e: &dyn Engine| saved.engines.iter().find(|p| p.engine == e.name());
-    let checks = join_all(engines.iter().map(|e| async {
-        match part(e.as_ref()) {
-            Some(plan) => check_saved(e.as_ref(), plan)
-                .await
-                .map_err(|early| match early {
-                    Early::Listing(_) => PartError::Early(early),
-                    other => plan_file(format!("{other}. {remake}")).into(),
-                }),
+    // Each engine's part of the plan, once checked against the engine now.
+    let checks: Vec<Result<&Plan, PartError>> = join_all(engines.iter().map(|e| async {
+        match saved.engines.iter().find(|p| p.engine == e.name()) {
+            Some(plan) => match check_saved(e.as_ref(), plan).await {
+                Ok(()) => Ok(plan),
+                Err(early @ Early::Listing(_)) => Err(early.into()),
+                Err(other) => Err(plan_file(format!("{other}. {remake}")).into()),
+            },
             None => {
                 let has: Vec<&str> = saved.engines.iter().map(|p| p.engine.as_str()).collect();
                 Err(plan_file(format!(
@@ -251,20 +251,15 @@ pub(crate) async fn reconcile_saved_all(
     let stale = &stale;
     let remake = &remake;
     let mut report = merge(
-        each(engines, |e| async move {
-            let i = engines
-                .iter()
-                .position(|x| x.name() == e.name())
-                .expect("an engine of this run");
-            match (&checks[i], part(e)) {
-                (Err(error), _) => Err(error.clone()),
-                (Ok(()), _) if !stale.is_empty() => Err(plan_file(format!(
+        each(engines, |i, e| async move {
+            match &checks[i] {
+                Err(error) => Err(error.clone()),
+                Ok(_) if !stale.is_empty() => Err(plan_file(format!(
                     "nothing was removed on any engine because the plan is stale on {}. {remake}",
                     stale.join(", ")
                 ))
                 .into()),
-                (Ok(()), Some(plan)) => Ok(execute(e, plan, options, cancel, observer).await),
-                (Ok(()), None) => unreachable!("a missing part fails its check"),
+                Ok(plan) => Ok(execute(e, plan, options, cancel, observer).await),
             }
         })
         .await,
