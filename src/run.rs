@@ -493,8 +493,6 @@ struct Printer<'a> {
     progress: RefCell<Progress>,
     /// Box IDs some engine's listing carries (for `destroy ID` warnings).
     box_ids: RefCell<BTreeSet<String>>,
-    /// Engines whose listing succeeded.
-    listed: Cell<usize>,
     /// The audit log, whose write failures are said here.
     audit: Option<&'a AuditObserver>,
     /// True once an audit write failed: the run did not fully succeed.
@@ -521,7 +519,6 @@ impl<'a> Printer<'a> {
             print_plan,
             progress: RefCell::new(progress),
             box_ids: RefCell::new(BTreeSet::new()),
-            listed: Cell::new(0),
             audit,
             audit_failed: Cell::new(false),
         }
@@ -564,7 +561,7 @@ impl<'a> Printer<'a> {
                     "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {}){}\n",
                     crate::text::escape(id),
                     config.scope,
-                    if self.listed.get() < report.parts.len() {
+                    if report.parts.iter().any(|p| p.result.is_err()) {
                         " on the engines that could be listed"
                     } else {
                         ""
@@ -600,7 +597,6 @@ impl Observer for Printer<'_> {
                 inventory,
                 plan,
             } => {
-                self.listed.set(self.listed.get() + 1);
                 if let Job::Converge { named, .. } = &self.config.job {
                     // Only `destroy ID` asks (a watch would gather forever).
                     let ids = inventory.box_ids();
