@@ -330,6 +330,7 @@ fn synthetic(target: usize) -> Listings {
             boxes: declared,
             keep_volumes,
             grace: None,
+            max_lease: None,
         },
         listed,
         all,

@@ -304,6 +304,7 @@ fn hostile_names_do_not_break_dot_or_mermaid() {
         boxes: vec![DeclaredBox::new("kept\"box")],
         keep_volumes: vec![],
         grace: None,
+        max_lease: None,
     };
     let plan = plan_goal(&goal, &Scope::default(), world);
     assert!(!plan.steps.is_empty(), "something to remove");

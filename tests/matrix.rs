@@ -1229,6 +1229,7 @@ mod memory {
                     .into(),
                 tags: vec!["ca-sbx:matrix".into()],
             }],
+            clock_skew: 0,
         }
     }
 

@@ -316,6 +316,7 @@ fn a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it() {
         boxes: vec![DeclaredBox::new("keep")],
         keep_volumes: vec![],
         grace: None,
+        max_lease: None,
     };
     let rt = runtime();
     for pid in [false, true] {

@@ -208,6 +208,7 @@ fn world() -> impl Strategy<Value = World> {
             volumes,
             networks,
             images,
+            clock_skew: 0,
         }
     })
 }
@@ -239,6 +240,7 @@ fn reconcile(boxes: &BTreeSet<String>, keep_volumes: &BTreeSet<String>) -> Goal 
         boxes: boxes.iter().map(|b| DeclaredBox::new(b)).collect(),
         keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
         grace: None,
+        max_lease: None,
     }
 }
 
@@ -253,6 +255,7 @@ fn goal() -> impl Strategy<Value = Goal> {
                 ids,
                 keep_volume,
                 keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
+                max_lease: None,
             }
         }),
     ]
@@ -283,6 +286,7 @@ fn may_remove(goal: &Goal, kind: Kind, box_id: Option<&str>, volume: Option<&str
             ids,
             keep_volume,
             keep_volumes,
+            ..
         } => {
             box_id.is_some_and(|b| ids.contains(b))
                 && (!is_volume
@@ -627,6 +631,7 @@ fn the_plan_checker_rejects_unsafe_plans() {
             created_at: None,
         }],
         images: vec![],
+        clock_skew: 0,
     };
     let nothing = reconcile(&BTreeSet::new(), &BTreeSet::new());
     let scope = Scope::default();

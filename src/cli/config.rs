@@ -212,6 +212,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
                     ids: ids.iter().cloned().collect(),
                     keep_volume,
                     keep_volumes: kept_volumes(&desired),
+                    max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
                 }
             };
             Job::Converge { goal, named: ids }
@@ -309,6 +310,7 @@ pub fn reconcile(desired: &DesiredState, grace: Option<Duration>) -> Goal {
             .collect(),
         keep_volumes: kept_volumes(desired),
         grace: grace.map(|g| g.as_secs()).filter(|&g| g > 0),
+        max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
     }
 }
 

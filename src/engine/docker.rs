@@ -225,6 +225,36 @@ impl Engine for DockerEngine {
         Ok(list.into_iter().map(image_from).collect())
     }
 
+    async fn clock(&self) -> Result<i64, EngineError> {
+        let info = self
+            .call("read the engine's clock (info)".into(), || self.docker.info())
+            .await?;
+        let text = info.system_time.unwrap_or_default();
+        parse_time_ms(&text).ok_or_else(|| {
+            EngineError::new(
+                String::from("read the engine's clock (info)"),
+                ErrorKind::Other {
+                    status: None,
+                    message: format!("SystemTime {text:?} is not an RFC 3339 time"),
+                },
+            )
+        })
+    }
+
+    async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
+        let options = bollard::models::VolumeCreateRequest {
+            name: Some(name.to_string()),
+            labels: Some(labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            ..Default::default()
+        };
+        let v = self
+            .call(format!("create volume {name}"), || {
+                self.docker.create_volume(options.clone())
+            })
+            .await?;
+        Ok(volume_from(&self.name, v))
+    }
+
     async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
         let call = format!("inspect {} {}", key.kind, shown_id(key));
         let engine = self.name.as_str();
@@ -460,6 +490,12 @@ fn labels_from(labels: Option<HashMap<String, String>>) -> Labels {
 /// Parses an engine timestamp (RFC 3339, UTC or with an offset, any fraction)
 /// into Unix seconds.
 pub(crate) fn parse_time(text: &str) -> Option<i64> {
+    parse_time_ms(text).map(|ms| ms.div_euclid(1000))
+}
+
+/// Parses an engine timestamp (RFC 3339, UTC or with an offset, any fraction)
+/// into Unix milliseconds.
+pub(crate) fn parse_time_ms(text: &str) -> Option<i64> {
     let text = text.trim();
     if text.is_empty() || text.starts_with("0001-01-01") {
         return None;
@@ -467,7 +503,7 @@ pub(crate) fn parse_time(text: &str) -> Option<i64> {
     let unix = |t: std::time::SystemTime| {
         t.duration_since(std::time::UNIX_EPOCH)
             .ok()
-            .and_then(|d| i64::try_from(d.as_secs()).ok())
+            .and_then(|d| i64::try_from(d.as_millis()).ok())
     };
     if let Ok(t) = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')) {
         return unix(t);
@@ -482,7 +518,7 @@ pub(crate) fn parse_time(text: &str) -> Option<i64> {
     let (h, m) = offset[1..].split_once(':')?;
     let shift = sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60);
     let t = humantime::parse_rfc3339_weak(body).ok()?;
-    Some(unix(t)? - shift)
+    Some(unix(t)? - shift * 1000)
 }
 
 /// Names of the mounts of type `volume` (named volumes; bind mounts and tmpfs are not volumes).

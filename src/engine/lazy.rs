@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 use super::docker::DockerEngine;
 use super::{Engine, EngineError, Event};
 use crate::engine::endpoint::Endpoint;
-use crate::model::{ImageInfo, Kind, Object, ObjectKey};
+use crate::model::{ImageInfo, Kind, Labels, Object, ObjectKey};
 
 struct Shared {
     name: String,
@@ -86,6 +86,22 @@ impl Engine for LazyEngine {
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError> {
         let result = match self.shared.get().await {
             Ok(e) => e.list_images(reference).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn clock(&self) -> Result<i64, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.clock().await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.create_volume(name, labels).await,
             Err(e) => Err(e),
         };
         self.shared.seen(result).await

@@ -181,6 +181,10 @@ pub struct World {
     pub networks: Vec<NetworkInfo>,
     #[serde(default, rename = "image")]
     pub images: Vec<ImageInfo>,
+    /// How far the engine's clock runs ahead of the real one (seconds;
+    /// negative: behind). Its clock and the volumes it creates use it.
+    #[serde(default, rename = "clockSkew")]
+    pub clock_skew: i64,
 }
 
 impl World {
@@ -197,6 +201,10 @@ pub enum Op {
     ListImages,
     Inspect(Kind),
     Remove(Kind),
+    /// Reading the engine's clock.
+    Clock,
+    /// Creating an object (a lease volume).
+    Create(Kind),
 }
 
 /// What a scripted fault does when its call arrives.
@@ -412,6 +420,15 @@ impl MemoryEngine {
     }
 }
 
+/// The world's clock now: the real time moved by its skew (Unix milliseconds).
+fn engine_now_ms(w: &World) -> i64 {
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    real.saturating_add(w.clock_skew.saturating_mul(1000))
+}
+
 /// A call as the Docker engine's errors name it: `list containers`, `remove volume x`.
 fn call_name(op: Op, target: &str) -> String {
     match op {
@@ -419,6 +436,8 @@ fn call_name(op: Op, target: &str) -> String {
         Op::ListImages => "list images".into(),
         Op::Inspect(kind) => format!("inspect {kind} {target}"),
         Op::Remove(kind) => format!("remove {kind} {target}"),
+        Op::Clock => "read the engine's clock (info)".into(),
+        Op::Create(kind) => format!("create {kind} {target}"),
     }
 }
 
@@ -497,6 +516,36 @@ impl Engine for MemoryEngine {
             found.ok_or_else(|| not_found(format!("inspect {} {id}", key.kind), key.kind))
         })
         .await
+    }
+
+    async fn clock(&self) -> Result<i64, EngineError> {
+        self.call(Op::Clock, "", |w| Ok(engine_now_ms(w))).await
+    }
+
+    async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
+        let engine = self.name.as_str();
+        let created = self
+            .call(Op::Create(Kind::Volume), name, |w| {
+                if let Some(v) = w.volumes.iter().find(|v| v.name == name) {
+                    // As Docker does: the existing volume, unchanged.
+                    return Ok(v.object(engine));
+                }
+                let secs = engine_now_ms(w).div_euclid(1000);
+                let v = VolumeInfo {
+                    name: name.to_string(),
+                    labels: labels.clone(),
+                    created_at: Some(crate::plan::rfc3339(secs)),
+                };
+                w.volumes.push(v.clone());
+                Ok(v.object(engine))
+            })
+            .await?;
+        self.emit(Ok(Event {
+            kind: Some(Kind::Volume),
+            action: "create".into(),
+            id: name.to_string(),
+        }));
+        Ok(created)
     }
 
     fn events(&self, _label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {

@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
-use crate::model::{ImageInfo, Kind, Object, ObjectKey};
+use crate::model::{ImageInfo, Kind, Labels, Object, ObjectKey};
 
 /// The typed error of an engine call: defined with the model (a step's
 /// `Outcome` carries it), re-exported here where engines make it.
@@ -45,6 +45,16 @@ pub trait Engine: Send + Sync {
 
     /// Every image with a tag matching `reference` (e.g. `ca-sbx:*`).
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError>;
+
+    /// The engine's own clock now, in Unix milliseconds (Docker's `/info`
+    /// `SystemTime`). Leases are judged by it, never by this machine's clock.
+    async fn clock(&self) -> Result<i64, EngineError>;
+
+    /// Creates the named volume with exactly `labels` and returns it as the
+    /// engine stamped it (its creation time is the engine's). The only thing
+    /// sandboxctl creates: a lease. Docker answers an existing name with that
+    /// volume unchanged, so callers pick names that are new.
+    async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError>;
 
     /// One object, freshly; `ErrorKind::NotFound` once it is gone. For a
     /// container this also fills in the pid and ipc namespaces it joins.

@@ -311,6 +311,7 @@ mod tests {
             }],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         };
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone(), down.clone()];
         let options = ApplyOptions {
@@ -368,6 +369,7 @@ mod tests {
             boxes: vec![],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         };
         let (saved, _) = plan_all(&engines, &goal, &Scope::default(), 0).await;
         saved.validate().unwrap();

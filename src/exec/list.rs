@@ -3,7 +3,8 @@
 //! stands).
 //!
 //! Owns the engine calls of discovery: a constant five listings whatever the
-//! number of objects, and the inspection of containers (at most eight at
+//! number of objects (and one read of the engine's clock when a lease is
+//! listed), and the inspection of containers (at most eight at
 //! once) for the pid and ipc namespaces they share, which the listing does
 //! not show. What the answers mean is `plan::inventory`'s (pure). A failure
 //! anywhere fails the whole step: nothing may be planned from a partial
@@ -12,6 +13,7 @@
 use futures_util::stream::{self, StreamExt};
 
 use crate::engine::{Engine, EngineError};
+use crate::model::lease::LEASE_TTL_LABEL;
 use crate::model::{Kind, Object, ObjectKey, Scope, IMAGE_REFERENCE};
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan};
@@ -78,16 +80,39 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
                 .map_err(wrap("images"))
         },
     )?;
+    // Leases are judged by the engine's clock: read it (one more call) only
+    // when a listed volume carries a lease label. A clock that cannot be read
+    // fails the listing: a lease is never judged by a guess.
+    let leased = volumes
+        .iter()
+        .any(|v| v.labels.contains_key(LEASE_TTL_LABEL));
+    let skew_ms = if leased {
+        Some(skew_ms(engine).await.map_err(wrap("the engine's clock (to judge leases)"))?)
+    } else {
+        None
+    };
     let mut listed = managed;
     listed.extend(volumes);
     listed.extend(networks);
-    Ok(Inventory::from_listings(
-        engine.name(),
-        scope.clone(),
-        listed,
-        all,
-        images,
-    ))
+    let mut inventory =
+        Inventory::from_listings(engine.name(), scope.clone(), listed, all, images);
+    inventory.skew_ms = skew_ms;
+    Ok(inventory)
+}
+
+/// How far `engine`'s clock is ahead of this machine's (milliseconds;
+/// negative: behind), against the middle of the call.
+pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
+    let local_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    };
+    let before = local_ms();
+    let engine_ms = engine.clock().await?;
+    let after = local_ms();
+    Ok(engine_ms - (before + (after - before) / 2))
 }
 
 /// Inspects every unmanaged container (once), and the managed containers

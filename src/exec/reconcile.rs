@@ -154,6 +154,7 @@ mod tests {
             boxes: vec![],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         }
     }
 
@@ -277,6 +278,7 @@ mod tests {
             boxes: vec![DeclaredBox::new("a")],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         };
         assert!(once(&engine, &declared).await.unwrap().converged);
         let _ = Outcome::Removed;

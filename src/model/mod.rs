@@ -12,6 +12,7 @@
 
 mod by_kind;
 mod error;
+pub mod lease;
 mod outcome;
 mod reason;
 

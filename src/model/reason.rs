@@ -82,9 +82,14 @@ pub enum Reason {
     /// Removed: its box is not declared in the state file.
     #[serde(rename_all = "camelCase")]
     BoxNotDeclared { box_id: String },
-    /// Removed: `destroy <box>` named its box.
+    /// Removed: `destroy <box>` named its box (its lease, if one held, does
+    /// not stop an explicit destroy; `leased_until` says it held).
     #[serde(rename_all = "camelCase")]
-    DestroyRequested { box_id: String },
+    DestroyRequested {
+        box_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        leased_until: Option<String>,
+    },
     /// Removed: its declared box expired (`expires` passed or `ttl` ran out).
     #[serde(rename_all = "camelCase")]
     Expired { box_id: String, at: String },
@@ -99,6 +104,14 @@ pub enum Reason {
     },
     /// Kept: an undeclared box younger than the grace period.
     WithinGrace { until: String },
+    /// Kept: an undeclared box whose driver holds a live lease: the lease
+    /// volume `lease` holds until `until` (the engine's clock, RFC 3339).
+    #[serde(rename_all = "camelCase")]
+    Leased {
+        box_id: String,
+        until: String,
+        lease: String,
+    },
     /// Kept: `destroy` named other boxes.
     NotNamedByDestroy,
     /// Kept: the volume is listed in `volumes.keep`.
@@ -140,7 +153,19 @@ impl fmt::Display for Reason {
             Reason::BoxNotDeclared { box_id } => {
                 write!(f, "leaked: box {} is not declared", short(box_id))
             }
-            Reason::DestroyRequested { box_id } => write!(f, "destroy {} requested", short(box_id)),
+            Reason::DestroyRequested {
+                box_id,
+                leased_until: None,
+            } => write!(f, "destroy {} requested", short(box_id)),
+            Reason::DestroyRequested {
+                box_id,
+                leased_until: Some(until),
+            } => write!(
+                f,
+                "destroy {} requested (it was leased until {})",
+                short(box_id),
+                short(until)
+            ),
             Reason::Expired { box_id, at } => {
                 write!(f, "box {} expired at {}", short(box_id), short(at))
             }
@@ -151,6 +176,17 @@ impl fmt::Display for Reason {
             Reason::WithinGrace { until } => {
                 write!(f, "within grace: eligible from {}", short(until))
             }
+            Reason::Leased {
+                box_id,
+                until,
+                lease,
+            } => write!(
+                f,
+                "box {} leased until {} (lease volume {})",
+                short(box_id),
+                short(until),
+                short(lease)
+            ),
             Reason::NotNamedByDestroy => f.write_str("not named by destroy"),
             Reason::KeptByFile { .. } => f.write_str("listed in volumes.keep"),
             Reason::KeepVolumeFlag => f.write_str("--keep-volume"),
@@ -260,6 +296,7 @@ mod tests {
             Reason::Expired { .. } => "expired",
             Reason::DeclaredBox { .. } => "declaredBox",
             Reason::WithinGrace { .. } => "withinGrace",
+            Reason::Leased { .. } => "leased",
             Reason::NotNamedByDestroy => "notNamedByDestroy",
             Reason::KeptByFile { .. } => "keptByFile",
             Reason::KeepVolumeFlag => "keepVolumeFlag",
@@ -280,7 +317,14 @@ mod tests {
         let every = [
             Reason::NoBoxLabel,
             Reason::BoxNotDeclared { box_id: "b".into() },
-            Reason::DestroyRequested { box_id: "b".into() },
+            Reason::DestroyRequested {
+                box_id: "b".into(),
+                leased_until: None,
+            },
+            Reason::DestroyRequested {
+                box_id: "b".into(),
+                leased_until: Some("t".into()),
+            },
             Reason::Expired {
                 box_id: "b".into(),
                 at: "t".into(),
@@ -291,6 +335,11 @@ mod tests {
                 line: None,
             },
             Reason::WithinGrace { until: "t".into() },
+            Reason::Leased {
+                box_id: "b".into(),
+                until: "t".into(),
+                lease: "v".into(),
+            },
             Reason::NotNamedByDestroy,
             Reason::KeptByFile { line: None },
             Reason::KeepVolumeFlag,

@@ -67,6 +67,10 @@ pub struct Inventory {
     /// Objects the engine returned for the label filter that failed the client-side
     /// check (a daemon that ignored the filter). Never acted on; reported as a warning.
     pub rejected: Vec<ObjectKey>,
+    /// How far the engine's clock is ahead of this machine's (milliseconds;
+    /// negative: behind), read when a listed volume carries a lease label.
+    /// Leases are judged by the engine's clock; `None` means not read.
+    pub(crate) skew_ms: Option<i64>,
 }
 
 impl Inventory {

@@ -12,6 +12,7 @@
 
 pub(crate) mod explain;
 pub mod inventory;
+pub mod lease;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +24,7 @@ use crate::model::{
     ByKind, Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 use crate::plan::inventory::{fingerprint, Holder, Inventory};
+use crate::plan::lease::{EngineClock, LeaseNote, Leases};
 
 /// From this many objects on, `Plan::build` computes the basis digests on a
 /// second thread (below it, starting a thread costs more than it saves).
@@ -103,6 +105,9 @@ pub enum Goal {
         /// Seconds an undeclared object is left alone after its creation.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         grace: Option<u64>,
+        /// The longest ttl a lease may have (seconds; `None`: 24 hours).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_lease: Option<u64>,
     },
     /// Remove exactly these boxes (`destroy ID...`): their containers and
     /// networks, and their volumes unless `keep_volume`. Volumes in
@@ -112,6 +117,9 @@ pub enum Goal {
         ids: BTreeSet<String>,
         keep_volume: bool,
         keep_volumes: Vec<KeptVolume>,
+        /// The longest ttl a lease may have (seconds; `None`: 24 hours).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_lease: Option<u64>,
     },
 }
 
@@ -261,6 +269,12 @@ pub struct Plan {
     pub blocked: Vec<Noted>,
     pub kept: Kept,
     pub retained: Retained,
+    /// Every volume carrying a lease label: live, expired, or not a lease (why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<LeaseNote>,
+    /// The engine's clock, when leases were judged by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_clock: Option<EngineClock>,
     /// The fingerprint of `basis`.
     pub(crate) fingerprint: String,
     /// What the plan was built from: one digest per managed object (see `Inventory::basis`).
@@ -383,9 +397,23 @@ impl<'i> Ages<'i> {
 }
 
 impl Goal {
+    /// The ceiling of a lease's ttl (seconds; `None`: the default, 24 hours).
+    pub(crate) fn max_lease(&self) -> Option<u64> {
+        match self {
+            Goal::Reconcile { max_lease, .. } | Goal::Destroy { max_lease, .. } => *max_lease,
+        }
+    }
+
     /// The verdict for `o` by its own labels and the clock alone (before
     /// looking at who uses it).
-    fn verdict(&self, o: &Object, ages: &Ages, now: i64, index: &GoalIndex) -> Verdict {
+    fn verdict(
+        &self,
+        o: &Object,
+        ages: &Ages,
+        now: i64,
+        index: &GoalIndex,
+        leases: &Leases,
+    ) -> Verdict {
         let engine = o.key.engine.as_str();
         let box_id = o.box_id();
         match self {
@@ -427,6 +455,16 @@ impl Goal {
                     },
                     (None, _) => Reason::NoBoxLabel,
                 };
+                // A live lease ranks as grace does: it keeps an undeclared
+                // box (never an unlabeled object, never a declared box past
+                // its expiry), whatever its age.
+                if let Some(held) = box_id.and_then(|b| leases.held.get(b)) {
+                    return Verdict::Keep(Reason::Leased {
+                        box_id: box_id.unwrap_or_default().to_string(),
+                        until: rfc3339(held.until),
+                        lease: held.lease.clone(),
+                    });
+                }
                 let young = grace.zip(ages.effective.get(&o.key)).and_then(|(g, &t)| {
                     let until = t.saturating_add(i64::try_from(g).unwrap_or(i64::MAX));
                     (now < until).then_some(until)
@@ -453,6 +491,7 @@ impl Goal {
                         } else {
                             Verdict::Remove(Reason::DestroyRequested {
                                 box_id: b.to_string(),
+                                leased_until: leases.held.get(b).map(|h| rfc3339(h.until)),
                             })
                         }
                     }
@@ -529,6 +568,7 @@ impl Plan {
     fn decide(goal: &Goal, inv: &Inventory, now: i64) -> Plan {
         let ages = Ages::of(inv, goal);
         let goal_index = GoalIndex::of(goal);
+        let leases = Leases::of(inv, now, goal.max_lease());
         // Objects in a readable order: by kind, then box, then name, then key.
         let mut objects: Vec<&Object> = inv.objects.values().collect();
         objects.sort_by_cached_key(|&o| (o.kind(), o.box_id(), o.name.as_str(), &o.key));
@@ -560,7 +600,7 @@ impl Plan {
 
         let mut verdicts: Vec<Verdict> = objects
             .iter()
-            .map(|o| goal.verdict(o, &ages, now, &goal_index))
+            .map(|o| goal.verdict(o, &ages, now, &goal_index, &leases))
             .collect();
         // Precedence, so that a verdict never depends on the order of the
         // walk nor on whether containers were inspected for shared
@@ -690,6 +730,8 @@ impl Plan {
             retained: Retained {
                 images: inv.images.values().cloned().collect(),
             },
+            leases: leases.notes,
+            engine_clock: leases.clock,
             fingerprint: String::new(),
             basis: BTreeMap::new(),
         }
@@ -875,6 +917,7 @@ mod tests {
             boxes: boxes.iter().map(|s| DeclaredBox::new(s)).collect(),
             keep_volumes: keep.iter().map(|s| KeptVolume::new(s)).collect(),
             grace: None,
+            max_lease: None,
         }
     }
 
@@ -1042,6 +1085,7 @@ mod tests {
             ids: ids.clone(),
             keep_volume,
             keep_volumes: vec![],
+            max_lease: None,
         };
         let plan = Plan::build(&destroy(false), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "va", "net-na"]);
@@ -1061,6 +1105,7 @@ mod tests {
             boxes: vec![],
             keep_volumes: vec![],
             grace: Some(grace),
+            max_lease: None,
         };
         let created = NOW - 100;
         let inv = inventory(vec![
@@ -1110,6 +1155,7 @@ mod tests {
             ],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         };
         let plan = Plan::build(&goal(NOW + 1), &inv, NOW);
         assert!(plan.steps.is_empty());
@@ -1144,6 +1190,7 @@ mod tests {
             }],
             keep_volumes: vec![],
             grace: None,
+            max_lease: None,
         };
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a"]);

@@ -173,6 +173,8 @@ pub struct KeepVolume {
 pub struct Policy {
     /// `grace`: an undeclared box younger than this is left alone; `None`: no grace.
     pub grace: Option<Duration>,
+    /// `max_lease`: the longest ttl a lease may carry; `None`: 24 hours.
+    pub max_lease: Option<Duration>,
 }
 
 /// One `[[engine]]` table.

@@ -31,12 +31,12 @@ const FORMAT_HINT: &str = "the format is [scope] labels = { \"key\" = \"value\" 
      [[box]] id = \"...\" (one table per box), [volumes] keep = [\"...\"]";
 const ENGINE_HINT: &str = "each engine is a table: [[engine]] name = \"...\", and optionally \
      host = \"ssh://user@host\" or context = \"name\"";
-const POLICY_HINT: &str = "the format is [policy] grace = \"10m\"";
+const POLICY_HINT: &str = "the format is [policy] grace = \"10m\", max_lease = \"24h\"";
 const KEEP_ENTRY: &str = "a volume name or an inline table { engine = \"...\", name = \"...\" }";
 
 const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes"];
 const SCOPE_KEYS: &[&str] = &["labels"];
-const POLICY_KEYS: &[&str] = &["grace"];
+const POLICY_KEYS: &[&str] = &["grace", "max_lease"];
 const ENGINE_KEYS: &[&str] = &["name", "host", "context"];
 const BOX_KEYS: &[&str] = &["id", "engine", "expires", "ttl"];
 const VOLUMES_KEYS: &[&str] = &["keep"];
@@ -92,6 +92,7 @@ struct At {
 struct RawFile {
     scope: Labels,
     grace: Option<Duration>,
+    max_lease: Option<Duration>,
     engines: Vec<RawEngine>,
     boxes: Vec<RawBox>,
     keep: Vec<RawKeep>,
@@ -224,7 +225,7 @@ impl Walker<'_> {
         for (key, value) in self.known(root, TOP_KEYS, "remove it or fix its spelling") {
             match key.get_ref().as_ref() {
                 "scope" => raw.scope = self.scope(value),
-                "policy" => raw.grace = self.policy(value),
+                "policy" => (raw.grace, raw.max_lease) = self.policy(value),
                 "engine" => raw.engines = self.engines(value),
                 "box" => raw.boxes = self.boxes(value),
                 _ => raw.keep = self.volumes(value),
@@ -273,16 +274,24 @@ impl Walker<'_> {
         scope
     }
 
-    fn policy(&mut self, value: &Spanned<DeValue<'_>>) -> Option<Duration> {
-        let table = self.table(value, "a [policy] table", POLICY_HINT)?;
-        let mut grace = None;
+    /// `grace` and `max_lease`.
+    fn policy(&mut self, value: &Spanned<DeValue<'_>>) -> (Option<Duration>, Option<Duration>) {
+        let Some(table) = self.table(value, "a [policy] table", POLICY_HINT) else {
+            return (None, None);
+        };
+        let (mut grace, mut max_lease) = (None, None);
         for entry in self.known(table, POLICY_KEYS, "remove it or fix its spelling") {
-            let hint = "write grace = \"10m\"";
-            if let Some(text) = self.string(entry, "a duration string", hint) {
-                grace = self.duration("grace", &text);
+            let (key, out) = if entry.0.get_ref().as_ref() == "max_lease" {
+                ("max_lease", &mut max_lease)
+            } else {
+                ("grace", &mut grace)
+            };
+            let hint = format!("write {key} = \"10m\"");
+            if let Some(text) = self.string(entry, "a duration string", &hint) {
+                *out = self.duration(key, &text);
             }
         }
-        grace
+        (grace, max_lease)
     }
 
     fn duration(&mut self, key: &'static str, text: &At) -> Option<Duration> {
@@ -630,7 +639,10 @@ impl Walker<'_> {
             scope: raw.scope,
             boxes,
             keep_volumes,
-            policy: Policy { grace: raw.grace },
+            policy: Policy {
+                grace: raw.grace,
+                max_lease: raw.max_lease,
+            },
             engines,
         }
     }
@@ -907,6 +919,7 @@ keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine =
                 ],
                 policy: Policy {
                     grace: Some(Duration::from_secs(600)),
+                    max_lease: None,
                 },
                 engines: vec![
                     EngineDecl {

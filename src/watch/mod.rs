@@ -149,13 +149,19 @@ async fn follow(
 fn next_deadline(plans: &[Plan], now: i64) -> Option<i64> {
     plans
         .iter()
-        .flat_map(|p| p.kept.all())
-        .filter_map(|n| match &n.why {
-            Reason::WithinGrace { until } => parse_rfc3339(until),
-            Reason::DeclaredBox {
-                expires: Some(at), ..
-            } => parse_rfc3339(at),
-            _ => None,
+        .flat_map(|p| {
+            // A lease's end is on the engine's clock: move it to this machine's.
+            let skew = p.engine_clock.as_ref().map_or(0, |c| c.skew_seconds);
+            p.kept.all().filter_map(move |n| match &n.why {
+                Reason::WithinGrace { until } => parse_rfc3339(until),
+                Reason::DeclaredBox {
+                    expires: Some(at), ..
+                } => parse_rfc3339(at),
+                Reason::Leased { until, .. } => {
+                    parse_rfc3339(until).map(|t| t.saturating_sub(skew))
+                }
+                _ => None,
+            })
         })
         .filter(|&t| t > now)
         .min()

@@ -21,6 +21,7 @@ pub fn goal(boxes: &[&str]) -> Goal {
         boxes: boxes.iter().map(|b| DeclaredBox::new(b)).collect(),
         keep_volumes: Vec::new(),
         grace: None,
+        max_lease: None,
     }
 }
 
