@@ -25,11 +25,13 @@ use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::{Event, Fanout, Observer};
 use crate::exec::fleet::{list_all, plan_all, reconcile_all, reconcile_saved_all, FleetPlan};
+use crate::exec::list::InventoryError;
 use crate::exec::reconcile::plan_once;
 use crate::exec::report::{merge, FleetReport, PlanFileError, Report, Verdict};
 use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::observe::metrics::Metrics;
 use crate::plan::inventory::Inventory;
+use crate::plan::lease::Leases;
 use crate::plan::Goal;
 use crate::render::{self, Format, Progress};
 
@@ -172,7 +174,7 @@ pub async fn run_on(
         endpoints: &endpoints,
     };
     match &config.job {
-        Job::Inventory => run.inventory(sink).await,
+        Job::Inventory { max_lease } => run.inventory(max_lease, sink).await,
         Job::Plan {
             goal,
             detailed,
@@ -216,7 +218,7 @@ impl Run<'_> {
         )
     }
 
-    async fn inventory(&self, sink: &mut dyn Sink) -> Exit {
+    async fn inventory(&self, max_lease: &Option<u64>, sink: &mut dyn Sink) -> Exit {
         let parts = list_all(self.engines, &self.config.scope).await;
         for inventory in parts.iter().filter_map(|(_, r)| r.as_ref().ok()) {
             if let Some(w) = render::rejected_warning(inventory) {
@@ -224,8 +226,19 @@ impl Run<'_> {
             }
         }
         let failed = parts.iter().any(|(_, r)| r.is_err());
+        // Leases judged as the plan judges them, at the run's time.
+        let parts: Vec<(String, Result<(Inventory, Leases), InventoryError>)> = parts
+            .into_iter()
+            .map(|(n, r)| {
+                let judged = r.map(|inv| {
+                    let leases = Leases::of(&inv, self.config.now, *max_lease);
+                    (inv, leases)
+                });
+                (n, judged)
+            })
+            .collect();
         if self.config.fleet {
-            let parts: Vec<(String, Result<Inventory, String>)> = parts
+            let parts: Vec<(String, Result<(Inventory, Leases), String>)> = parts
                 .into_iter()
                 .map(|(n, r)| (n, r.map_err(|e| e.to_string())))
                 .collect();
@@ -233,7 +246,9 @@ impl Run<'_> {
         } else {
             for (name, result) in &parts {
                 match result {
-                    Ok(inventory) => sink.out(&render::inventory(inventory, self.config.format)),
+                    Ok((inventory, leases)) => {
+                        sink.out(&render::inventory(inventory, leases, self.config.format))
+                    }
                     Err(e) => {
                         self.fail(sink, name, self.endpoint_of(name), &e.clone().into());
                     }
@@ -265,6 +280,11 @@ impl Run<'_> {
         let (fleet, inventories) = plan_all(self.engines, goal, &config.scope, config.now).await;
         for inventory in &inventories {
             if let Some(w) = render::rejected_warning(inventory) {
+                sink.err(&w);
+            }
+        }
+        for plan in &fleet.engines {
+            if let Some(w) = render::lease_warnings(plan) {
                 sink.err(&w);
             }
         }
@@ -497,6 +517,8 @@ struct Printer<'a> {
     audit: Option<&'a AuditObserver>,
     /// True once an audit write failed: the run did not fully succeed.
     audit_failed: Cell<bool>,
+    /// Lease warnings already said.
+    warned: RefCell<BTreeSet<String>>,
 }
 
 impl<'a> Printer<'a> {
@@ -521,6 +543,7 @@ impl<'a> Printer<'a> {
             box_ids: RefCell::new(BTreeSet::new()),
             audit,
             audit_failed: Cell::new(false),
+            warned: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -606,6 +629,12 @@ impl Observer for Printer<'_> {
                 }
                 if let Some(w) = render::rejected_warning(inventory) {
                     self.err(&w);
+                }
+                // Said once per run (a watch would repeat it every cycle).
+                if let Some(w) = render::lease_warnings(plan) {
+                    if self.warned.borrow_mut().insert(w.clone()) {
+                        self.err(&w);
+                    }
                 }
                 if format != Format::Human || !self.print_plan || self.watching() {
                     return;

@@ -33,8 +33,8 @@ pub(crate) enum Job {
     },
     /// Carry out a saved plan.
     ApplySaved { path: PathBuf },
-    /// List the managed objects.
-    Inventory,
+    /// List the managed objects (and judge their leases under `max_lease`).
+    Inventory { max_lease: Option<u64> },
     /// Explain what the plan does with an object.
     Explain { goal: Goal, query: String },
     /// Print the plan as a graph.
@@ -217,7 +217,9 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             };
             Job::Converge { goal, named: ids }
         }
-        Command::Inventory => Job::Inventory,
+        Command::Inventory => Job::Inventory {
+            max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
+        },
         Command::Watch {
             once,
             debounce,

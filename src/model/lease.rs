@@ -109,7 +109,17 @@ mod tests {
     #[test]
     fn hostile_ttls_are_not_leases() {
         let max = DEFAULT_MAX_LEASE;
-        for text in ["", "-5s", "-5", "garbage", "5 m", " 5m", "5m\n", "1.5s", "5\u{1b}[2Jm"] {
+        for text in [
+            "",
+            "-5s",
+            "-5",
+            "garbage",
+            "5 m",
+            " 5m",
+            "5m\n",
+            "1.5s",
+            "5\u{1b}[2Jm",
+        ] {
             assert_eq!(parse_ttl(text, max), Err(TtlError::Unreadable), "{text:?}");
         }
         assert_eq!(parse_ttl(&"9".repeat(40), max), Err(TtlError::Unreadable));
@@ -123,6 +133,9 @@ mod tests {
             );
         }
         // Past u64 seconds: unreadable, never a wrap-around to a short lease.
-        assert_eq!(parse_ttl("99999999999999999999", max), Err(TtlError::Unreadable));
+        assert_eq!(
+            parse_ttl("99999999999999999999", max),
+            Err(TtlError::Unreadable)
+        );
     }
 }

@@ -77,6 +77,9 @@ pub(crate) struct Explanation {
     pub(crate) declared_at: Option<String>,
     pub(crate) waits_for: Vec<Link>,
     pub(crate) waited_for_by: Vec<Link>,
+    /// The leases of its box (managed objects of a box only), as the plan judged them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) leases: Vec<crate::plan::lease::LeaseNote>,
 }
 
 /// Why nothing, or too much, was found.
@@ -207,9 +210,18 @@ pub(crate) fn explain(
         declared_at: None,
         waits_for: vec![],
         waited_for_by: vec![],
+        leases: vec![],
     };
     if !managed {
         return e;
+    }
+    if let Some(b) = object.box_id() {
+        e.leases = plan
+            .leases
+            .iter()
+            .filter(|l| l.box_id == b)
+            .cloned()
+            .collect();
     }
     let link = |n: usize| Link {
         step: n,

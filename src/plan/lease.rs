@@ -36,21 +36,52 @@ pub enum LeaseState {
     },
 }
 
+impl std::fmt::Display for LeaseState {
+    /// `holds until T`, `ran out at T`, `not a lease: <why>` (times on the
+    /// engine's clock; raw, not escaped).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseState::Live { until } => write!(f, "holds until {until}"),
+            LeaseState::Expired { until } => write!(f, "ran out at {until}"),
+            LeaseState::Invalid { problem } => write!(f, "not a lease: {problem}"),
+        }
+    }
+}
+
 /// Why a volume with a lease label is not a lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "problem", rename_all = "camelCase")]
 pub enum LeaseProblem {
-    /// The ttl label is not a lease's ttl.
+    /// The ttl is not a duration (or is negative, or too long to read).
+    Unreadable,
+    /// The ttl is zero.
+    Zero,
+    /// The ttl is over `[policy] max_lease` (seconds).
     #[serde(rename_all = "camelCase")]
-    Ttl { why: TtlError },
+    OverCeiling { max_lease: u64 },
     /// The engine gave the volume no creation time to count from.
     Undated,
 }
 
+impl From<TtlError> for LeaseProblem {
+    fn from(e: TtlError) -> Self {
+        match e {
+            TtlError::Unreadable => LeaseProblem::Unreadable,
+            TtlError::Zero => LeaseProblem::Zero,
+            TtlError::OverCeiling { max_lease } => LeaseProblem::OverCeiling { max_lease },
+        }
+    }
+}
+
 impl std::fmt::Display for LeaseProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ttl = |e: TtlError| format!("its {LEASE_TTL_LABEL} label {e}");
         match self {
-            LeaseProblem::Ttl { why } => write!(f, "its {LEASE_TTL_LABEL} label {why}"),
+            LeaseProblem::Unreadable => f.write_str(&ttl(TtlError::Unreadable)),
+            LeaseProblem::Zero => f.write_str(&ttl(TtlError::Zero)),
+            LeaseProblem::OverCeiling { max_lease } => f.write_str(&ttl(TtlError::OverCeiling {
+                max_lease: *max_lease,
+            })),
             LeaseProblem::Undated => f.write_str("the engine gives it no creation time"),
         }
     }
@@ -122,7 +153,7 @@ impl Leases {
             };
             let state = match (parse_ttl(ttl, max_lease), o.created) {
                 (Err(why), _) => LeaseState::Invalid {
-                    problem: LeaseProblem::Ttl { why },
+                    problem: why.into(),
                 },
                 (Ok(_), None) => LeaseState::Invalid {
                     problem: LeaseProblem::Undated,
@@ -206,18 +237,19 @@ mod tests {
             })
         );
         assert!(!leases.held.contains_key("b"), "b's lease ran out at 1010");
-        assert!(matches!(
-            leases.notes[2].state,
-            LeaseState::Expired { .. }
-        ));
+        assert!(matches!(leases.notes[2].state, LeaseState::Expired { .. }));
     }
 
     #[test]
     fn leases_are_judged_by_the_engine_clock() {
         // The engine's clock is an hour behind: its stamps and its now both.
         let inv = inventory(vec![lease("l", "a", "30s", 1000)], Some(-3_600_000));
-        assert!(Leases::of(&inv, 1000 + 3600 + 10, None).held.contains_key("a"));
-        assert!(!Leases::of(&inv, 1000 + 3600 + 30, None).held.contains_key("a"));
+        assert!(Leases::of(&inv, 1000 + 3600 + 10, None)
+            .held
+            .contains_key("a"));
+        assert!(!Leases::of(&inv, 1000 + 3600 + 30, None)
+            .held
+            .contains_key("a"));
         assert_eq!(
             Leases::of(&inv, 0, None).clock.map(|c| c.skew_seconds),
             Some(-3600)

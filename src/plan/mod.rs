@@ -1211,4 +1211,87 @@ mod tests {
         let round: Plan = serde_json::from_str(&a).unwrap();
         assert_eq!(serde_json::to_string(&round).unwrap(), a);
     }
+
+    fn lease(name: &str, box_id: &str, ttl: &str, created: i64) -> Object {
+        let mut o = volume(name, Some(box_id));
+        o.labels
+            .insert(crate::model::lease::LEASE_TTL_LABEL.into(), ttl.into());
+        o.created = Some(created);
+        o
+    }
+
+    #[test]
+    fn a_live_lease_keeps_an_undeclared_box_and_ranks_below_the_state_file() {
+        let inv = inventory(vec![
+            container("a", Some("a"), &["va"]),
+            volume("va", Some("a")),
+            lease("la", "a", "10m", NOW - 60),
+            container("d", Some("d"), &[]),
+            lease("ld", "d", "10m", NOW - 60),
+            container("n", None, &[]),
+        ]);
+        // Declared with an expiry that has passed: the state file rules.
+        let mut goal = reconcile(&[], &[]);
+        if let Goal::Reconcile { boxes, .. } = &mut goal {
+            boxes.push(DeclaredBox {
+                expires: Some(NOW - 1),
+                ..DeclaredBox::new("d")
+            });
+        }
+        let plan = Plan::build(&goal, &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-n", "sbx-d", "ld"]);
+        let kept: Vec<(String, String)> = plan
+            .kept
+            .all()
+            .cloned()
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|n| {
+                (
+                    n.object.name.clone(),
+                    serde_json::to_value(&n.why).unwrap()["code"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                ("sbx-a".to_string(), "leased".to_string()),
+                ("la".to_string(), "leased".to_string()),
+                ("va".to_string(), "leased".to_string()),
+            ]
+        );
+        // Once it runs out, the box and its lease go.
+        let later = Plan::build(&goal, &inv, NOW + 600);
+        assert_eq!(
+            names(&later.steps),
+            vec!["sbx-n", "sbx-a", "sbx-d", "la", "va", "ld"]
+        );
+    }
+
+    #[test]
+    fn destroy_removes_a_leased_box_and_says_it_was_leased() {
+        let inv = inventory(vec![
+            container("a", Some("a"), &[]),
+            lease("la", "a", "10m", NOW - 60),
+        ]);
+        let goal = Goal::Destroy {
+            ids: BTreeSet::from(["a".to_string()]),
+            keep_volume: false,
+            keep_volumes: vec![],
+            max_lease: None,
+        };
+        let plan = Plan::build(&goal, &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-a", "la"]);
+        assert_eq!(
+            plan.steps[1].why,
+            Reason::DestroyRequested {
+                box_id: "a".into(),
+                leased_until: Some(rfc3339(NOW + 540)),
+            }
+        );
+    }
 }

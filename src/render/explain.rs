@@ -98,6 +98,16 @@ pub(crate) fn explain_human(items: &[Explanation]) -> String {
         if let Some(at) = &e.declared_at {
             let _ = writeln!(out, "  state:    {}", escape(at));
         }
+        for l in &e.leases {
+            let state = l.state.to_string();
+            let _ = writeln!(
+                out,
+                "  lease:    volume {} (ttl {}): {}",
+                clip(&l.volume, CELL_CHARS),
+                clip(&l.ttl, CELL_CHARS),
+                clip(&state, LAST_CELL_CHARS)
+            );
+        }
         for l in &e.waits_for {
             let _ = writeln!(
                 out,
@@ -154,6 +164,7 @@ mod tests {
                 ),
             }],
             waited_for_by: vec![],
+            leases: vec![],
         }
     }
 
@@ -182,6 +193,7 @@ mod tests {
             declared_at: None,
             waits_for: vec![],
             waited_for_by: vec![],
+            leases: vec![],
         }
     }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::model::{ImageInfo, Kind, ObjectKey};
 use crate::plan::inventory::Inventory;
+use crate::plan::lease::{EngineClock, LeaseNote, Leases};
 use crate::render::table::{
     image_table, indented, kind_counts, name_cell, plural, table, CELL_CHARS, LAST_CELL_CHARS,
 };
@@ -18,10 +19,10 @@ use crate::render::{json, Format};
 use crate::text::{clip, escape};
 
 /// The inventory in `format`.
-pub(crate) fn inventory(inv: &Inventory, format: Format) -> String {
+pub(crate) fn inventory(inv: &Inventory, leases: &Leases, format: Format) -> String {
     match format {
-        Format::Json => inventory_json(inv),
-        _ => inventory_human(inv),
+        Format::Json => inventory_json(inv, leases),
+        _ => inventory_human(inv, leases),
     }
 }
 
@@ -32,6 +33,9 @@ struct InventoryBox<'a> {
     containers: Vec<InventoryContainer<'a>>,
     volumes: Vec<&'a str>,
     networks: Vec<InventoryNetwork<'a>>,
+    /// The box's volumes that carry a lease label, judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    leases: Vec<&'a LeaseNote>,
 }
 
 #[derive(Serialize)]
@@ -55,11 +59,14 @@ struct InventoryView<'a> {
     scope: Vec<String>,
     boxes: Vec<InventoryBox<'a>>,
     images: Vec<&'a ImageInfo>,
+    /// The engine's clock, when leases were judged by it.
+    #[serde(rename = "engineClock", skip_serializing_if = "Option::is_none")]
+    engine_clock: Option<&'a EngineClock>,
 }
 
 /// The inventory grouped by box, borrowed: the JSON form, and what the
 /// human form is laid out from.
-fn inventory_view(inv: &Inventory) -> InventoryView<'_> {
+fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'a> {
     let mut grouped: BTreeMap<Option<&str>, InventoryBox> = BTreeMap::new();
     let mut objects: Vec<_> = inv.objects.values().collect();
     objects.sort_by(|a, b| (a.kind(), &a.name, &a.key).cmp(&(b.kind(), &b.name, &b.key)));
@@ -75,6 +82,7 @@ fn inventory_view(inv: &Inventory) -> InventoryView<'_> {
             containers: vec![],
             volumes: vec![],
             networks: vec![],
+            leases: vec![],
         });
         match o.kind() {
             Kind::Container => b.containers.push(InventoryContainer {
@@ -101,18 +109,24 @@ fn inventory_view(inv: &Inventory) -> InventoryView<'_> {
             }),
         }
     }
+    for note in &leases.notes {
+        if let Some(b) = grouped.get_mut(&Some(note.box_id.as_str())) {
+            b.leases.push(note);
+        }
+    }
     InventoryView {
         engine: &inv.engine,
         scope: inv.scope.filters(),
         boxes: grouped.into_values().collect(),
         images: inv.images.values().collect(),
+        engine_clock: leases.clock.as_ref(),
     }
 }
 
 /// The inventory grouped by box (objects without a box label first), with
 /// container states, then the retained images.
-pub(crate) fn inventory_human(inv: &Inventory) -> String {
-    let view = inventory_view(inv);
+pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
+    let view = inventory_view(inv, leases);
     let mut out = format!("Scope: {}\n", escape(&view.scope.join(", ")));
     for b in &view.boxes {
         out.push_str(&format!(
@@ -141,11 +155,14 @@ pub(crate) fn inventory_human(inv: &Inventory) -> String {
                 ]
             })
             .collect();
-        rows.extend(
-            b.volumes
-                .iter()
-                .map(|v| vec!["volume".into(), v.to_string()]),
-        );
+        rows.extend(b.volumes.iter().map(|v| {
+            let mut row = vec!["volume".into(), v.to_string()];
+            if let Some(l) = b.leases.iter().find(|l| l.volume == *v) {
+                row.push(String::new());
+                row.push(format!("lease (ttl {}): {}", l.ttl, l.state));
+            }
+            row
+        }));
         rows.extend(
             b.networks
                 .iter()
@@ -166,20 +183,22 @@ pub(crate) fn inventory_human(inv: &Inventory) -> String {
 }
 
 /// The inventory as JSON.
-pub(crate) fn inventory_json(inv: &Inventory) -> String {
-    json(&inventory_view(inv))
+pub(crate) fn inventory_json(inv: &Inventory, leases: &Leases) -> String {
+    json(&inventory_view(inv, leases))
 }
 
 /// A fleet's inventories, each under its engine's heading (JSON: a list).
 pub(crate) fn fleet_inventory(
-    parts: &[(String, Result<Inventory, String>)],
+    parts: &[(String, Result<(Inventory, Leases), String>)],
     format: Format,
 ) -> String {
     if format == Format::Json {
         let list: Vec<serde_json::Value> = parts
             .iter()
             .map(|(engine, r)| match r {
-                Ok(inv) => serde_json::to_value(inventory_view(inv)).unwrap_or_default(),
+                Ok((inv, leases)) => {
+                    serde_json::to_value(inventory_view(inv, leases)).unwrap_or_default()
+                }
                 Err(e) => serde_json::json!({ "engine": engine, "error": e }),
             })
             .collect();
@@ -189,8 +208,8 @@ pub(crate) fn fleet_inventory(
     for (engine, r) in parts {
         let _ = writeln!(out, "Engine {}:", escape(engine));
         match r {
-            Ok(inv) => {
-                out.push_str(&indented(&inventory_human(inv)));
+            Ok((inv, leases)) => {
+                out.push_str(&indented(&inventory_human(inv, leases)));
             }
             Err(e) => {
                 let _ = writeln!(out, "  FAILED: {}", clip(e, LAST_CELL_CHARS));
@@ -260,7 +279,7 @@ mod tests {
 
     #[test]
     fn grouped_by_box_with_what_containers_use() {
-        insta::assert_snapshot!(inventory_human(&small()), @r"
+        insta::assert_snapshot!(inventory_human(&small(), &Leases::default()), @r"
         Scope: ca.sandbox=1
 
         no box label (leaked)
@@ -276,7 +295,8 @@ mod tests {
 
         1 container, 2 volumes and 1 network managed; 1 image retained.
         ");
-        let v: serde_json::Value = serde_json::from_str(&inventory_json(&small())).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&inventory_json(&small(), &Leases::default())).unwrap();
         assert_eq!(v["boxes"][1]["containers"][0]["networks"][0], "net-a");
         assert_eq!(v["boxes"][0]["box"], serde_json::Value::Null);
     }
@@ -293,7 +313,7 @@ mod tests {
             vec![c],
             vec![],
         );
-        let human = inventory_human(&inv);
+        let human = inventory_human(&inv, &Leases::default());
         insta::assert_snapshot!(human, @r"
         Scope: ca.sandbox=1
 
@@ -303,7 +323,8 @@ mod tests {
         1 container, 0 volumes and 0 networks managed; 0 images retained.
         ");
         assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
-        let v: serde_json::Value = serde_json::from_str(&inventory_json(&inv)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&inventory_json(&inv, &Leases::default())).unwrap();
         assert_eq!(v["boxes"][0]["box"], EVIL_BOX);
         assert_eq!(v["boxes"][0]["containers"][0]["name"], EVIL_NAME);
     }
@@ -311,7 +332,7 @@ mod tests {
     #[test]
     fn fleet_inventories_and_the_rejected_warning() {
         let parts = vec![
-            ("default".to_string(), Ok(small())),
+            ("default".to_string(), Ok((small(), Leases::default()))),
             ("ci\u{1b}".to_string(), Err("cannot reach\nit".to_string())),
         ];
         let human = fleet_inventory(&parts, Format::Human);

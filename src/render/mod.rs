@@ -43,7 +43,7 @@ pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning};
 pub(crate) use log::{
     watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,
 };
-pub(crate) use plan::{fleet_plan, plan};
+pub(crate) use plan::{fleet_plan, lease_warnings, plan};
 pub(crate) use report::{fleet_report, report};
 pub(crate) use validate::validation;
 

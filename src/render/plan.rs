@@ -80,6 +80,9 @@ pub fn plan_human(plan: &Plan) -> String {
         out.push_str("\nKeep:\n");
         out.push_str(&table(noted_rows(plan.kept.all()), "  "));
     }
+    if !plan.leases.is_empty() {
+        out.push_str(&leases_human(plan));
+    }
     if !plan.retained.images.is_empty() {
         out.push_str("\nRetain (images are never removed):\n");
         out.push_str(&image_table(&plan.retained.images));
@@ -88,6 +91,65 @@ pub fn plan_human(plan: &Plan) -> String {
     out.push_str(&plan_summary(plan));
     out.push('\n');
     out
+}
+
+/// The skew worth saying: more than a second either way.
+fn skew_words(skew: i64) -> Option<String> {
+    match skew {
+        s if s > 1 => Some(format!("{s} s ahead of this machine's")),
+        s if s < -1 => Some(format!("{} s behind this machine's", -s)),
+        _ => None,
+    }
+}
+
+/// The leases section: every volume with a lease label, what it is, and the
+/// clock it was judged by (with the skew when it is over a second).
+fn leases_human(plan: &Plan) -> String {
+    use crate::plan::lease::LeaseState;
+    let clock = match plan.engine_clock.as_ref() {
+        Some(c) => match skew_words(c.skew_seconds) {
+            Some(skew) => format!("the engine's clock, {skew}"),
+            None => "the engine's clock".to_string(),
+        },
+        None => "the engine's clock".to_string(),
+    };
+    let rows: Vec<Vec<String>> = plan
+        .leases
+        .iter()
+        .map(|l| {
+            let state = match &l.state {
+                LeaseState::Invalid { .. } => format!("{}; the grace rule applies", l.state),
+                _ => l.state.to_string(),
+            };
+            vec![
+                box_cell(Some(&l.box_id)),
+                l.volume.clone(),
+                format!("ttl {}", l.ttl),
+                state,
+            ]
+        })
+        .collect();
+    format!("\nLeases (judged by {clock}):\n{}", table(rows, "  "))
+}
+
+/// A warning for each volume whose lease label is not a lease, naming it
+/// (escaped); `None` when every lease label reads.
+pub(crate) fn lease_warnings(plan: &Plan) -> Option<String> {
+    use crate::plan::lease::LeaseState;
+    let mut out = String::new();
+    for l in &plan.leases {
+        if let LeaseState::Invalid { problem } = &l.state {
+            let _ = writeln!(
+                out,
+                "warning: volume {} of box {} on engine {} is not a lease: {}; its box falls back to the grace rule",
+                clip(&l.volume, LAST_CELL_CHARS),
+                clip(&l.box_id, LAST_CELL_CHARS),
+                escape(&plan.engine),
+                escape(&problem.to_string()),
+            );
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// The one-line summary: `Plan: remove 2 containers, 1 volume and 0 networks; ...`.

@@ -316,3 +316,51 @@ pub(crate) async fn watch(
     }
     last
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Kind, Labels, Object, Scope};
+    use crate::plan::inventory::Inventory;
+    use crate::plan::Goal;
+
+    /// A box `a` with a lease of `ttl` made at `created` (the engine's clock).
+    fn leased(created: i64, ttl: &str, skew_ms: i64) -> Inventory {
+        let mut o = Object::new("default", Kind::Volume, "la", "la");
+        o.labels = Labels::from([
+            ("ca.sandbox".to_string(), "1".to_string()),
+            ("ca.sandbox.id".to_string(), "a".to_string()),
+            (
+                crate::model::lease::LEASE_TTL_LABEL.to_string(),
+                ttl.to_string(),
+            ),
+        ]);
+        o.created = Some(created);
+        let mut inv =
+            Inventory::from_listings("default", Scope::default(), vec![o], vec![], vec![]);
+        inv.skew_ms = Some(skew_ms);
+        inv
+    }
+
+    fn goal() -> Goal {
+        Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+        }
+    }
+
+    #[test]
+    fn a_lease_end_is_a_deadline_on_this_machines_clock() {
+        let now = 1_800_000_000;
+        // The engine runs an hour ahead: its lease made "now" on its clock
+        // ends 60 s from now on ours.
+        let inv = leased(now + 3600, "60s", 3_600_000);
+        let plan = Plan::build(&goal(), &inv, now);
+        assert_eq!(next_deadline(&[plan], now), Some(now + 60));
+        // No skew: the lease's own end.
+        let plan = Plan::build(&goal(), &leased(now - 10, "60s", 0), now);
+        assert_eq!(next_deadline(&[plan], now), Some(now + 50));
+    }
+}

@@ -44,6 +44,9 @@ pub enum Reason {
     #[serde(rename_all = "camelCase")]
     DestroyRequested {
         box_id: String,
+        /// Set when a lease held the box when `destroy` removed it.
+        #[serde(default)]
+        leased_until: Option<String>,
         text: String,
     },
     #[serde(rename_all = "camelCase")]
@@ -63,6 +66,13 @@ pub enum Reason {
     },
     WithinGrace {
         until: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Leased {
+        box_id: String,
+        until: String,
+        lease: String,
         text: String,
     },
     NotNamedByDestroy {
@@ -130,6 +140,7 @@ impl Reason {
             | Reason::Expired { text, .. }
             | Reason::DeclaredBox { text, .. }
             | Reason::WithinGrace { text, .. }
+            | Reason::Leased { text, .. }
             | Reason::NotNamedByDestroy { text }
             | Reason::KeptByFile { text, .. }
             | Reason::KeepVolumeFlag { text }
@@ -267,13 +278,46 @@ pub enum Goal {
         keep_volumes: Vec<KeptVolume>,
         #[serde(default)]
         grace: Option<u64>,
+        #[serde(default)]
+        max_lease: Option<u64>,
     },
     #[serde(rename_all = "camelCase")]
     Destroy {
         ids: BTreeSet<String>,
         keep_volume: bool,
         keep_volumes: Vec<KeptVolume>,
+        #[serde(default)]
+        max_lease: Option<u64>,
     },
+}
+
+/// A volume with a lease label, as the plan judged it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lease {
+    pub volume: String,
+    #[serde(rename = "box")]
+    pub box_id: String,
+    pub ttl: String,
+    /// `live`, `expired` or `invalid`.
+    pub state: String,
+    /// When it holds until or ran out (live and expired).
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Why it is not a lease (invalid): `unreadable`, `zero`,
+    /// `overCeiling` (with `maxLease`) or `undated`.
+    #[serde(default)]
+    pub problem: Option<String>,
+    #[serde(default)]
+    pub max_lease: Option<u64>,
+}
+
+/// The engine's clock as the plan judged leases by it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EngineClock {
+    pub now: String,
+    pub skew_seconds: i64,
 }
 
 /// `plan --format json` and a saved plan.
@@ -289,6 +333,10 @@ pub struct Plan {
     pub blocked: Vec<Noted>,
     pub kept: Kept,
     pub retained: Retained,
+    #[serde(default)]
+    pub leases: Vec<Lease>,
+    #[serde(default)]
+    pub engine_clock: Option<EngineClock>,
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
     pub summary: String,
