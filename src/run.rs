@@ -227,7 +227,7 @@ impl Run<'_> {
         }
         let failed = parts.iter().any(|(_, r)| r.is_err());
         // Leases judged as the plan judges them, at the run's time.
-        let parts: Vec<(String, Result<(Inventory, Leases), InventoryError>)> = parts
+        let parts: Vec<(String, Result<render::Listed, InventoryError>)> = parts
             .into_iter()
             .map(|(n, r)| {
                 let judged = r.map(|inv| {
@@ -238,7 +238,7 @@ impl Run<'_> {
             })
             .collect();
         if self.config.fleet {
-            let parts: Vec<(String, Result<(Inventory, Leases), String>)> = parts
+            let parts: Vec<(String, Result<render::Listed, String>)> = parts
                 .into_iter()
                 .map(|(n, r)| (n, r.map_err(|e| e.to_string())))
                 .collect();

@@ -18,6 +18,9 @@ use crate::render::table::{
 use crate::render::{json, Format};
 use crate::text::{clip, escape};
 
+/// An engine's inventory with its leases judged.
+pub(crate) type Listed = (Inventory, Leases);
+
 /// The inventory in `format`.
 pub(crate) fn inventory(inv: &Inventory, leases: &Leases, format: Format) -> String {
     match format {
@@ -189,7 +192,7 @@ pub(crate) fn inventory_json(inv: &Inventory, leases: &Leases) -> String {
 
 /// A fleet's inventories, each under its engine's heading (JSON: a list).
 pub(crate) fn fleet_inventory(
-    parts: &[(String, Result<(Inventory, Leases), String>)],
+    parts: &[(String, Result<Listed, String>)],
     format: Format,
 ) -> String {
     if format == Format::Json {

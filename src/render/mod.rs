@@ -39,7 +39,7 @@ pub use table::entry_label;
 
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
-pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning};
+pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, Listed};
 pub(crate) use log::{
     watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,
 };
