@@ -30,7 +30,6 @@ use crate::exec::reconcile::plan_once;
 use crate::exec::report::{merge, FleetReport, PlanFileError, Report, Verdict};
 use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::observe::metrics::Metrics;
-use crate::plan::inventory::Inventory;
 use crate::plan::lease::Leases;
 use crate::plan::Goal;
 use crate::render::{self, Format, Progress};
