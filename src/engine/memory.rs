@@ -534,7 +534,7 @@ impl Engine for MemoryEngine {
                 let v = VolumeInfo {
                     name: name.to_string(),
                     labels: labels.clone(),
-                    created_at: Some(crate::plan::rfc3339(secs)),
+                    created_at: Some(crate::model::time::rfc3339(secs)),
                 };
                 w.volumes.push(v.clone());
                 Ok(v.object(engine))

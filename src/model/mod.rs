@@ -15,6 +15,7 @@ mod error;
 pub mod lease;
 mod outcome;
 mod reason;
+pub(crate) mod time;
 
 use std::collections::BTreeMap;
 use std::fmt;

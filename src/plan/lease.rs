@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::model::lease::{parse_ttl, TtlError, DEFAULT_MAX_LEASE, LEASE_TTL_LABEL};
+use crate::model::time::rfc3339;
 use crate::model::{cut, Kind};
 use crate::plan::inventory::Inventory;
-use crate::plan::rfc3339;
 
 /// The most characters of a ttl label quoted in a plan.
 const QUOTED_TTL: usize = 40;

@@ -286,7 +286,8 @@ impl Walker<'_> {
             } else {
                 ("grace", &mut grace)
             };
-            let hint = format!("write {key} = \"10m\"");
+            let example = if key == "max_lease" { "24h" } else { "10m" };
+            let hint = format!("write {key} = \"{example}\"");
             if let Some(text) = self.string(entry, "a duration string", &hint) {
                 *out = self.duration(key, &text);
             }
