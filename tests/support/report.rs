@@ -44,6 +44,9 @@ pub enum Reason {
     #[serde(rename_all = "camelCase")]
     DestroyRequested {
         box_id: String,
+        /// When the box held a live lease: until when (the engine's clock).
+        #[serde(default)]
+        leased_until: Option<String>,
         text: String,
     },
     #[serde(rename_all = "camelCase")]
@@ -63,6 +66,15 @@ pub enum Reason {
     },
     WithinGrace {
         until: String,
+        text: String,
+    },
+    /// Kept: an undeclared box with a live lease (`lease`, until `until` on
+    /// the engine's clock).
+    #[serde(rename_all = "camelCase")]
+    Leased {
+        box_id: String,
+        until: String,
+        lease: String,
         text: String,
     },
     NotNamedByDestroy {
@@ -130,6 +142,7 @@ impl Reason {
             | Reason::Expired { text, .. }
             | Reason::DeclaredBox { text, .. }
             | Reason::WithinGrace { text, .. }
+            | Reason::Leased { text, .. }
             | Reason::NotNamedByDestroy { text }
             | Reason::KeptByFile { text, .. }
             | Reason::KeepVolumeFlag { text }
@@ -215,6 +228,16 @@ impl Kept {
     pub fn is_empty(&self) -> bool {
         Kind::ALL.iter().all(|&k| self.of(k).is_empty())
     }
+
+    /// The kept object named `name` (any kind), failing the test if there is none.
+    #[track_caller]
+    pub fn named(&self, name: &str) -> &Noted {
+        Kind::ALL
+            .iter()
+            .flat_map(|&k| self.of(k))
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("{name} is not kept: {self:#?}"))
+    }
 }
 
 /// A `ca-sbx:*` image.
@@ -276,6 +299,55 @@ pub enum Goal {
     },
 }
 
+/// What one volume with a lease label is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LeaseState {
+    Live,
+    Expired,
+    /// Not a lease: see `problem` and `why`.
+    Invalid,
+}
+
+/// Why a ttl is not a lease's: `unreadable`, `zero`, or `overCeiling` (with
+/// `maxLease`, seconds).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TtlProblem {
+    pub problem: String,
+    #[serde(default)]
+    pub max_lease: Option<u64>,
+}
+
+/// One volume carrying a lease label, as a plan lists it (`leases`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaseNote {
+    pub volume: String,
+    #[serde(rename = "box")]
+    pub box_id: String,
+    /// The ttl label as the engine gave it.
+    pub ttl: String,
+    pub state: LeaseState,
+    /// Live or expired: its end on the engine's clock.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// Invalid: `ttl` (see `why`) or `undated`.
+    #[serde(default)]
+    pub problem: Option<String>,
+    #[serde(default)]
+    pub why: Option<TtlProblem>,
+}
+
+/// The engine's clock as a plan judged leases by it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EngineClock {
+    pub now: String,
+    /// How far the engine's clock is ahead of sandboxctl's (negative: behind).
+    pub skew_seconds: i64,
+}
+
 /// `plan --format json` and a saved plan.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -289,6 +361,12 @@ pub struct Plan {
     pub blocked: Vec<Noted>,
     pub kept: Kept,
     pub retained: Retained,
+    /// Every volume with a lease label (absent when there is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<LeaseNote>,
+    /// Present when leases were judged (the engine's clock was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_clock: Option<EngineClock>,
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
     pub summary: String,
@@ -311,6 +389,15 @@ impl Plan {
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("{name} is not blocked: {self:#?}"))
+    }
+
+    /// The lease note of volume `volume`, failing the test if there is none.
+    #[track_caller]
+    pub fn lease(&self, volume: &str) -> &LeaseNote {
+        self.leases
+            .iter()
+            .find(|l| l.volume == volume)
+            .unwrap_or_else(|| panic!("no lease note for {volume}: {self:#?}"))
     }
 
     /// Names of the steps of `kind`.
