@@ -23,6 +23,9 @@
 //! - `plan_build`: `Plan::build` from that inventory (graph, toposort, basis digests);
 //! - `render_json`: `render::plan_json` of that plan;
 //! - `render_human`: `render::plan_human` of that plan;
+//! - `plan_build_leased`: `Plan::build` of the same listing where every box
+//!   also has a lease volume (`ca.sandbox.lease.ttl`), half of them live and
+//!   half run out: the cost of judging leases (the plan keeps the live ones);
 //! - `pipeline`: the three stages together, from_listings + build + plan_json +
 //!   plan_human: everything `sandboxctl plan` does after the engine answered
 //!   (it prints one of the two renderings; both are included).
@@ -79,6 +82,30 @@ struct Listings {
 }
 
 impl Listings {
+    /// The same listing with a lease volume for every box: box `i`'s lease
+    /// was made 10 minutes before `NOW`, with a ttl of 15 minutes (live) for
+    /// even boxes and 5 minutes (run out) for odd ones.
+    fn with_leases(&self) -> Listings {
+        let mut l = self.clone();
+        let boxes: Vec<(String, Labels)> = self
+            .listed
+            .iter()
+            .filter(|o| o.kind() == Kind::Container)
+            .filter_map(|o| {
+                let b = o.labels.get("ca.sandbox.id")?;
+                Some((b.clone(), o.labels.clone()))
+            })
+            .collect();
+        for (i, (b, mut labels)) in boxes.into_iter().enumerate() {
+            let name = format!("ca-sbx-lease-{b}-{i:x}");
+            let ttl = if i % 2 == 0 { "15m" } else { "5m" };
+            labels.insert("ca.sandbox.lease.ttl".into(), ttl.into());
+            l.listed
+                .push(object(Kind::Volume, &name, &name, labels, Some(NOW - 600)));
+        }
+        l
+    }
+
     fn inventory(self) -> Inventory {
         Inventory::from_listings(
             DEFAULT_ENGINE,
@@ -379,6 +406,23 @@ fn bench(c: &mut Criterion) {
         )
     });
     group(c, "plan_build", &inputs, |b, (_, l, inv, _)| {
+        b.iter(|| black_box(Plan::build(&l.goal, inv, NOW)))
+    });
+    let leased: Vec<Input> = inputs
+        .iter()
+        .map(|(n, l, _, _)| {
+            let leased = l.with_leases();
+            let inventory = leased.clone().inventory();
+            let plan = Plan::build(&leased.goal, &inventory, NOW);
+            eprintln!(
+                "size {n} with leases: {} lease volumes; plan keeps {}",
+                plan.leases.len(),
+                plan.kept.len()
+            );
+            (*n, leased, inventory, plan)
+        })
+        .collect();
+    group(c, "plan_build_leased", &leased, |b, (_, l, inv, _)| {
         b.iter(|| black_box(Plan::build(&l.goal, inv, NOW)))
     });
     group(c, "render_json", &inputs, |b, (_, _, _, p)| {

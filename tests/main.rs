@@ -12,6 +12,7 @@ mod explain;
 mod faults;
 mod graph;
 mod layers;
+mod leases;
 mod matrix;
 mod networks;
 mod operator;

@@ -450,3 +450,175 @@ impl Output {
         )
     }
 }
+
+/// A long-running command (`watch`, `hold`) that is killed with SIGKILL, by
+/// its pid, when dropped without having been waited for: a failing assertion
+/// never leaves it running.
+#[derive(Debug)]
+pub struct Guarded {
+    run: Option<Running>,
+    /// The run's `Cli`, whose temp dir (working directory, state file) must
+    /// outlive it; dropped after the process is killed.
+    _cli: Option<Cli>,
+}
+
+impl Cli {
+    /// Starts a run like [`Cli::spawn_with`] and guards it (see
+    /// [`Guarded`]); the `Cli`, its temp dir and its state file live as long
+    /// as the guard.
+    pub fn spawn_guarded<I, S>(self, extra: I) -> Guarded
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let run = self.spawn_with(extra);
+        Guarded {
+            run: Some(run),
+            _cli: Some(self),
+        }
+    }
+}
+
+impl Guarded {
+    /// Guards a run started with [`Cli::spawn_with`] (keep its `Cli` alive).
+    pub fn new(run: Running) -> Guarded {
+        Guarded {
+            run: Some(run),
+            _cli: None,
+        }
+    }
+
+    fn running(&self) -> &Running {
+        self.run.as_ref().expect("the run was waited for")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.running().pid()
+    }
+
+    /// Stderr so far.
+    pub fn stderr(&self) -> String {
+        self.running().stderr_so_far()
+    }
+
+    /// Stdout so far.
+    pub fn stdout(&self) -> String {
+        self.running().stdout_so_far()
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, signal: libc::c_int) {
+        signal_pid(self.pid(), signal);
+    }
+
+    /// True while the process has not exited (a zombie counts as exited).
+    pub fn alive(&self) -> bool {
+        pid_alive(self.pid())
+    }
+
+    /// Waits for the exit (within the run's deadline).
+    pub fn wait(mut self) -> Output {
+        self.run.take().expect("the run was waited for").wait()
+    }
+}
+
+impl Drop for Guarded {
+    /// SIGKILL to the process's descendants (a command it runs would
+    /// outlive it), then to the process, by pid; then reaps it.
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take() {
+            for pid in descendants(run.pid()).into_iter().chain([run.pid()]) {
+                if let Ok(pid) = libc::pid_t::try_from(pid) {
+                    // SAFETY: kill(2) on a pid this test started; no memory involved.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            let _ = run.wait();
+        }
+    }
+}
+
+/// Sends `signal` to `pid`, failing the test if kill(2) fails.
+pub fn signal_pid(pid: u32, signal: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).expect("pid fits pid_t");
+    // SAFETY: kill(2) on a pid this test started; no memory involved.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {signal}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        !s.lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+    })
+}
+
+/// `(pid, parent pid, command name)` of every process now, from `/proc/*/stat`.
+fn processes() -> Vec<(u32, u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+        let open = stat.find('(')?;
+        let close = stat.rfind(')')?;
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..].split_whitespace().nth(1)?.parse().ok()?;
+        Some((pid, ppid, comm))
+    })
+    .collect()
+}
+
+/// The living descendants of `pid` with their command names, parents first.
+fn family(pid: u32) -> Vec<(u32, String)> {
+    let all = processes();
+    let mut parents = vec![pid];
+    let mut found = Vec::new();
+    while let Some(parent) = parents.pop() {
+        for (child, _, name) in all.iter().filter(|(_, pp, _)| *pp == parent) {
+            parents.push(*child);
+            if pid_alive(*child) {
+                found.push((*child, name.clone()));
+            }
+        }
+    }
+    found
+}
+
+/// The living descendants of `pid`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    family(pid).into_iter().map(|(p, _)| p).collect()
+}
+
+/// The living descendants of `pid` whose command name is `comm`.
+pub fn descendants_named(pid: u32, comm: &str) -> Vec<u32> {
+    family(pid)
+        .into_iter()
+        .filter(|(_, name)| name == comm)
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// Processes this test started indirectly (a command run by a command), sent
+/// SIGKILL by pid when dropped if they still live.
+#[derive(Debug)]
+pub struct KillOnDrop(pub Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if let (true, Ok(pid)) = (pid_alive(pid), libc::pid_t::try_from(pid)) {
+                // SAFETY: kill(2) on a pid this test started; no memory involved.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}

@@ -5,5 +5,6 @@ pub mod assert;
 pub mod cli;
 pub mod docker;
 pub mod engines;
+pub mod lease;
 pub mod proxy;
 pub mod report;

@@ -28,10 +28,32 @@
 //! The proxy runs on a thread of its own with its own tokio runtime, so it
 //! serves while a `#[test]` blocks on a child process, and it stops (dropping
 //! every connection and every delayed request) when the `Proxy` is dropped.
+//!
+//! # A skewed engine clock
+//!
+//! [`Proxy::shift_clock`] makes the engine behind the proxy look as if its
+//! clock were off by a number of seconds: every time the engine reports is
+//! moved by that offset on the way back, consistently, so that the clock and
+//! the stamps agree as they would on a really skewed host. Moved: `/info`
+//! `SystemTime`; `CreatedAt` of volumes (list, inspect, create); `Created` of
+//! containers (Unix seconds in `/containers/json`, RFC 3339 in inspect, with
+//! `State.StartedAt` and `FinishedAt`), networks (list, inspect) and images
+//! (list); `time` and `timeNano` of `/events`; and the `Date` header of every
+//! answer. Docker's zero time (`0001-01-01T00:00:00Z`, "never") stays as it
+//! is. JSON answers are read whole, rewritten and sent with a
+//! `Content-Length`; the event stream is rewritten event by event (one chunk
+//! each, as Docker flushes them). Nothing the client sends is changed.
+//!
+//! Why a proxy and not a real skewed engine: a second dockerd in a time
+//! namespace (`unshare --time`) still reads the host's `CLOCK_REALTIME`
+//! (time namespaces shift only `CLOCK_MONOTONIC` and `CLOCK_BOOTTIME`), and
+//! libfaketime (`LD_PRELOAD`) does not reach Go binaries such as dockerd,
+//! which read the clock through the vDSO / raw syscalls, not libc. Changing
+//! the host's clock would skew every test running beside.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -130,6 +152,9 @@ struct Shared {
     seen: Mutex<Vec<Seen>>,
     /// Set by [`Action::Cut`]: every request from then on is closed.
     cut: AtomicBool,
+    /// Seconds every time the engine reports is moved by (0: none); see
+    /// [`Proxy::shift_clock`].
+    clock_shift: AtomicI64,
 }
 
 impl Shared {
@@ -214,6 +239,7 @@ impl Proxy {
             rules: Mutex::new(Vec::new()),
             seen: Mutex::new(Vec::new()),
             cut: AtomicBool::new(false),
+            clock_shift: AtomicI64::new(0),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let state = Arc::clone(&shared);
@@ -292,6 +318,19 @@ impl Proxy {
             action,
             left: times,
         });
+    }
+
+    /// Makes the engine's clock look `seconds` ahead (negative: behind) from
+    /// the next answer on: every time it reports, and the `Date` header, is
+    /// moved by that much (see the module's "A skewed engine clock"). 0 turns
+    /// it off.
+    pub fn shift_clock(&self, seconds: i64) {
+        self.shared.clock_shift.store(seconds, Ordering::SeqCst);
+    }
+
+    /// The clock shift now in effect (seconds; 0: none).
+    pub fn clock_shift(&self) -> i64 {
+        self.shared.clock_shift.load(Ordering::SeqCst)
     }
 
     /// Removes every rule (everything is forwarded from now on).
@@ -581,6 +620,54 @@ impl Buffered {
         }
     }
 
+    /// Reads a chunked body into memory, its payload only (framing and
+    /// trailers dropped).
+    async fn read_chunked_payload(&mut self) -> io::Result<Vec<u8>> {
+        let mut payload = Vec::new();
+        loop {
+            let line = self.take_line().await?;
+            let size = chunk_size(&line)?;
+            if size == 0 {
+                while self.take_line().await? != b"\r\n" {}
+                return Ok(payload);
+            }
+            let n = usize::try_from(size)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "chunk too large"))?;
+            payload.extend_from_slice(&self.take(n).await?);
+            self.take(2).await?;
+        }
+    }
+
+    /// Copies a chunked stream of JSON documents (`/events`) to `out` chunk
+    /// by chunk, each chunk's times moved by `shift` seconds (see
+    /// [`shift_json`]) and framed again with its new size.
+    async fn copy_chunked_shifted(&mut self, out: &mut UnixStream, shift: i64) -> io::Result<()> {
+        loop {
+            let line = self.take_line().await?;
+            let size = chunk_size(&line)?;
+            if size == 0 {
+                out.write_all(&line).await?;
+                loop {
+                    let trailer = self.take_line().await?;
+                    out.write_all(&trailer).await?;
+                    if trailer == b"\r\n" {
+                        out.flush().await?;
+                        return Ok(());
+                    }
+                }
+            }
+            let n = usize::try_from(size)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "chunk too large"))?;
+            let data = shift_json(&self.take(n).await?, shift);
+            self.take(2).await?;
+            out.write_all(format!("{:x}\r\n", data.len()).as_bytes())
+                .await?;
+            out.write_all(&data).await?;
+            out.write_all(b"\r\n").await?;
+            out.flush().await?;
+        }
+    }
+
     /// Waits until the peer closes (true) or sends something (false, kept in
     /// the buffer).
     async fn closed(&mut self) -> bool {
@@ -809,13 +896,55 @@ async fn exchange(
             }
             return Ok(Sent::Close);
         };
-        out.write_all(&head.raw).await?;
+        let engine_closes = head.has_token("connection", "close");
+        let shift = shared.clock_shift.load(Ordering::SeqCst);
+        let json = head
+            .header("content-type")
+            .is_some_and(|t| t.contains("json"));
+        if shift != 0 && status != 101 && json && !no_body(req.method(), status) {
+            if unversioned(req.target()).starts_with("/events") && head.chunked() {
+                // A stream: event by event.
+                out.write_all(&shifted_head(&head, shift, None)).await?;
+                upstream.copy_chunked_shifted(out, shift).await?;
+            } else {
+                let (body, until_close) = if head.chunked() {
+                    (upstream.read_chunked_payload().await?, false)
+                } else if let Some(n) = head.content_length()? {
+                    let n = usize::try_from(n).map_err(|_| {
+                        io::Error::new(io::ErrorKind::InvalidData, "body too large")
+                    })?;
+                    (upstream.take(n).await?, false)
+                } else {
+                    let mut all = std::mem::take(&mut upstream.buf);
+                    upstream.stream.read_to_end(&mut all).await?;
+                    (all, true)
+                };
+                let body = shift_json(&body, shift);
+                out.write_all(&shifted_head(&head, shift, Some(body.len())))
+                    .await?;
+                out.write_all(&body).await?;
+                if until_close {
+                    out.flush().await?;
+                    return Ok(Sent::Close);
+                }
+            }
+            out.flush().await?;
+            return Ok(if engine_closes {
+                Sent::Close
+            } else {
+                Sent::KeepAlive
+            });
+        }
+        if shift != 0 {
+            out.write_all(&shifted_head(&head, shift, None)).await?;
+        } else {
+            out.write_all(&head.raw).await?;
+        }
         if status == 101 {
             // Upgraded (attach/exec hijack): a plain tunnel from here on.
             out.write_all(&std::mem::take(&mut upstream.buf)).await?;
             return Err(io::Error::other(Upgrade));
         }
-        let engine_closes = head.has_token("connection", "close");
         if no_body(req.method(), status) {
             // Nothing follows the head.
         } else if head.chunked() {
@@ -835,6 +964,195 @@ async fn exchange(
             Sent::KeepAlive
         });
     }
+}
+
+// ----- the clock shift ---------------------------------------------------------
+
+/// The keys whose values are times the engine reports, in any JSON answer.
+const TIME_KEYS: [&str; 7] = [
+    "SystemTime",
+    "CreatedAt",
+    "Created",
+    "StartedAt",
+    "FinishedAt",
+    "time",
+    "timeNano",
+];
+
+/// A response head with its `Date` header moved by `shift` seconds and, when
+/// `length` is given, its body framed by that `Content-Length` (any
+/// `Transfer-Encoding` and earlier `Content-Length` dropped).
+fn shifted_head(head: &Head, shift: i64, length: Option<usize>) -> Vec<u8> {
+    let text = String::from_utf8_lossy(&head.raw);
+    let mut out = String::with_capacity(text.len() + 32);
+    for line in text.split("\r\n").filter(|l| !l.is_empty()) {
+        let name = line.split_once(':').map(|(k, _)| k.trim());
+        let is = |n: &str| name.is_some_and(|k| k.eq_ignore_ascii_case(n));
+        if length.is_some() && (is("content-length") || is("transfer-encoding")) {
+            continue;
+        }
+        if is("date") {
+            let value = line.split_once(':').map_or("", |(_, v)| v.trim());
+            match shift_http_date(value, shift) {
+                Some(moved) => out.push_str(&format!("Date: {moved}")),
+                None => out.push_str(line),
+            }
+        } else {
+            out.push_str(line);
+        }
+        out.push_str("\r\n");
+    }
+    if let Some(n) = length {
+        out.push_str(&format!("Content-Length: {n}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
+}
+
+/// A JSON body (one document, or several separated by newlines as `/events`
+/// sends them) with every time under [`TIME_KEYS`] moved by `shift` seconds.
+/// A body that is not JSON is returned as it is.
+pub fn shift_json(body: &[u8], shift: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len());
+    for doc in serde_json::Deserializer::from_slice(body).into_iter::<serde_json::Value>() {
+        let Ok(mut doc) = doc else {
+            return body.to_vec();
+        };
+        shift_value(&mut doc, shift);
+        serde_json::to_writer(&mut out, &doc).expect("a JSON value serializes");
+        out.push(b'\n');
+    }
+    out
+}
+
+fn shift_value(value: &mut serde_json::Value, shift: i64) {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|v| shift_value(v, shift)),
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if !TIME_KEYS.contains(&key.as_str()) {
+                    shift_value(v, shift);
+                    continue;
+                }
+                match v {
+                    Value::String(text) => {
+                        if let Some(moved) = shift_rfc3339(text, shift) {
+                            *text = moved;
+                        }
+                    }
+                    Value::Number(n) => {
+                        let by = if key == "timeNano" {
+                            shift.saturating_mul(1_000_000_000)
+                        } else {
+                            shift
+                        };
+                        if let Some(i) = n.as_i64() {
+                            *v = Value::from(i.saturating_add(by));
+                        }
+                    }
+                    _ => shift_value(v, shift),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01: (year, month, day).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Seconds since the epoch of a wall-clock date and time, and back.
+fn to_seconds(y: i64, mo: i64, d: i64, h: i64, mi: i64, s: i64) -> i64 {
+    days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s
+}
+
+fn from_seconds(t: i64) -> (i64, i64, i64, i64, i64, i64) {
+    let (y, mo, d) = civil_from_days(t.div_euclid(86_400));
+    let rest = t.rem_euclid(86_400);
+    (y, mo, d, rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// An RFC 3339 time (`2024-05-06T07:08:09.123456789Z`, or with an offset)
+/// moved by `shift` seconds, its fraction and offset kept. `None` for text
+/// that is not one, and for Docker's zero time (year 1: "never").
+pub fn shift_rfc3339(text: &str, shift: i64) -> Option<String> {
+    let b = text.as_bytes();
+    if b.len() < 20 || !text.is_char_boundary(19) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = &text[r];
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if y <= 1 {
+        return None;
+    }
+    let (y, mo, d, h, mi, s) = from_seconds(to_seconds(y, mo, d, h, mi, s) + shift);
+    Some(format!(
+        "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{}",
+        &text[19..]
+    ))
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+
+/// Unix seconds of an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+pub fn http_date_seconds(text: &str) -> Option<i64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, d, mon, y, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let mo = i64::try_from(MONTHS.iter().position(|m| m == mon)?).ok()? + 1;
+    let mut hms = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
+    Some(to_seconds(y.parse().ok()?, mo, d.parse().ok()?, h, mi, s))
+}
+
+/// An HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`) moved by `shift` seconds.
+pub fn shift_http_date(text: &str, shift: i64) -> Option<String> {
+    let t = http_date_seconds(text)? + shift;
+    let weekday = WEEKDAYS[usize::try_from((t.div_euclid(86_400) + 4).rem_euclid(7)).ok()?];
+    let (y, mo, d, h, mi, s) = from_seconds(t);
+    let mon = MONTHS[usize::try_from(mo - 1).ok()?];
+    Some(format!(
+        "{weekday}, {d:02} {mon} {y:04} {h:02}:{mi:02}:{s:02} GMT"
+    ))
 }
 
 /// Marker error: the connection was upgraded and must become a tunnel.
@@ -972,7 +1290,41 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
 
 #[cfg(test)]
 mod tests {
-    use super::unversioned;
+    use super::{shift_http_date, shift_json, shift_rfc3339, unversioned};
+
+    #[test]
+    fn clock_shift_moves_times_and_keeps_their_form() {
+        assert_eq!(
+            shift_rfc3339("2024-02-29T23:30:00.123456789Z", 3600).as_deref(),
+            Some("2024-03-01T00:30:00.123456789Z")
+        );
+        assert_eq!(
+            shift_rfc3339("2025-01-01T00:10:00+02:00", -3600).as_deref(),
+            Some("2024-12-31T23:10:00+02:00")
+        );
+        assert_eq!(shift_rfc3339("0001-01-01T00:00:00Z", 3600), None);
+        assert_eq!(shift_rfc3339("garbage", 3600), None);
+        assert_eq!(
+            shift_http_date("Sun, 06 Nov 1994 08:49:37 GMT", 86_400).as_deref(),
+            Some("Mon, 07 Nov 1994 08:49:37 GMT")
+        );
+        assert_eq!(
+            shift_http_date("Thu, 01 Jan 1970 00:30:00 GMT", -3600).as_deref(),
+            Some("Wed, 31 Dec 1969 23:30:00 GMT")
+        );
+        let body = br#"[{"Id":"x","Created":1000,"Labels":{"Created":"1"},"State":{"StartedAt":"2024-01-01T00:00:00Z","FinishedAt":"0001-01-01T00:00:00Z"}}]"#;
+        let moved: serde_json::Value = serde_json::from_slice(&shift_json(body, -60)).unwrap();
+        assert_eq!(moved[0]["Created"], 940);
+        assert_eq!(moved[0]["Labels"]["Created"], "1", "a label is not a time");
+        assert_eq!(moved[0]["State"]["StartedAt"], "2023-12-31T23:59:00Z");
+        assert_eq!(moved[0]["State"]["FinishedAt"], "0001-01-01T00:00:00Z");
+        let events = b"{\"time\":10,\"timeNano\":10000000000}\n{\"time\":11}\n";
+        assert_eq!(
+            shift_json(events, 5),
+            b"{\"time\":15,\"timeNano\":15000000000}\n{\"time\":16}\n".to_vec()
+        );
+        assert_eq!(shift_json(b"not json", 5), b"not json".to_vec());
+    }
 
     #[test]
     fn strips_api_versions_only() {

@@ -44,7 +44,7 @@ pub enum Reason {
     #[serde(rename_all = "camelCase")]
     DestroyRequested {
         box_id: String,
-        /// Set when a lease held the box when `destroy` removed it.
+        /// When the box held a live lease: until when (the engine's clock).
         #[serde(default)]
         leased_until: Option<String>,
         text: String,
@@ -68,6 +68,8 @@ pub enum Reason {
         until: String,
         text: String,
     },
+    /// Kept: an undeclared box with a live lease (`lease`, until `until` on
+    /// the engine's clock).
     #[serde(rename_all = "camelCase")]
     Leased {
         box_id: String,
@@ -226,6 +228,16 @@ impl Kept {
     pub fn is_empty(&self) -> bool {
         Kind::ALL.iter().all(|&k| self.of(k).is_empty())
     }
+
+    /// The kept object named `name` (any kind), failing the test if there is none.
+    #[track_caller]
+    pub fn named(&self, name: &str) -> &Noted {
+        Kind::ALL
+            .iter()
+            .flat_map(|&k| self.of(k))
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("{name} is not kept: {self:#?}"))
+    }
 }
 
 /// A `ca-sbx:*` image.
@@ -278,45 +290,52 @@ pub enum Goal {
         keep_volumes: Vec<KeptVolume>,
         #[serde(default)]
         grace: Option<u64>,
-        #[serde(default)]
-        max_lease: Option<u64>,
     },
     #[serde(rename_all = "camelCase")]
     Destroy {
         ids: BTreeSet<String>,
         keep_volume: bool,
         keep_volumes: Vec<KeptVolume>,
-        #[serde(default)]
-        max_lease: Option<u64>,
     },
 }
 
-/// A volume with a lease label, as the plan judged it.
+/// What one volume with a lease label is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LeaseState {
+    Live,
+    Expired,
+    /// Not a lease: see `problem`.
+    Invalid,
+}
+
+/// One volume carrying a lease label, as a plan lists it (`leases`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Lease {
+pub struct LeaseNote {
     pub volume: String,
     #[serde(rename = "box")]
     pub box_id: String,
+    /// The ttl label as the engine gave it.
     pub ttl: String,
-    /// `live`, `expired` or `invalid`.
-    pub state: String,
-    /// When it holds until or ran out (live and expired).
+    pub state: LeaseState,
+    /// Live or expired: its end on the engine's clock.
     #[serde(default)]
     pub until: Option<String>,
-    /// Why it is not a lease (invalid): `unreadable`, `zero`,
-    /// `overCeiling` (with `maxLease`) or `undated`.
+    /// Invalid: `unreadable`, `zero`, `overCeiling` (with `maxLease`,
+    /// seconds) or `undated`.
     #[serde(default)]
     pub problem: Option<String>,
     #[serde(default)]
     pub max_lease: Option<u64>,
 }
 
-/// The engine's clock as the plan judged leases by it.
+/// The engine's clock as a plan judged leases by it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EngineClock {
     pub now: String,
+    /// How far the engine's clock is ahead of sandboxctl's (negative: behind).
     pub skew_seconds: i64,
 }
 
@@ -333,9 +352,11 @@ pub struct Plan {
     pub blocked: Vec<Noted>,
     pub kept: Kept,
     pub retained: Retained,
-    #[serde(default)]
-    pub leases: Vec<Lease>,
-    #[serde(default)]
+    /// Every volume with a lease label (absent when there is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leases: Vec<LeaseNote>,
+    /// Present when leases were judged (the engine's clock was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_clock: Option<EngineClock>,
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
@@ -359,6 +380,15 @@ impl Plan {
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("{name} is not blocked: {self:#?}"))
+    }
+
+    /// The lease note of volume `volume`, failing the test if there is none.
+    #[track_caller]
+    pub fn lease(&self, volume: &str) -> &LeaseNote {
+        self.leases
+            .iter()
+            .find(|l| l.volume == volume)
+            .unwrap_or_else(|| panic!("no lease note for {volume}: {self:#?}"))
     }
 
     /// Names of the steps of `kind`.
