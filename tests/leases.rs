@@ -553,16 +553,16 @@ async fn the_human_plan_mentions_a_skewed_engine_clock() {
         .docker_host(&proxy.docker_host())
         .run_with(["plan"]);
     out.success();
-    let text = out.stdout.to_lowercase();
+    let text = &out.stdout;
     assert!(
         text.contains(&b.container.name) && text.contains(&lease),
         "{}",
         out.dump()
     );
     assert!(
-        text.contains("leases (judged by the engine's clock, 3600 s behind this machine's)")
-            || text.contains("leases (judged by the engine's clock, 3599 s behind this machine's)")
-            || text.contains("leases (judged by the engine's clock, 3601 s behind this machine's)"),
+        text.contains("Leases (judged by the engine's clock, 3600 s behind this machine's)")
+            || text.contains("Leases (judged by the engine's clock, 3599 s behind this machine's)")
+            || text.contains("Leases (judged by the engine's clock, 3601 s behind this machine's)"),
         "the human plan does not say the engine's clock is an hour behind\n{}",
         out.dump()
     );
