@@ -338,7 +338,7 @@ async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
     // The deadline's cycle, or one that an engine event (any volume or
     // network event of the shared daemon wakes watch) ran at the same moment.
     assert!(
-        ["grace or expiry ran out", "events"]
+        ["grace, expiry or a lease ran out", "events"]
             .contains(&line["trigger"].as_str().unwrap_or_default()),
         "{line}"
     );
@@ -462,7 +462,7 @@ async fn declared_box_goes_when_its_ttl_ends() {
         .wait_for("cycle", |l| l["removed"]["containers"] == 1, SLACK)
         .await;
     assert!(
-        ["grace or expiry ran out", "events"]
+        ["grace, expiry or a lease ran out", "events"]
             .contains(&line["trigger"].as_str().unwrap_or_default()),
         "{line}"
     );

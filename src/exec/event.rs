@@ -29,7 +29,7 @@ impl Trigger {
         match self {
             Trigger::Start => "start",
             Trigger::Events => "events",
-            Trigger::Timer => "grace or expiry ran out",
+            Trigger::Timer => "grace, expiry or a lease ran out",
             Trigger::StateChanged => "state file changed",
             Trigger::Resync => "resync",
             Trigger::Reconnected => "event stream reconnected",

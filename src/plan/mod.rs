@@ -472,7 +472,10 @@ impl Goal {
                 }
                 match box_id {
                     Some(b) if ids.contains(b) => {
-                        if *keep_volume && o.kind() == Kind::Volume {
+                        // A lease is not data: `--keep-volume` keeps the box's
+                        // volumes, never its lease (the box is ending).
+                        let lease = o.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL);
+                        if *keep_volume && o.kind() == Kind::Volume && !lease {
                             Verdict::Keep(Reason::KeepVolumeFlag)
                         } else {
                             Verdict::Remove(Reason::DestroyRequested {
@@ -1272,6 +1275,22 @@ mod tests {
         };
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "la"]);
+        // `--keep-volume` keeps the box's data, not its lease.
+        let mut with_data = inv.clone();
+        let data = volume("va", Some("a"));
+        with_data.objects.insert(data.key.clone(), data);
+        let keep = Goal::Destroy {
+            ids: BTreeSet::from(["a".to_string()]),
+            keep_volume: true,
+            keep_volumes: vec![],
+            max_lease: None,
+        };
+        let kept = Plan::build(&keep, &with_data, NOW);
+        assert_eq!(names(&kept.steps), vec!["sbx-a", "la"]);
+        assert_eq!(
+            codes(&kept.kept.volumes),
+            vec![("va".to_string(), "keepVolumeFlag".to_string())]
+        );
         assert_eq!(
             plan.steps[1].why,
             Reason::DestroyRequested {

@@ -296,7 +296,15 @@ impl Walker<'_> {
     }
 
     fn duration(&mut self, key: &'static str, text: &At) -> Option<Duration> {
-        match parse_duration(&text.value) {
+        let parsed = parse_duration(&text.value).and_then(|d| {
+            // A ceiling of zero would make every lease label invalid.
+            if key == "max_lease" && d.is_zero() {
+                Err("a lease could never hold; write more than zero, e.g. 24h".to_string())
+            } else {
+                Ok(d)
+            }
+        });
+        match parsed {
             Ok(d) => Some(d),
             Err(reason) => {
                 let kind = StateErrorKind::InvalidDuration {
