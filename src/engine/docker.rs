@@ -227,7 +227,9 @@ impl Engine for DockerEngine {
 
     async fn clock(&self) -> Result<i64, EngineError> {
         let info = self
-            .call("read the engine's clock (info)".into(), || self.docker.info())
+            .call("read the engine's clock (info)".into(), || {
+                self.docker.info()
+            })
             .await?;
         let text = info.system_time.unwrap_or_default();
         parse_time_ms(&text).ok_or_else(|| {

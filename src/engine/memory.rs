@@ -534,7 +534,13 @@ impl Engine for MemoryEngine {
                 let v = VolumeInfo {
                     name: name.to_string(),
                     labels: labels.clone(),
-                    created_at: Some(crate::plan::rfc3339(secs)),
+                    created_at: Some(
+                        humantime::format_rfc3339_seconds(
+                            std::time::UNIX_EPOCH
+                                + Duration::from_secs(u64::try_from(secs).unwrap_or(0)),
+                        )
+                        .to_string(),
+                    ),
                 };
                 w.volumes.push(v.clone());
                 Ok(v.object(engine))

@@ -87,15 +87,18 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
         .iter()
         .any(|v| v.labels.contains_key(LEASE_TTL_LABEL));
     let skew_ms = if leased {
-        Some(skew_ms(engine).await.map_err(wrap("the engine's clock (to judge leases)"))?)
+        Some(
+            skew_ms(engine)
+                .await
+                .map_err(wrap("the engine's clock (to judge leases)"))?,
+        )
     } else {
         None
     };
     let mut listed = managed;
     listed.extend(volumes);
     listed.extend(networks);
-    let mut inventory =
-        Inventory::from_listings(engine.name(), scope.clone(), listed, all, images);
+    let mut inventory = Inventory::from_listings(engine.name(), scope.clone(), listed, all, images);
     inventory.skew_ms = skew_ms;
     Ok(inventory)
 }

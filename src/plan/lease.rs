@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::lease::{parse_ttl, TtlError, DEFAULT_MAX_LEASE, LEASE_TTL_LABEL};
 use crate::model::{cut, Kind};
 use crate::plan::inventory::Inventory;
-use crate::plan::rfc3339;
+use crate::plan::time::rfc3339;
 
 /// The most characters of a ttl label quoted in a plan.
 const QUOTED_TTL: usize = 40;
@@ -206,18 +206,19 @@ mod tests {
             })
         );
         assert!(!leases.held.contains_key("b"), "b's lease ran out at 1010");
-        assert!(matches!(
-            leases.notes[2].state,
-            LeaseState::Expired { .. }
-        ));
+        assert!(matches!(leases.notes[2].state, LeaseState::Expired { .. }));
     }
 
     #[test]
     fn leases_are_judged_by_the_engine_clock() {
         // The engine's clock is an hour behind: its stamps and its now both.
         let inv = inventory(vec![lease("l", "a", "30s", 1000)], Some(-3_600_000));
-        assert!(Leases::of(&inv, 1000 + 3600 + 10, None).held.contains_key("a"));
-        assert!(!Leases::of(&inv, 1000 + 3600 + 30, None).held.contains_key("a"));
+        assert!(Leases::of(&inv, 1000 + 3600 + 10, None)
+            .held
+            .contains_key("a"));
+        assert!(!Leases::of(&inv, 1000 + 3600 + 30, None)
+            .held
+            .contains_key("a"));
         assert_eq!(
             Leases::of(&inv, 0, None).clock.map(|c| c.skew_seconds),
             Some(-3600)
