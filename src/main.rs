@@ -2,7 +2,8 @@
 //!
 //! Owns nothing but the mapping from arguments to `Args` and from the run's
 //! outcome to an exit code (0 converged, 1 failed, 2 invalid invocation or
-//! `plan --detailed-exitcode` with changes, 130 interrupted). Everything else
+//! `plan --detailed-exitcode` with changes, 130 interrupted; `hold`: its
+//! command's status, decided in `cli::exit` as every other). Everything else
 //! is in the library (see `lib.rs`).
 
 use clap::{CommandFactory, Parser};

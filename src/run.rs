@@ -2,8 +2,9 @@
 //! and an `Exit` out. Dispatch only.
 //!
 //! Every command runs on a non-empty list of engines (a single engine is a
-//! fleet of one) through `exec::fleet`, and every exit status is `Exit::of`
-//! a `Verdict` made from the merged result. Owns which engines a run reaches
+//! fleet of one) through `exec::fleet` (`lease` and `hold` through
+//! `exec::lease`), and every exit status is `Exit::of` a `Verdict` made from
+//! the merged result. Owns which engines a run reaches
 //! (lazily: one that is down fails its part alone), signals, saved-plan
 //! files, and which view prints what when; the work is `exec`'s and `watch`'s,
 //! the words `render`'s. `run_on` takes the engines as an argument, so every
@@ -104,13 +105,19 @@ pub async fn run(args: Args) -> Exit {
         .collect();
     let cancel = CancellationToken::new();
     let interrupted = Arc::new(AtomicBool::new(false));
-    let signals = tokio::spawn(on_signals(
-        cancel.clone(),
-        interrupted.clone(),
-        matches!(config.job, Job::Watch { .. }),
-        config.format,
-    ));
-    let exit = run_on(&config, engines, cancel, &mut Terminal).await;
+    let (passed_tx, passed) = tokio::sync::mpsc::unbounded_channel();
+    let signals = if matches!(config.job, Job::Hold { .. }) {
+        // hold passes SIGINT and SIGTERM on to its command and waits for it.
+        pass_signals(passed_tx)
+    } else {
+        tokio::spawn(on_signals(
+            cancel.clone(),
+            interrupted.clone(),
+            matches!(config.job, Job::Watch { .. }),
+            config.format,
+        ))
+    };
+    let exit = run_with(&config, engines, cancel, Some(passed), &mut Terminal).await;
     signals.abort();
     if interrupted.load(Ordering::SeqCst) {
         Exit::Interrupted
@@ -154,12 +161,51 @@ async fn on_signals(
     render::stderr(&render::watch_stopping(format, &log_time(), name));
 }
 
+/// Sends the number of every SIGINT and SIGTERM this process gets to
+/// `hold`, which passes it on to its command. The handlers are in place
+/// when this returns (before the lease is taken): from then on neither
+/// signal ends this process.
+fn pass_signals(passed: tokio::sync::mpsc::UnboundedSender<i32>) -> tokio::task::JoinHandle<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let handlers = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    );
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            return;
+        };
+        loop {
+            let number = tokio::select! {
+                _ = term.recv() => libc::SIGTERM,
+                _ = int.recv() => libc::SIGINT,
+            };
+            if passed.send(number).is_err() {
+                return;
+            }
+        }
+    })
+}
+
 /// Runs `config` on `engines` (one per `config.engines`, by name), printing
-/// to `sink`. Cancelling `cancel` stops new removals (and stops `watch`).
+/// to `sink`. Cancelling `cancel` stops new removals (and stops `watch`;
+/// `hold` passes SIGTERM on to its command).
 pub async fn run_on(
     config: &Config,
     engines: Vec<Arc<dyn Engine>>,
     cancel: CancellationToken,
+    sink: &mut dyn Sink,
+) -> Exit {
+    run_with(config, engines, cancel, None, sink).await
+}
+
+/// [`run_on`], with the signal numbers `hold` passes on to its command
+/// (`None`: only SIGTERM, when `cancel` is cancelled).
+async fn run_with(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    cancel: CancellationToken,
+    signals: Option<tokio::sync::mpsc::UnboundedReceiver<i32>>,
     sink: &mut dyn Sink,
 ) -> Exit {
     let endpoints: Vec<(String, String)> = config
@@ -182,6 +228,26 @@ pub async fn run_on(
         Job::Graph { goal } | Job::Explain { goal, .. } => run.each_plan(goal, sink).await,
         Job::Converge { .. } | Job::ApplySaved { .. } => run.converge(&cancel, sink).await,
         Job::Watch { .. } => run.watch(&cancel, sink).await,
+        Job::Lease { .. } | Job::Release { .. } => run.lease(sink).await,
+        Job::Hold { .. } => {
+            let (mut signals, on_cancel) = match signals {
+                Some(signals) => (signals, None),
+                None => {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    let cancelled = cancel.clone();
+                    let task = tokio::spawn(async move {
+                        cancelled.cancelled().await;
+                        let _ = tx.send(libc::SIGTERM);
+                    });
+                    (rx, Some(task))
+                }
+            };
+            let exit = run.hold(&mut signals, sink).await;
+            if let Some(task) = on_cancel {
+                task.abort();
+            }
+            exit
+        }
     }
 }
 
@@ -496,6 +562,116 @@ impl Run<'_> {
             Exit::Success
         } else {
             exit
+        }
+    }
+}
+
+impl Run<'_> {
+    /// `lease` (one engine: resolve checked) and `lease --release` (every
+    /// engine at once): box after box, the results in the run's engine
+    /// order, then the errors on stderr; exit 1 when anything failed.
+    async fn lease(&self, sink: &mut dyn Sink) -> Exit {
+        use crate::exec::lease::{release, take, LeaseAction, LeaseRequest, LeaseRun};
+        let config = self.config;
+        let run = match &config.job {
+            Job::Lease {
+                boxes,
+                ttl,
+                max_lease,
+            } => {
+                let engine = self.engines[0].as_ref();
+                let mut done = Vec::with_capacity(boxes.len());
+                for box_id in boxes {
+                    let req = LeaseRequest {
+                        scope: &config.scope,
+                        box_id,
+                        ttl: *ttl,
+                        max_lease: *max_lease,
+                    };
+                    done.push(take(engine, req).await);
+                }
+                LeaseRun::new(LeaseAction::Take, done)
+            }
+            Job::Release { boxes } => {
+                let per_engine = self.engines.iter().map(|engine| async move {
+                    let mut done = Vec::with_capacity(boxes.len());
+                    for box_id in boxes {
+                        done.push(release(engine.as_ref(), &config.scope, box_id).await);
+                    }
+                    done
+                });
+                let done = futures_util::future::join_all(per_engine).await;
+                LeaseRun::new(LeaseAction::Release, done.into_iter().flatten().collect())
+            }
+            _ => unreachable!("lease runs lease jobs"),
+        };
+        sink.out(&render::lease_run(&run, config.format));
+        sink.err(&render::lease_errors(&run));
+        Exit::of(Verdict {
+            failed: !run.ok,
+            ..Verdict::default()
+        })
+    }
+
+    /// `hold`: a lease on the one engine (resolve checked) while the
+    /// command runs; its lines on stderr as they happen; the command's
+    /// status passed through (`Exit::of` decides).
+    async fn hold(
+        &self,
+        signals: &mut tokio::sync::mpsc::UnboundedReceiver<i32>,
+        sink: &mut dyn Sink,
+    ) -> Exit {
+        use crate::exec::lease::{hold, HoldEvent, LeaseRequest};
+        let config = self.config;
+        let Job::Hold {
+            box_id,
+            ttl,
+            max_lease,
+            command,
+        } = &config.job
+        else {
+            unreachable!("hold runs hold jobs")
+        };
+        let engine = self.engines[0].as_ref();
+        let req = LeaseRequest {
+            scope: &config.scope,
+            box_id,
+            ttl: *ttl,
+            max_lease: *max_lease,
+        };
+        let every = std::time::Duration::from_millis(ttl.saturating_mul(1000) / 3);
+        let name = engine.name();
+        let format = config.format;
+        let held = {
+            let mut on = |event: HoldEvent<'_>| {
+                if let Some(line) = render::hold_event(format, &log_time(), name, &event) {
+                    sink.err(&line);
+                }
+            };
+            hold(engine, req, command, every, signals, &mut on).await
+        };
+        match held {
+            Err(e) => {
+                sink.err(&render::hold_not_taken(
+                    format,
+                    &log_time(),
+                    name,
+                    box_id,
+                    &e,
+                ));
+                Exit::of(Verdict {
+                    failed: true,
+                    ..Verdict::default()
+                })
+            }
+            Ok(held) => {
+                sink.err(&render::hold_end(format, &log_time(), name, box_id, &held));
+                Exit::of(Verdict {
+                    failed: !held.left.is_empty(),
+                    command: Some(held.end),
+                    ..Verdict::default()
+                })
+            }
         }
     }
 }
@@ -828,6 +1004,10 @@ mod tests {
 
     /// A config for `argv` (after the program name) with a state file of `state`.
     fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+        config_of(state, argv)
+    }
+
+    fn config_of(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.toml");
         std::fs::write(&path, state).unwrap();
@@ -938,6 +1118,141 @@ mod tests {
             report.get("engines").is_none(),
             "one engine keeps its layout"
         );
+    }
+
+    /// The error of resolving `argv` with a state file of `state`.
+    fn refused(state: &str, argv: &[&str]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.toml");
+        std::fs::write(&path, state).unwrap();
+        let path = path.display().to_string();
+        let mut all = vec!["sandboxctl", "--state", &path];
+        all.extend_from_slice(argv);
+        let args = crate::cli::Cli::try_parse_from(all)
+            .unwrap()
+            .into_args()
+            .unwrap();
+        format!("{:#}", resolve(args).unwrap_err())
+    }
+
+    #[test]
+    fn taking_a_lease_needs_one_engine_and_a_ttl_under_the_ceiling() {
+        for argv in [&["lease", "b"][..], &["hold", "b", "--", "true"]] {
+            let e = refused(FLEET, argv);
+            assert!(
+                e.contains("exactly one engine")
+                    && e.contains("a, b")
+                    && e.contains("--engine NAME"),
+                "{e}"
+            );
+        }
+        // Narrowed to one, and releasing on every engine: fine.
+        config(FLEET, &["--engine", "a", "lease", "b"]);
+        config(FLEET, &["lease", "--release", "b"]);
+        let e = refused(
+            "[policy]\nmax_lease = \"1h\"\n",
+            &["lease", "b", "--ttl", "2h"],
+        );
+        assert!(
+            e.contains("--ttl 2h") && e.contains("at most 1h ([policy] max_lease in "),
+            "{e}"
+        );
+        let e = refused("", &["hold", "b", "--ttl", "25h", "--", "true"]);
+        assert!(
+            e.contains("at most 1day ([policy] max_lease, the default)"),
+            "{e}"
+        );
+        for argv in [
+            &["sandboxctl", "lease", "b", "--ttl", "0s"][..],
+            &["sandboxctl", "lease", "b", "--ttl", "1500ms"],
+            &["sandboxctl", "lease", "b/c"],
+            &["sandboxctl", "hold", "b", "--ttl", "0s", "--", "true"],
+        ] {
+            let usage = crate::cli::Cli::try_parse_from(argv)
+                .map_err(|e| e.to_string())
+                .and_then(crate::cli::Cli::into_args);
+            assert!(usage.is_err(), "{argv:?} is a usage error");
+        }
+        assert!(
+            crate::cli::Cli::try_parse_from([
+                "sandboxctl",
+                "lease",
+                "--release",
+                "b",
+                "--ttl",
+                "1m"
+            ])
+            .is_err(),
+            "--ttl is for taking a lease"
+        );
+        assert!(
+            crate::cli::Cli::try_parse_from(["sandboxctl", "hold", "b"]).is_err(),
+            "hold needs a command"
+        );
+    }
+
+    #[tokio::test]
+    async fn lease_then_release_through_the_run_path() {
+        let (_dir, config) = config("", &["--format", "json", "lease", "x", "y"]);
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(doc["ok"], true);
+        assert_eq!(doc["boxes"][1]["box"], "y");
+        assert_eq!(engine.world().volumes.len(), 2);
+        let (_dir, config) = config_of("", &["lease", "--release", "x", "y"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert!(
+            sink.out
+                .contains("box x on engine default: released 1 lease: ca-sbx-lease-x-"),
+            "{}",
+            sink.out
+        );
+        assert!(engine.world().volumes.is_empty());
+        assert_eq!(engine.world().containers.len(), 1, "only leases go");
+    }
+
+    #[tokio::test]
+    async fn hold_passes_its_commands_status_through_the_run_path() {
+        let (_dir, config) = config(
+            "",
+            &["hold", "x", "--ttl", "3s", "--", "sh", "-c", "exit 3"],
+        );
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Passed(3), "{}{}", sink.out, sink.err);
+        assert_eq!(exit.code(), 3);
+        assert_eq!(sink.out, "", "hold's stdout is its command's");
+        assert!(
+            sink.err
+                .starts_with("sandboxctl hold: lease ca-sbx-lease-x-"),
+            "{}",
+            sink.err
+        );
+        assert!(engine.world().volumes.is_empty());
     }
 
     #[tokio::test]

@@ -1,17 +1,28 @@
-//! The hard gate as a matrix: every command that can converge, on every engine
-//! shape, under every fault, must fail honestly.
+//! The hard gate as a matrix: every command that can converge or touches
+//! leases, on every engine shape, under every fault of a call it makes, must
+//! fail honestly.
 //!
 //! Axes (see [`Command`], [`Shape`], [`Fault`]):
 //! - commands: `apply`, `apply FILE` (saved by `plan --out FILE`), `destroy ID`,
 //!   `destroy --prune`, `watch --once`, and a running `watch` (judged by its
-//!   cycle log, `/healthz` and the report it prints when stopped);
+//!   cycle log, `/healthz` and the report it prints when stopped); and the
+//!   lease commands `lease`, `lease --release` and `hold` (in memory only;
+//!   judged by [`lease_verdict`]);
 //! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
 //!   where one engine is faulty and the other healthy;
 //! - faults (on the faulty engine): unreachable; listing containers, volumes,
 //!   networks or images fails; an inspect fails (the volume re-check right
 //!   before its removal); a removal fails (the box's container); the
 //!   verification listing fails; the connection is lost at the first removal
-//!   (every later call fails); a call passes its deadline (the container listing).
+//!   (every later call fails); a call passes its deadline (the container listing);
+//!   creating a volume fails. Each command has the faults of the calls it
+//!   makes ([`Command::faults`]): the converging ones every fault but the
+//!   create; `lease` unreachable, the create, the listing of the box's
+//!   leases, the removal of its old lease, the connection lost at that
+//!   removal, the create past its deadline; `lease --release` the same but
+//!   the create (its listing past the deadline); `hold` unreachable, the
+//!   create, the removal of its lease at the end, the connection lost there,
+//!   the create past its deadline.
 //!
 //! Every cell must show ([`verdict`]): exit 1 and `converged: false` in the
 //! JSON report (a running watch: a failed cycle of the faulty engine in its
@@ -27,10 +38,25 @@
 //! unlabeled container. `destroy ID` names `doomed`; the other commands
 //! remove every managed object.
 //!
-//! The whole matrix (6 × 3 × 10 = 180 cells) runs with the in-memory engine
-//! through the library's one run path (`run::run_on`), one test per command.
-//! A slice of it ([`REAL_SLICE`], 15 cells: every command, shape and fault at
-//! least once) runs the built binary against the real engine: the faulty
+//! The lease commands' world adds box `doomed`'s old lease and three lease
+//! look-alikes that must survive (`ca.sandbox=true`, another box's, another
+//! scope's). Their cells must show, in a JSON and a human run: exit 1; an
+//! error naming the box and the faulty engine, none the healthy one; every
+//! claim true (a lease said to hold is on its engine, one said released is
+//! gone); `lease`'s JSON document `ok: false` with every error under the
+//! faulty engine and, in a fleet of two, `lease --release` done on the
+//! healthy engine; `hold` ran its command exactly when it got its lease and
+//! names the lease left behind; no volume created but a new lease of the box
+//! and nothing removed but the leases the command made and (not `hold`) the
+//! box's old one. `lease` and `hold` take a lease on one engine: in a fleet of
+//! two they run with `--engine faulty` and make no call on the other.
+//!
+//! The whole matrix (6 × 3 × 10 = 180 converging cells, and 3 × (6 + 5 + 5) =
+//! 48 lease cells: 228) runs with the in-memory engine through the library's
+//! one run path (`run::run_on`), one test per command.
+//! A slice of it ([`REAL_SLICE`], 15 cells: every converging command, shape
+//! and fault at least once; no lease command yet) runs the built binary
+//! against the real engine: the faulty
 //! engine is the main Docker engine behind the fault proxy
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.
@@ -70,8 +96,16 @@
 //! | destroy --prune | 10/10      | 10/10        | 10/10        |
 //! | watch --once    | 10/10      | 10/10        | 10/10        |
 //! | watch           | 10/10      | 10/10        | 10/10        |
+//!
+//! The lease commands, since they were added (all 48 hold):
+//!
+//! | command         | one engine | fleet of one | fleet of two |
+//! |-----------------|------------|--------------|--------------|
+//! | lease           | 6/6        | 6/6          | 6/6          |
+//! | lease --release | 5/5        | 5/5          | 5/5          |
+//! | hold            | 5/5        | 5/5          | 5/5          |
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::support::report::{Kind, Report};
@@ -90,10 +124,31 @@ pub enum Command {
     WatchOnce,
     /// A running `watch --metrics 127.0.0.1:0`, stopped after its first cycles.
     Watch,
+    /// `lease doomed --ttl 10m` (with `--engine faulty` in a fleet of two:
+    /// taking a lease needs exactly one engine).
+    Lease,
+    /// `lease --release doomed`, on every engine of the run.
+    Release,
+    /// `hold doomed --ttl 3s -- sh -c 'touch ran'` (with `--engine faulty`
+    /// in a fleet of two).
+    Hold,
 }
 
 impl Command {
-    pub const ALL: [Command; 6] = [
+    pub const ALL: [Command; 9] = [
+        Command::Apply,
+        Command::ApplySaved,
+        Command::DestroyId,
+        Command::DestroyPrune,
+        Command::WatchOnce,
+        Command::Watch,
+        Command::Lease,
+        Command::Release,
+        Command::Hold,
+    ];
+
+    /// The commands that converge (and end in a report).
+    pub const CONVERGING: [Command; 6] = [
         Command::Apply,
         Command::ApplySaved,
         Command::DestroyId,
@@ -101,6 +156,62 @@ impl Command {
         Command::WatchOnce,
         Command::Watch,
     ];
+
+    /// True for `lease`, `lease --release` and `hold`: judged by
+    /// [`lease_verdict`], in memory only.
+    pub fn leases(self) -> bool {
+        matches!(self, Command::Lease | Command::Release | Command::Hold)
+    }
+
+    /// True when the command takes a lease: it runs on exactly one engine.
+    pub fn takes_a_lease(self) -> bool {
+        matches!(self, Command::Lease | Command::Hold)
+    }
+
+    /// The faults of the calls the command makes: a cell with a fault in a
+    /// call the command never makes could not fail, so there is none.
+    /// Taking a lease creates a volume, lists the box's leases and removes
+    /// the older one; releasing lists and removes; a hold creates, then
+    /// (after its command) removes its own lease.
+    pub fn faults(self) -> &'static [Fault] {
+        const CONVERGING: &[Fault] = &[
+            Fault::Unreachable,
+            Fault::ListContainers,
+            Fault::ListVolumes,
+            Fault::ListNetworks,
+            Fault::ListImages,
+            Fault::Inspect,
+            Fault::Removal,
+            Fault::VerifyListing,
+            Fault::LostMidApply,
+            Fault::Deadline,
+        ];
+        match self {
+            Command::Lease => &[
+                Fault::Unreachable,
+                Fault::Create,
+                Fault::ListVolumes,
+                Fault::Removal,
+                Fault::LostMidApply,
+                Fault::Deadline,
+            ],
+            Command::Release => &[
+                Fault::Unreachable,
+                Fault::ListVolumes,
+                Fault::Removal,
+                Fault::LostMidApply,
+                Fault::Deadline,
+            ],
+            Command::Hold => &[
+                Fault::Unreachable,
+                Fault::Create,
+                Fault::Removal,
+                Fault::LostMidApply,
+                Fault::Deadline,
+            ],
+            _ => CONVERGING,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -110,12 +221,26 @@ impl Command {
             Command::DestroyPrune => "destroy --prune",
             Command::WatchOnce => "watch --once",
             Command::Watch => "watch",
+            Command::Lease => "lease",
+            Command::Release => "lease --release",
+            Command::Hold => "hold",
         }
     }
 
-    /// The subcommand and its arguments (`saved`: the plan file of `apply FILE`).
-    pub fn args(self, saved: &str) -> Vec<String> {
+    /// The subcommand and its arguments (`saved`: the plan file of `apply
+    /// FILE`; `hold`'s command touches `ran` beside it).
+    pub fn args(self, shape: Shape, saved: &str) -> Vec<String> {
+        let one = if self.takes_a_lease() && shape == Shape::FleetOfTwo {
+            vec!["--engine".to_string(), FAULTY.to_string()]
+        } else {
+            Vec::new()
+        };
+        let ran = std::path::Path::new(saved).with_file_name("ran");
+        let touch = format!("touch '{}'", ran.display());
         let args: &[&str] = match self {
+            Command::Lease => &["lease", BOX, "--ttl", "10m"],
+            Command::Release => &["lease", "--release", BOX],
+            Command::Hold => &["hold", BOX, "--ttl", "3s", "--", "sh", "-c", &touch],
             Command::Apply => &["apply"],
             Command::ApplySaved => &["apply", saved],
             Command::DestroyId => &["destroy", BOX],
@@ -133,12 +258,15 @@ impl Command {
                 "60s",
             ],
         };
-        args.iter().map(|a| a.to_string()).collect()
+        one.into_iter()
+            .chain(args.iter().map(|a| a.to_string()))
+            .collect()
     }
 
-    /// True when the leaked volume is to go too (everything but `destroy ID`).
+    /// True when the leaked volume is to go too (every converging command
+    /// but `destroy ID`; the lease commands remove leases only).
     pub fn removes_leaks(self) -> bool {
-        self != Command::DestroyId
+        self != Command::DestroyId && !self.leases()
     }
 }
 
@@ -189,18 +317,21 @@ pub enum Fault {
     ListImages,
     /// The re-check of the box's volume right before its removal.
     Inspect,
-    /// The box's container.
+    /// The box's container (the lease commands: a lease volume).
     Removal,
     /// The container listing after apply.
     VerifyListing,
     /// The connection is lost at the first removal: that call and every later one fail.
     LostMidApply,
-    /// The container listing passes its deadline.
+    /// The container listing passes its deadline (the lease commands: their
+    /// first call, the create of `lease` and `hold`, the listing of `lease --release`).
     Deadline,
+    /// Creating a volume (a lease) fails.
+    Create,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 11] = [
         Fault::Unreachable,
         Fault::ListContainers,
         Fault::ListVolumes,
@@ -211,6 +342,7 @@ impl Fault {
         Fault::VerifyListing,
         Fault::LostMidApply,
         Fault::Deadline,
+        Fault::Create,
     ];
 
     pub fn name(self) -> &'static str {
@@ -225,6 +357,7 @@ impl Fault {
             Fault::VerifyListing => "the verification listing fails",
             Fault::LostMidApply => "connection lost mid-apply",
             Fault::Deadline => "a call passes its deadline",
+            Fault::Create => "creating a volume fails",
         }
     }
 }
@@ -246,12 +379,12 @@ impl Cell {
         }
     }
 
-    /// Every cell: commands × shapes × faults.
+    /// Every cell: commands × shapes × the faults of each command's calls.
     pub fn all() -> Vec<Cell> {
         let mut all = Vec::new();
         for command in Command::ALL {
             for shape in Shape::ALL {
-                for fault in Fault::ALL {
+                for &fault in command.faults() {
                     all.push(Cell::new(command, shape, fault));
                 }
             }
@@ -319,13 +452,230 @@ pub struct Seen {
     pub human: Option<String>,
     /// A running watch's log and health.
     pub watch: Option<WatchSeen>,
+    /// A lease command's runs (they print no report).
+    pub lease: Option<LeaseSeen>,
     /// Both streams of every run, for messages.
     pub dump: String,
+}
+
+/// One run of a lease command, and what the engines held after it.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseRunSeen {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The volumes each engine holds after the run, by engine name.
+    pub volumes: BTreeMap<String, BTreeSet<String>>,
+    /// `hold`: whether its command ran.
+    pub ran: bool,
+}
+
+/// What a lease command's two runs showed: `--format json` and `--format human`.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseSeen {
+    pub json: LeaseRunSeen,
+    pub human: LeaseRunSeen,
+}
+
+/// The lease volume a lease command's world holds for the box before the run
+/// (`lease` replaces it, `lease --release` removes it, `hold` leaves it).
+pub const OLD_LEASE: &str = "ca-sbx-lease-doomed-old";
+
+/// Every way a lease command's runs break the cell's promises. Both runs:
+/// exit 1; an `error:` line naming the box and the faulty engine, none
+/// naming the healthy one. What is claimed is true: a lease said to hold
+/// exists on its engine, a lease said released is gone from it, "no lease
+/// to release" is never said of the faulty engine. `lease`/`--release` in
+/// JSON: `ok: false`, every error filed under the faulty engine, the healthy
+/// engine's part released its lease. `hold`: a `notLeased` or
+/// `releaseFailed` line of the faulty engine naming the box; the command
+/// did not run when no lease was taken, and did when only the release
+/// failed, whose lease is named, still there, with when it runs out.
+pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
+    let faulty = cell.shape.faulty();
+    let who = format!("box {BOX} on engine {faulty}");
+    let mut problems = Vec::new();
+    let taken = !matches!(
+        cell.fault,
+        Fault::Unreachable | Fault::Create | Fault::Deadline
+    );
+    for (format, run) in [("json", &seen.json), ("human", &seen.human)] {
+        let mut problem = |p: String| problems.push(format!("{format} run: {p}"));
+        if run.exit != Some(1) {
+            problem(format!("exit {:?}, not 1", run.exit));
+        }
+        // (hold's JSON lines are judged below.)
+        let hold_json = cell.command == Command::Hold && format == "json";
+        if !hold_json
+            && !run
+                .stderr
+                .lines()
+                .any(|l| l.contains("error") && l.contains(&who))
+        {
+            problem(format!("no error on stderr names {who}"));
+        }
+        if let Some(healthy) = cell.shape.healthy() {
+            for l in run.stderr.lines().filter(|l| l.contains("error")) {
+                if l.contains(&format!("engine {healthy}"))
+                    || l.contains(&format!("\"engine\":\"{healthy}\""))
+                {
+                    problem(format!("an error is filed under {healthy}: {l}"));
+                }
+            }
+        }
+        let holds = |engine: &str, volume: &str| {
+            run.volumes.get(engine).is_some_and(|v| v.contains(volume))
+        };
+        if cell.command == Command::Hold {
+            if run.ran != taken {
+                problem(format!(
+                    "the command {} although the lease {}",
+                    if run.ran { "ran" } else { "did not run" },
+                    if taken { "was taken" } else { "was not" }
+                ));
+            }
+            if format == "json" {
+                let lines = json_lines(&run.stderr);
+                let failed: Vec<&serde_json::Value> = lines
+                    .iter()
+                    .filter(|l| l["event"] == "notLeased" || l["event"] == "releaseFailed")
+                    .collect();
+                if !failed
+                    .iter()
+                    .any(|l| l["engine"] == faulty && l["box"] == BOX)
+                {
+                    problem(format!("no notLeased or releaseFailed line of {who}"));
+                }
+                for l in lines.iter().filter(|l| l["event"] == "releaseFailed") {
+                    let volume = l["lease"]["volume"].as_str().unwrap_or_default();
+                    if !holds(faulty, volume) || l["lease"]["until"].as_str().is_none() {
+                        problem(format!(
+                            "releaseFailed names no lease still there, with its end: {l}"
+                        ));
+                    }
+                }
+                for l in lines.iter().filter(|l| l["event"] == "released") {
+                    for v in l["volumes"].as_array().into_iter().flatten() {
+                        if holds(faulty, v.as_str().unwrap_or_default()) {
+                            problem(format!("claims {v} released, but it is there"));
+                        }
+                    }
+                }
+            } else {
+                for l in run.stderr.lines() {
+                    if let Some((_, names)) = l.split_once(&format!("of {who}: ")) {
+                        if l.contains(" released ") && !l.contains("error") {
+                            for v in names.split(", ") {
+                                if holds(faulty, v) {
+                                    problem(format!("claims {v} released, but it is there"));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        // lease, lease --release
+        if format == "json" {
+            let doc: serde_json::Value = match serde_json::from_str(&run.stdout) {
+                Ok(doc) => doc,
+                Err(e) => {
+                    problem(format!("no JSON document: {e}"));
+                    continue;
+                }
+            };
+            if doc["ok"] != false {
+                problem("the document says ok".into());
+            }
+            let boxes = doc["boxes"].as_array().cloned().unwrap_or_default();
+            if !boxes.iter().any(|b| {
+                b["engine"] == faulty
+                    && b["box"] == BOX
+                    && b["errors"].as_array().is_some_and(|e| !e.is_empty())
+            }) {
+                problem(format!("no error filed under {who}"));
+            }
+            for b in &boxes {
+                let engine = b["engine"].as_str().unwrap_or_default();
+                let failed = b["errors"].as_array().is_some_and(|e| !e.is_empty());
+                if failed && engine != faulty {
+                    problem(format!("errors filed under engine {engine}: {b}"));
+                }
+                if let Some(volume) = b["lease"]["volume"].as_str() {
+                    if !holds(engine, volume) {
+                        problem(format!(
+                            "claims lease {volume} on {engine}, which is not there"
+                        ));
+                    }
+                }
+                for v in b["released"].as_array().into_iter().flatten() {
+                    if holds(engine, v.as_str().unwrap_or_default()) {
+                        problem(format!("claims {v} released on {engine}, but it is there"));
+                    }
+                }
+            }
+            if let Some(healthy) = cell
+                .shape
+                .healthy()
+                .filter(|_| cell.command == Command::Release)
+            {
+                let part = boxes.iter().find(|b| b["engine"] == healthy);
+                let released = part.map(|b| b["released"].clone());
+                if released != Some(serde_json::json!([OLD_LEASE])) || holds(healthy, OLD_LEASE) {
+                    problem(format!(
+                        "{healthy}'s part did not release {OLD_LEASE}: {part:?}"
+                    ));
+                }
+            }
+        } else {
+            for l in run.stdout.lines() {
+                let engine = l
+                    .strip_prefix(&format!("box {BOX} on engine "))
+                    .and_then(|rest| rest.split_once(':'))
+                    .map(|(e, _)| e.to_string());
+                if let (Some(engine), Some((_, rest))) = (&engine, l.split_once(": lease ")) {
+                    let volume = rest.split(' ').next().unwrap_or_default();
+                    if !holds(engine, volume) {
+                        problem(format!(
+                            "claims lease {volume} on {engine}, which is not there: {l}"
+                        ));
+                    }
+                }
+                if let (Some(engine), Some((_, names))) = (
+                    &engine,
+                    l.split_once(" leases: ")
+                        .or_else(|| l.split_once(" lease: ")),
+                ) {
+                    for v in names.split(", ") {
+                        if holds(engine, v) {
+                            problem(format!(
+                                "claims {v} released on {engine}, but it is there: {l}"
+                            ));
+                        }
+                    }
+                }
+                if let Some(v) = l.trim().strip_prefix("released an older lease: ") {
+                    if holds(faulty, v) {
+                        problem(format!("claims {v} released, but it is there"));
+                    }
+                }
+                if engine.as_deref() == Some(faulty) && l.contains("no lease to release") {
+                    problem(format!("says of {faulty}: {l}"));
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// Every way `seen` breaks the cell's promises, as lines (empty: the cell holds).
 /// `healthy`: what the healthy engine's part must have removed (fleet of two).
 pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<String> {
+    if let Some(lease) = &seen.lease {
+        return lease_verdict(cell, lease);
+    }
+
     let mut problems = Vec::new();
     let faulty = cell.shape.faulty();
     if cell.command != Command::Watch && seen.exit != Some(1) {
@@ -510,7 +860,7 @@ real_slice! {
 /// The slice holds every command, shape and fault at least once.
 #[test]
 fn the_real_slice_covers_every_command_shape_and_fault() {
-    for command in Command::ALL {
+    for command in Command::CONVERGING {
         assert!(
             REAL_SLICE.iter().any(|c| c.command == command),
             "no real cell runs {}",
@@ -524,7 +874,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
             shape.name()
         );
     }
-    for fault in Fault::ALL {
+    for &fault in Command::Apply.faults() {
         assert!(
             REAL_SLICE.iter().any(|c| c.fault == fault),
             "no real cell with {}",
@@ -537,8 +887,15 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
         REAL_SLICE.len(),
         "a real cell is listed twice"
     );
+    for fault in Fault::ALL {
+        assert!(
+            Command::ALL.iter().any(|c| c.faults().contains(&fault)),
+            "no command makes the call {} breaks",
+            fault.name()
+        );
+    }
     let all = Cell::all();
-    assert_eq!(all.len(), 6 * 3 * 10);
+    assert_eq!(all.len(), 6 * 3 * 10 + 3 * (6 + 5 + 5));
     assert!(REAL_SLICE.iter().all(|c| all.contains(c)));
 }
 
@@ -780,11 +1137,16 @@ mod real {
                 }
                 Fault::LostMidApply => proxy.on("DELETE", "").cut(),
                 Fault::Deadline => proxy.on("GET", "/containers/json").always().delay(HELD),
+                Fault::Create => proxy
+                    .on("POST", "/volumes/create")
+                    .always()
+                    .respond(500, &message),
             }
         }
 
         fn start(&self) -> Running {
-            self.cli.spawn_with(self.cell.command.args(&self.saved))
+            self.cli
+                .spawn_with(self.cell.command.args(self.cell.shape, &self.saved))
         }
 
         /// Every way this world's engines were touched outside what the command may remove.
@@ -965,6 +1327,7 @@ mod real {
             report,
             human: Some(human_out.stdout.clone()),
             watch: None,
+            lease: None,
             dump,
         };
         (seen, problems, json.healthy_removals())
@@ -1024,6 +1387,7 @@ mod real {
             report: serde_json::from_str(&out.stdout).map_err(|e| e.to_string()),
             human: None,
             watch: Some(watch),
+            lease: None,
             dump: format!("{}{}", output_dump("watch", &out), world.requests()),
         };
         (seen, problems, world.healthy_removals())
@@ -1076,7 +1440,7 @@ async fn http_status(addr: &str, path: &str) -> Option<u16> {
 async fn memory_command(command: Command) {
     let mut failing = Vec::new();
     for shape in Shape::ALL {
-        for fault in Fault::ALL {
+        for &fault in command.faults() {
             let cell = Cell::new(command, shape, fault);
             let (seen, mut problems, healthy) = memory::run(cell).await;
             problems.extend(verdict(cell, &seen, Some(&healthy)));
@@ -1097,7 +1461,7 @@ async fn memory_command(command: Command) {
         failing.is_empty(),
         "{} of {} in-memory cells of {} fail:\n{}",
         failing.len(),
-        Shape::ALL.len() * Fault::ALL.len(),
+        Shape::ALL.len() * command.faults().len(),
         command.name(),
         failing.join("\n")
     );
@@ -1133,11 +1497,27 @@ async fn memory_watch() {
     memory_command(Command::Watch).await;
 }
 
+#[tokio::test]
+async fn memory_lease() {
+    memory_command(Command::Lease).await;
+}
+
+#[tokio::test]
+async fn memory_lease_release() {
+    memory_command(Command::Release).await;
+}
+
+#[tokio::test]
+async fn memory_hold() {
+    memory_command(Command::Hold).await;
+}
+
 mod memory {
     //! One cell through the library's one run path (`run::run_on`) on
     //! in-memory engines: the same world on every engine, the fault scripted
     //! on the faulty one, the CLI's own argument parsing and config.
 
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -1151,7 +1531,10 @@ mod memory {
     use sandboxctl::run::{run_on, Sink};
     use tokio_util::sync::CancellationToken;
 
-    use super::{Cell, Command, Fault, Removals, Seen, Shape, WatchSeen, BOX, FAULTY, HEALTHY};
+    use super::{
+        Cell, Command, Fault, LeaseRunSeen, LeaseSeen, Removals, Seen, Shape, WatchSeen, BOX,
+        FAULTY, HEALTHY, OLD_LEASE,
+    };
 
     /// Every engine call's deadline; a delayed call is held far longer.
     const DEADLINE: Duration = Duration::from_millis(300);
@@ -1168,6 +1551,13 @@ mod memory {
     const LEAK: &str = "leak";
     /// Outside the managed set: must survive every cell.
     const OUTSIDE: [&str; 3] = ["lookalike", "other-scope", "bystander"];
+    /// Lease look-alikes of the lease commands' world: `ca.sandbox=true`,
+    /// another box's lease, a lease of another scope. Must survive.
+    const LEASE_OUTSIDE: [&str; 3] = [
+        "ca-sbx-lease-doomed-lookalike",
+        "ca-sbx-lease-spared",
+        "ca-sbx-lease-doomed-other-scope",
+    ];
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -1256,8 +1646,77 @@ mod memory {
         )
     }
 
+    /// The world of the lease commands: [`world`], and box `doomed`'s old
+    /// lease ([`OLD_LEASE`], run out long ago), with lease look-alikes that
+    /// must survive: `ca.sandbox=true`, another box's, another scope's.
+    fn lease_world() -> World {
+        let mut w = world();
+        let lease = |name: &str, sandbox: &str, box_id: &str, scope: &str| VolumeInfo {
+            name: name.into(),
+            labels: labels(&[
+                ("ca.sandbox", sandbox),
+                ("ca.sandbox.id", box_id),
+                ("ca.sandbox.test", scope),
+                ("ca.sandbox.lease.ttl", "60s"),
+            ]),
+            created_at: Some("2026-01-01T00:00:00Z".into()),
+        };
+        w.volumes.extend([
+            lease(OLD_LEASE, "1", BOX, SCOPE),
+            lease(LEASE_OUTSIDE[0], "true", BOX, SCOPE),
+            lease(LEASE_OUTSIDE[1], "1", "spared", SCOPE),
+            lease(LEASE_OUTSIDE[2], "1", BOX, "other"),
+        ]);
+        w
+    }
+
+    /// Scripts the cell's fault on `engine`: on the calls of a lease
+    /// command, the lease volume's (`OLD_LEASE`'s removal for `lease` and
+    /// `lease --release`; any for `hold`, whose own lease has a name made up
+    /// at run time), and its first call for a deadline.
+    fn inject_lease(engine: &MemoryEngine, command: Command, fault: Fault) {
+        let fail = |op: Op, target: Option<&str>, call: &str| {
+            engine.inject(
+                op,
+                target,
+                FaultAction::Fail(failure(call, fault)),
+                usize::MAX,
+            )
+        };
+        let old = (command != Command::Hold).then_some(OLD_LEASE);
+        match fault {
+            Fault::Unreachable => engine.disconnect(),
+            Fault::Create => fail(Op::Create(Kind::Volume), None, "create volume"),
+            Fault::ListVolumes => fail(Op::List(Kind::Volume), None, "list volumes"),
+            Fault::Removal => fail(
+                Op::Remove(Kind::Volume),
+                old,
+                &format!("remove volume {}", old.unwrap_or("(a lease)")),
+            ),
+            Fault::LostMidApply => {
+                engine.inject(Op::Remove(Kind::Volume), None, FaultAction::Disconnect, 1)
+            }
+            Fault::Deadline => {
+                let first = if command == Command::Release {
+                    Op::List(Kind::Volume)
+                } else {
+                    Op::Create(Kind::Volume)
+                };
+                engine.inject(first, None, FaultAction::Delay(HELD), usize::MAX)
+            }
+            other => unreachable!(
+                "{} makes no call that {} breaks",
+                command.name(),
+                other.name()
+            ),
+        }
+    }
+
     /// Scripts the cell's fault on `engine`.
-    fn inject(engine: &MemoryEngine, fault: Fault) {
+    fn inject(engine: &MemoryEngine, command: Command, fault: Fault) {
+        if command.leases() {
+            return inject_lease(engine, command, fault);
+        }
         let fail = |op: Op, target: Option<&str>, call: &str| {
             engine.inject(
                 op,
@@ -1298,6 +1757,7 @@ mod memory {
                 FaultAction::Delay(HELD),
                 usize::MAX,
             ),
+            Fault::Create => unreachable!("no converging command creates"),
         }
     }
 
@@ -1344,9 +1804,13 @@ mod memory {
             std::fs::write(dir.path().join("state.toml"), state).expect("write state file");
             let engine = |name: &str| {
                 Arc::new(
-                    MemoryEngine::new(world())
-                        .named(name)
-                        .with_deadline(DEADLINE),
+                    MemoryEngine::new(if cell.command.leases() {
+                        lease_world()
+                    } else {
+                        world()
+                    })
+                    .named(name)
+                    .with_deadline(DEADLINE),
                 )
             };
             Setup {
@@ -1376,12 +1840,89 @@ mod memory {
             sandboxctl::cli::config::resolve(args).unwrap_or_else(|e| panic!("{argv:?}: {e:#}"))
         }
 
+        /// The engines the run's config names: in a fleet of two, a command
+        /// that takes a lease names only the faulty one (`--engine`).
         fn engines(&self) -> Vec<Arc<dyn Engine>> {
             let mut all: Vec<Arc<dyn Engine>> = vec![self.faulty.clone()];
-            if let Some(h) = &self.healthy {
+            if let Some(h) = self
+                .healthy
+                .as_ref()
+                .filter(|_| !self.cell.command.takes_a_lease())
+            {
                 all.push(h.clone());
             }
             all
+        }
+
+        /// `hold`'s command touches this file.
+        fn ran(&self) -> bool {
+            self.dir.path().join("ran").exists()
+        }
+
+        /// The volumes each engine holds now, by engine name.
+        fn volumes(&self) -> BTreeMap<String, BTreeSet<String>> {
+            std::iter::once(&self.faulty)
+                .chain(self.healthy.as_ref())
+                .map(|e| {
+                    let names = e.world().volumes.into_iter().map(|v| v.name).collect();
+                    (e.name().to_string(), names)
+                })
+                .collect()
+        }
+
+        /// A lease command's calls outside its bounds, on every engine: a
+        /// volume created that is not a new lease of the box, a removal of
+        /// anything but a lease it created or (`lease`, `lease --release`)
+        /// the box's old lease, anything gone that is not a lease. A command
+        /// that takes a lease in a fleet of two makes no call on the
+        /// healthy engine (`--engine faulty`).
+        fn lease_touched_outside(&self) -> Vec<String> {
+            let mut problems = Vec::new();
+            for engine in std::iter::once(&self.faulty).chain(self.healthy.as_ref()) {
+                let name = engine.name();
+                let calls = engine.calls();
+                if name == HEALTHY && self.cell.command.takes_a_lease() && !calls.is_empty() {
+                    problems.push(format!("{HEALTHY} was called: {calls:?}"));
+                }
+                let created: BTreeSet<&str> = calls
+                    .iter()
+                    .filter_map(|c| c.strip_prefix("Create(Volume) "))
+                    .collect();
+                for c in &created {
+                    if !c.starts_with(&format!("ca-sbx-lease-{BOX}-")) {
+                        problems.push(format!("engine {name}: created {c}, not a lease of {BOX}"));
+                    }
+                }
+                for call in calls.iter().filter(|c| c.starts_with("Remove")) {
+                    let target = call.strip_prefix("Remove(Volume) ");
+                    let allowed = target.is_some_and(|t| {
+                        created.contains(t)
+                            || (t == OLD_LEASE && self.cell.command != Command::Hold)
+                    });
+                    if !allowed {
+                        problems.push(format!("engine {name}: {call} is out of bounds"));
+                    }
+                }
+                let world = engine.world();
+                let mut must_stay: Vec<&str> = OUTSIDE
+                    .iter()
+                    .chain(LEASE_OUTSIDE.iter())
+                    .chain([CONTAINER, VOLUME, LEAK, NETWORK].iter())
+                    .copied()
+                    .collect();
+                if self.cell.command == Command::Hold {
+                    must_stay.push(OLD_LEASE);
+                }
+                for stay in must_stay {
+                    let there = world.volumes.iter().any(|v| v.name == stay)
+                        || world.containers.iter().any(|c| c.name == stay)
+                        || world.networks.iter().any(|n| n.name == stay);
+                    if !there {
+                        problems.push(format!("engine {name}: {stay} is gone"));
+                    }
+                }
+            }
+            problems
         }
 
         /// `plan --out` while healthy (`apply FILE`), then the fault.
@@ -1401,11 +1942,13 @@ mod memory {
                     sink.stderr()
                 );
             }
-            inject(&self.faulty, self.cell.fault);
+            inject(&self.faulty, self.cell.command, self.cell.fault);
         }
 
         fn args(&self) -> Vec<String> {
-            self.cell.command.args(&self.path("plan.json"))
+            self.cell
+                .command
+                .args(self.cell.shape, &self.path("plan.json"))
         }
 
         /// What was touched outside what the command may remove, on every engine.
@@ -1482,6 +2025,9 @@ mod memory {
     /// or a running watch. Returns what was seen, what the engines show, and
     /// what the healthy engine's part must have removed.
     pub async fn run(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        if cell.command.leases() {
+            return run_lease(cell).await;
+        }
         let json = Setup::new(cell);
         json.prepare().await;
         let mut problems = Vec::new();
@@ -1504,6 +2050,7 @@ mod memory {
                 report: serde_json::from_str(&json_out.stdout()).map_err(|e| e.to_string()),
                 human: Some(human_out.stdout()),
                 watch: None,
+                lease: None,
                 dump: format!(
                     "=== json run: exit {}\n--- stdout\n{}--- stderr\n{}=== human run\n--- stdout\n{}--- stderr\n{}",
                     exit.code(),
@@ -1517,6 +2064,45 @@ mod memory {
         problems.extend(json.touched_outside());
         problems.extend(json.healthy_left());
         (seen, problems, removals(cell.command))
+    }
+
+    /// Runs a lease command's cell in memory: the JSON run and the human
+    /// run, each on fresh engines, with what the engines held after each.
+    async fn run_lease(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let mut problems = Vec::new();
+        let mut runs = Vec::new();
+        let mut dump = String::new();
+        for format in ["json", "human"] {
+            let setup = Setup::new(cell);
+            setup.prepare().await;
+            let (exit, out) = once(&setup, format).await;
+            problems.extend(setup.fault_missed(&(out.stdout() + &out.stderr())));
+            problems.extend(setup.lease_touched_outside());
+            dump.push_str(&format!(
+                "=== {format} run: exit {}\n--- stdout\n{}--- stderr\n{}",
+                exit.code(),
+                out.stdout(),
+                out.stderr()
+            ));
+            runs.push(LeaseRunSeen {
+                exit: Some(exit.code()),
+                stdout: out.stdout(),
+                stderr: out.stderr(),
+                volumes: setup.volumes(),
+                ran: setup.ran(),
+            });
+        }
+        let human = runs.pop().expect("two runs");
+        let json = runs.pop().expect("two runs");
+        let seen = Seen {
+            exit: json.exit,
+            report: Err("a lease command prints no report".into()),
+            human: None,
+            watch: None,
+            lease: Some(LeaseSeen { json, human }),
+            dump,
+        };
+        (seen, problems, Removals::default())
     }
 
     async fn once(setup: &Setup, format: &str) -> (Exit, Shared) {
@@ -1580,6 +2166,7 @@ mod memory {
             report: serde_json::from_str(&sink.stdout()).map_err(|e| e.to_string()),
             human: None,
             watch: Some(WatchSeen { log, healthz }),
+            lease: None,
             dump: format!(
                 "=== watch: exit {}\n--- stdout\n{}--- stderr\n{}",
                 exit.code(),

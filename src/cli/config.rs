@@ -51,6 +51,25 @@ pub(crate) enum Job {
         /// `--grace`, or the file's, when the watch started.
         grace: Option<Duration>,
     },
+    /// Take or renew a lease of each box (one engine).
+    Lease {
+        boxes: Vec<String>,
+        /// Seconds, over 0 and at most `max_lease`.
+        ttl: u64,
+        /// `[policy] max_lease` (seconds), what older leases are read with.
+        max_lease: u64,
+    },
+    /// Remove every lease of each box, on every engine.
+    Release { boxes: Vec<String> },
+    /// Hold a box with a lease while a command runs (one engine).
+    Hold {
+        box_id: String,
+        /// Seconds, over 0 and at most `max_lease`.
+        ttl: u64,
+        max_lease: u64,
+        /// The program and its arguments (never empty).
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 /// One invocation, resolved.
@@ -109,6 +128,20 @@ enum ConfigError {
     /// `watch` without a grace period would reap every box seconds after its creation.
     #[error("watch needs a grace period: pass --grace 10m or set [policy] grace = \"10m\" in the state file, so that a box is not reaped before its driver declares it")]
     WatchNeedsGrace,
+    /// `lease` or `hold` asked for a ttl over `[policy] max_lease`.
+    #[error("--ttl {}: a lease may hold at most {} ([policy] max_lease{}); give a shorter --ttl", crate::model::lease::words(*ttl), crate::model::lease::words(*max_lease), match path { Some(p) => format!(" in {}", p.display()), None => ", the default".to_string() })]
+    TtlOverMax {
+        ttl: u64,
+        max_lease: u64,
+        /// The state file that set the ceiling (none: the default).
+        path: Option<PathBuf>,
+    },
+    /// Taking a lease on several engines: a box lives on one.
+    #[error("`{command}` takes a lease on exactly one engine, but this run has {}: {}; pick one with --engine NAME", engines.len(), engines.join(", "))]
+    OneEngine {
+        command: &'static str,
+        engines: Vec<String>,
+    },
     /// The same scope label has different values in the file and on the command line.
     #[error("scope label {key} is {file:?} in {} but {cli:?} on the command line; make them agree", path.display())]
     ScopeConflict {
@@ -245,6 +278,36 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         Command::Graph => Job::Graph {
             goal: reconcile(&desired, grace),
         },
+        Command::Lease {
+            boxes,
+            release: true,
+            ..
+        } => Job::Release {
+            boxes: distinct(boxes),
+        },
+        Command::Lease { boxes, ttl, .. } => {
+            let (ttl, max_lease) = lease_ttl(ttl, &desired)?;
+            one_engine("lease", &engines)?;
+            Job::Lease {
+                boxes: distinct(boxes),
+                ttl,
+                max_lease,
+            }
+        }
+        Command::Hold {
+            box_id,
+            ttl,
+            command,
+        } => {
+            let (ttl, max_lease) = lease_ttl(ttl, &desired)?;
+            one_engine("hold", &engines)?;
+            Job::Hold {
+                box_id,
+                ttl,
+                max_lease,
+                command,
+            }
+        }
     };
     // Without --parallelism, a fleet gets the default budget per engine.
     let parallelism = args
@@ -267,6 +330,43 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         audit,
         now: now(),
     })
+}
+
+/// `--ttl` in seconds, and the ceiling it was checked against (`[policy]
+/// max_lease`, or 24 hours). The CLI already refused zero and fractions.
+fn lease_ttl(ttl: Duration, desired: &DesiredState) -> Result<(u64, u64), ConfigError> {
+    let max_lease = desired
+        .policy
+        .max_lease
+        .map_or(crate::model::lease::DEFAULT_MAX_LEASE, |d| d.as_secs());
+    let secs = ttl.as_secs();
+    if secs > max_lease {
+        return Err(ConfigError::TtlOverMax {
+            ttl: secs,
+            max_lease,
+            path: desired.policy.max_lease.and(desired.source.clone()),
+        });
+    }
+    Ok((secs, max_lease))
+}
+
+/// Taking a lease needs exactly one engine.
+fn one_engine(command: &'static str, engines: &[EngineTarget]) -> Result<(), ConfigError> {
+    if engines.len() == 1 {
+        return Ok(());
+    }
+    Err(ConfigError::OneEngine {
+        command,
+        engines: engines.iter().map(|e| e.name.clone()).collect(),
+    })
+}
+
+/// Box IDs in the order given, each once.
+fn distinct(ids: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    ids.into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
 }
 
 /// The volumes a state file keeps.

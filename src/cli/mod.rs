@@ -164,6 +164,62 @@ pub(crate) enum Command {
     /// Print the plan as a graph: `sandboxctl graph | dot -Tsvg > plan.svg`
     /// (--format dot, the default, or mermaid).
     Graph,
+    /// Take or renew the lease of each box, or release them (--release): an
+    /// undeclared box with a lease that holds is kept by apply, destroy
+    /// --prune and watch (destroy BOX still removes it).
+    ///
+    /// A lease is a managed volume of the box, ca-sbx-lease-BOX-SUFFIX,
+    /// labeled ca.sandbox=1, the scope labels, ca.sandbox.id=BOX and
+    /// ca.sandbox.lease.ttl=TTL. It holds until the engine's creation time
+    /// plus the ttl, on the engine's clock. Taking a lease creates a new one,
+    /// then removes the box's leases that run out before it (those that hold
+    /// at least as long are kept); it needs exactly one engine (with several
+    /// [[engine]] tables, pick one with --engine NAME). --release removes
+    /// every lease of each box, on every engine of the run. Only volumes
+    /// carrying ca.sandbox=1, every scope label, exactly ca.sandbox.id=BOX and
+    /// a lease label are ever removed. Prints each lease and until when it
+    /// holds (--format json: one document). Exit 0 when every box is done,
+    /// 1 when anything failed (named, with its engine).
+    Lease {
+        /// Box IDs (values of ca.sandbox.id).
+        #[arg(value_name = "BOX", required = true)]
+        boxes: Vec<String>,
+        /// How long the lease holds (at most [policy] max_lease, default 24h).
+        #[arg(long, value_name = "DURATION", default_value = "15m",
+              value_parser = parse_duration, conflicts_with = "release")]
+        ttl: Duration,
+        /// Remove every lease of the boxes instead of taking one.
+        #[arg(long)]
+        release: bool,
+    },
+    /// Hold a box with a lease while COMMAND runs, then release it and exit
+    /// with COMMAND's status.
+    ///
+    /// Takes a lease (as `lease BOX --ttl TTL`, without removing any other
+    /// lease), runs COMMAND with this terminal's stdin, stdout and stderr,
+    /// renews the lease every ttl/3 while it runs (the next lease, then the
+    /// previous one removed), and when COMMAND ends removes the leases it
+    /// made. A failed renewal is said on stderr and tried again at the next
+    /// renewal; COMMAND is never stopped. SIGINT and SIGTERM sent to hold
+    /// are passed to COMMAND, and hold waits for it to end. Needs exactly one
+    /// engine (pick one with --engine NAME). hold's own messages go to
+    /// stderr (--format json: one JSON object per line). Exit: COMMAND's
+    /// status (128+N when signal N ended it, 127 when it was not found, 126
+    /// when it could not be run); 1 without running COMMAND when the lease
+    /// cannot be taken; 1 when COMMAND succeeded but a lease could not be
+    /// released (it is named; it holds nothing once it runs out).
+    Hold {
+        /// The box ID (value of ca.sandbox.id).
+        #[arg(value_name = "BOX")]
+        box_id: String,
+        /// How long each lease holds; renewed every third of it.
+        #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+        ttl: Duration,
+        /// The command to run, after `--`.
+        #[arg(value_name = "COMMAND", last = true, required = true, num_args = 1..,
+              value_parser = clap::value_parser!(std::ffi::OsString))]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 /// A validated command line, before the state file and environment are read.
@@ -193,6 +249,21 @@ pub struct Args {
 /// A duration like `30s`, `10m`, `8h`, `2d` (a bare number is refused: say the unit).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::state::parse_duration(s)
+}
+
+/// A lease's ttl: whole seconds, over zero (the ceiling, `[policy]
+/// max_lease`, is the state file's: `config::resolve` checks it).
+fn check_ttl(ttl: Duration) -> Result<(), String> {
+    if ttl.is_zero() {
+        return Err("--ttl 0s: a lease must hold for some time; give e.g. --ttl 15m".into());
+    }
+    if ttl.subsec_nanos() != 0 {
+        return Err(format!(
+            "--ttl {}: a lease holds for whole seconds; give e.g. --ttl 90s",
+            humantime::format_duration(ttl)
+        ));
+    }
+    Ok(())
 }
 
 fn parse_parallelism(s: &str) -> Result<usize, String> {
@@ -234,11 +305,23 @@ impl Cli {
             _ => {}
         }
         match &self.command {
-            Command::Destroy { ids, .. } => {
+            Command::Destroy { ids, .. } | Command::Lease { boxes: ids, .. } => {
                 for id in ids {
                     check_box_id(id).map_err(|e| format!("box ID {id:?}: {e}"))?;
                 }
             }
+            Command::Hold { box_id, .. } => {
+                check_box_id(box_id).map_err(|e| format!("box ID {box_id:?}: {e}"))?;
+            }
+            _ => {}
+        }
+        match &self.command {
+            Command::Lease {
+                ttl,
+                release: false,
+                ..
+            }
+            | Command::Hold { ttl, .. } => check_ttl(*ttl)?,
             Command::Apply { plan: Some(_), .. } if !scope.is_empty() => {
                 return Err("a saved plan carries its own scope: drop --scope".into());
             }

@@ -110,6 +110,12 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
             "130",
             "interrupted by Ctrl-C (after verifying and reporting)",
         ),
+        (
+            "hold",
+            "the status of COMMAND (128+N when signal N ended it, 127 when it was not found, \
+             126 when it could not be run); 1 when no lease could be taken (COMMAND did not run) \
+             or when COMMAND succeeded but its lease could not be released",
+        ),
     ] {
         doc.control("TP", [])
             .text([bold(code)])

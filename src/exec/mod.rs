@@ -2,11 +2,14 @@
 //! the error policy), `list` (the engine calls of discovery), `verify` (the
 //! definition of success), `reconcile` (list, plan, apply, verify on one
 //! engine), `fleet` (every engine of a run at once), `report` (the report,
-//! the one merge and the `Verdict`) and `event` (the one event type).
+//! the one merge and the `Verdict`), `event` (the one event type) and
+//! `lease` (taking, renewing and releasing leases, and holding a box while a
+//! command runs).
 
 pub mod apply;
 pub mod event;
 pub(crate) mod fleet;
+pub mod lease;
 pub mod list;
 pub mod reconcile;
 pub mod report;

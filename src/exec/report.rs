@@ -313,6 +313,8 @@ pub(crate) struct Verdict {
     pub(crate) interrupted: bool,
     /// `plan --detailed-exitcode` with changes pending.
     pub(crate) pending: bool,
+    /// `hold`: how the command it ran ended (its status is passed through).
+    pub(crate) command: Option<crate::exec::lease::CommandEnd>,
 }
 
 impl Verdict {
@@ -321,7 +323,7 @@ impl Verdict {
         Verdict {
             failed: !report.converged,
             interrupted: report.interrupted,
-            pending: false,
+            ..Verdict::default()
         }
     }
 }

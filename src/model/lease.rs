@@ -6,11 +6,15 @@
 //! the engine's clock. Owns the label name, the volume-name convention and
 //! the one parser of the ttl, whose failures are typed (`TtlError`). Pure;
 //! the label's value is engine-given, untrusted text: nothing here trusts
-//! its length or its characters.
+//! its length or its characters. Also owns the labels a new lease carries
+//! ([`lease_labels`]) and the one test of "a lease of this box in this
+//! scope" ([`is_lease_of`]) that every lease removal passes first.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::model::{Labels, Scope, BOX_ID_LABEL, SANDBOX_LABEL, SANDBOX_VALUE};
 
 /// The label that makes a managed volume a lease, valued with its duration.
 pub const LEASE_TTL_LABEL: &str = "ca.sandbox.lease.ttl";
@@ -94,9 +98,80 @@ pub fn ttl_label(secs: u64) -> String {
     format!("{secs}s")
 }
 
+/// The name of a new lease volume of `box_id`: `ca-sbx-lease-<box>-<suffix>`.
+/// Any character of the box ID outside a volume name's `[a-zA-Z0-9_.-]` is
+/// written `_` (in the name only: the label carries the exact ID); so is any
+/// such character of `suffix`. The caller makes `suffix` new (Docker answers
+/// an existing name with that volume, unchanged).
+pub fn lease_name(box_id: &str, suffix: &str) -> String {
+    let safe = |c: char| {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+            c
+        } else {
+            '_'
+        }
+    };
+    let mut name = String::from(LEASE_NAME_PREFIX);
+    name.extend(box_id.chars().map(safe));
+    name.push('-');
+    name.extend(suffix.chars().map(safe));
+    name
+}
+
+/// The labels of a new lease of `box_id` in `scope` for `ttl_secs`:
+/// `ca.sandbox=1`, every scope label, `ca.sandbox.id=<box>` and
+/// `ca.sandbox.lease.ttl=<ttl>s`.
+pub fn lease_labels(scope: &Scope, box_id: &str, ttl_secs: u64) -> Labels {
+    let mut labels = scope.labels.clone();
+    labels.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
+    labels.insert(BOX_ID_LABEL.to_string(), box_id.to_string());
+    labels.insert(LEASE_TTL_LABEL.to_string(), ttl_label(ttl_secs));
+    labels
+}
+
+/// True only for a lease of exactly `box_id` in `scope`: managed
+/// (`Scope::manages`: `ca.sandbox=1` and every scope label), carrying
+/// `ca.sandbox.id` with exactly that value and a lease label (whatever its
+/// value: a lease that does not read is still this box's lease to release).
+/// Nothing else is ever removed as a lease.
+pub fn is_lease_of(scope: &Scope, box_id: &str, labels: &Labels) -> bool {
+    scope.manages(labels)
+        && labels.get(BOX_ID_LABEL).map(String::as_str) == Some(box_id)
+        && labels.contains_key(LEASE_TTL_LABEL)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_names_are_volume_names_and_labels_carry_the_exact_box() {
+        assert_eq!(
+            lease_name("box-1.a_b", "18c-2a"),
+            "ca-sbx-lease-box-1.a_b-18c-2a"
+        );
+        assert_eq!(lease_name("a b/c\u{1b}", "x:y"), "ca-sbx-lease-a_b_c_-x_y");
+        let scope = Scope::new(Labels::from([("team".to_string(), "a".to_string())]));
+        let labels = lease_labels(&scope, "a b", 900);
+        assert_eq!(labels.get("ca.sandbox.id").map(String::as_str), Some("a b"));
+        assert_eq!(
+            labels.get(LEASE_TTL_LABEL).map(String::as_str),
+            Some("900s")
+        );
+        assert!(is_lease_of(&scope, "a b", &labels));
+        assert!(!is_lease_of(&scope, "a", &labels), "another box");
+        assert!(!is_lease_of(
+            &Scope::new(Labels::from([("team".to_string(), "b".to_string())])),
+            "a b",
+            &labels
+        ));
+        let mut lookalike = labels.clone();
+        lookalike.insert("ca.sandbox".into(), "true".into());
+        assert!(!is_lease_of(&scope, "a b", &lookalike));
+        let mut plain = labels.clone();
+        plain.remove(LEASE_TTL_LABEL);
+        assert!(!is_lease_of(&scope, "a b", &plain), "not a lease");
+    }
 
     #[test]
     fn durations_and_whole_seconds_are_ttls() {

@@ -4,7 +4,8 @@
 //! The only module that prints, and the only one that lays out words for a
 //! person; the words of a reason or an outcome are their `Display` (in
 //! `model`). One file per view, each with its own tests: `plan`, `report`,
-//! `inventory`, `explain`, `graph`, `log` (watch), `validate`, `progress`;
+//! `inventory`, `explain`, `graph`, `log` (watch), `lease` (lease and
+//! hold), `validate`, `progress`;
 //! `table` (columns, cells, counts in words) and `text` (escaping) are
 //! shared. Every function that builds text is pure and deterministic (sorted
 //! input in, same bytes out). Everything an engine returned (names, label
@@ -14,6 +15,7 @@
 mod explain;
 mod graph;
 mod inventory;
+mod lease;
 mod log;
 mod plan;
 mod progress;
@@ -40,6 +42,7 @@ pub use table::entry_label;
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, Listed};
+pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
     watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,
 };

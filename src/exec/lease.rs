@@ -1,0 +1,1057 @@
+//! Leases on one engine: taking one (`lease BOX`), a hold's renewal,
+//! releasing a box's leases (`lease --release BOX`), and holding a box while
+//! a command runs (`hold BOX -- COMMAND`).
+//!
+//! Owns the engine calls of the lease protocol and what they may remove:
+//! only volumes that pass `model::lease::is_lease_of` on the client (the
+//! listing's label filter is never trusted alone), and in a renewal only the
+//! lease that hold made before. A new lease is a volume with a new name
+//! (`model::lease::lease_name`); the engine's answer must carry the labels
+//! asked for (Docker answers an existing name with that volume, unchanged)
+//! and a creation time. Until when a lease holds is the engine's stamp plus
+//! the ttl: this machine's clock is never read to judge one.
+//!
+//! Returns typed results and never prints: a hold tells what happens as it
+//! happens through `HoldEvent`s, and its end as `Held`. Never picks an exit
+//! status (`cli::exit` does, from `CommandEnd`). Must not kill the command it
+//! holds a box for: it only passes on the signals it is given.
+
+use std::ffi::OsString;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::engine::{Engine, EngineError};
+use crate::model::lease::{is_lease_of, lease_labels, lease_name, parse_ttl, LEASE_TTL_LABEL};
+use crate::model::{Kind, Object, ObjectKey, Scope, BOX_ID_LABEL};
+
+/// What a new lease is asked to be.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRequest<'a> {
+    /// The run's scope: every lease carries its labels; only leases in it are removed.
+    pub scope: &'a Scope,
+    /// The box the lease holds (already checked with `state::check_box_id`).
+    pub box_id: &'a str,
+    /// How long the lease holds, in seconds (over 0, at most `max_lease`).
+    pub ttl: u64,
+    /// `[policy] max_lease` (seconds): the ceiling older leases are read with.
+    pub max_lease: u64,
+}
+
+/// A lease volume the engine created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// The volume's name.
+    pub volume: String,
+    #[serde(rename = "box")]
+    pub box_id: String,
+    /// Its ttl, in seconds.
+    pub ttl_seconds: u64,
+    /// When the engine created it (Unix seconds, the engine's clock).
+    #[serde(serialize_with = "as_rfc3339")]
+    pub created: i64,
+    /// When it runs out: `created` plus the ttl (the engine's clock).
+    #[serde(serialize_with = "as_rfc3339")]
+    pub until: i64,
+}
+
+fn as_rfc3339<S: Serializer>(secs: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::plan::rfc3339(*secs))
+}
+
+/// Why a lease call did not do what it was for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// The engine did not create the lease volume.
+    #[error("could not create lease volume {volume}: {error}")]
+    Create { volume: String, error: EngineError },
+    /// The engine answered with a volume that is not the lease asked for (a
+    /// volume of that name existed). It is left alone.
+    #[error("the engine answered the creation of lease volume {volume} with a volume that does not carry the lease's labels (one of that name existed); it is left alone and no lease was taken")]
+    Clash { volume: String },
+    /// The engine gave the new volume no creation time: it cannot hold the box.
+    #[error("the engine gave lease volume {volume} no creation time, so it holds nothing; it stays as a managed volume of the box, which the next apply reclaims")]
+    Undated { volume: String },
+    /// The box's leases could not be listed.
+    #[error("could not list the leases of the box: {error}")]
+    List { error: EngineError },
+    /// A lease volume could not be removed.
+    #[error("could not remove lease volume {volume}: {error}")]
+    Remove { volume: String, error: EngineError },
+}
+
+impl LeaseError {
+    /// The step that failed: `create`, `clash`, `undated`, `list` or `remove`.
+    pub fn step(&self) -> &'static str {
+        match self {
+            LeaseError::Create { .. } => "create",
+            LeaseError::Clash { .. } => "clash",
+            LeaseError::Undated { .. } => "undated",
+            LeaseError::List { .. } => "list",
+            LeaseError::Remove { .. } => "remove",
+        }
+    }
+
+    /// The lease volume it is about, if one.
+    pub fn volume(&self) -> Option<&str> {
+        match self {
+            LeaseError::Create { volume, .. }
+            | LeaseError::Clash { volume }
+            | LeaseError::Undated { volume }
+            | LeaseError::Remove { volume, .. } => Some(volume),
+            LeaseError::List { .. } => None,
+        }
+    }
+}
+
+/// In JSON: `{"step", "volume", "error"}` (the error's words, exact).
+impl Serialize for LeaseError {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("LeaseError", 3)?;
+        st.serialize_field("step", self.step())?;
+        st.serialize_field("volume", &self.volume())?;
+        st.serialize_field("error", &self.to_string())?;
+        st.end()
+    }
+}
+
+/// What `lease` or `lease --release` did for one box on one engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BoxLease {
+    pub engine: String,
+    #[serde(rename = "box")]
+    pub box_id: String,
+    /// The lease taken (`lease`; never for `--release`).
+    pub lease: Option<Lease>,
+    /// The lease volumes removed (or found already gone), sorted.
+    pub released: Vec<String>,
+    /// The box's other leases that hold at least as long as the new one: left alone.
+    pub kept: Vec<Lease>,
+    /// What failed, in the order it happened.
+    pub errors: Vec<LeaseError>,
+}
+
+/// Whether a lease run takes leases or releases them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LeaseAction {
+    Take,
+    Release,
+}
+
+/// A whole `lease` run: its JSON document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRun {
+    pub action: LeaseAction,
+    /// True when nothing failed on any engine for any box.
+    pub ok: bool,
+    /// Whose clock the times are on: always `engine`.
+    pub clock: &'static str,
+    /// Engine by engine (the run's order), box by box (the order given).
+    pub boxes: Vec<BoxLease>,
+}
+
+impl LeaseRun {
+    pub fn new(action: LeaseAction, boxes: Vec<BoxLease>) -> LeaseRun {
+        LeaseRun {
+            action,
+            ok: boxes.iter().all(|b| b.errors.is_empty()),
+            clock: "engine",
+            boxes,
+        }
+    }
+}
+
+/// A suffix that makes a lease name new: this machine's time in
+/// milliseconds, the process ID and a counter (hex).
+fn suffix() -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{:x}-{:x}-{:x}{:03x}",
+        now.as_millis(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        now.subsec_nanos() & 0xfff
+    )
+}
+
+/// Until when a listed lease holds (engine's clock), or `None` when it is
+/// not a lease that holds anything (unreadable ttl, over the ceiling, undated).
+fn until_of(o: &Object, max_lease: u64) -> Option<i64> {
+    let ttl = parse_ttl(o.labels.get(LEASE_TTL_LABEL)?, max_lease).ok()?;
+    Some(
+        o.created?
+            .saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)),
+    )
+}
+
+/// Creates one new lease volume: one engine call. The answer must carry
+/// every label asked for and a creation time.
+pub async fn create(engine: &dyn Engine, req: LeaseRequest<'_>) -> Result<Lease, LeaseError> {
+    create_as(engine, req, lease_name(req.box_id, &suffix())).await
+}
+
+/// Creates the lease volume `volume` (see [`create`]).
+async fn create_as(
+    engine: &dyn Engine,
+    req: LeaseRequest<'_>,
+    volume: String,
+) -> Result<Lease, LeaseError> {
+    let labels = lease_labels(req.scope, req.box_id, req.ttl);
+    let made = engine
+        .create_volume(&volume, &labels)
+        .await
+        .map_err(|error| LeaseError::Create {
+            volume: volume.clone(),
+            error,
+        })?;
+    let carries = labels
+        .iter()
+        .all(|(k, v)| made.labels.get(k).map(String::as_str) == Some(v.as_str()));
+    if made.name != volume || !carries {
+        return Err(LeaseError::Clash { volume });
+    }
+    let Some(created) = made.created else {
+        return Err(LeaseError::Undated { volume });
+    };
+    Ok(Lease {
+        volume,
+        box_id: req.box_id.to_string(),
+        ttl_seconds: req.ttl,
+        created,
+        until: created.saturating_add(i64::try_from(req.ttl).unwrap_or(i64::MAX)),
+    })
+}
+
+/// The box's lease volumes in `scope`, sorted by name: one listing, then the
+/// client-side check (`is_lease_of`) on every volume it returned.
+async fn leases_of(
+    engine: &dyn Engine,
+    scope: &Scope,
+    box_id: &str,
+) -> Result<Vec<Object>, LeaseError> {
+    let mut filters = scope.filters();
+    filters.push(format!("{BOX_ID_LABEL}={box_id}"));
+    let listed = engine
+        .list(Kind::Volume, &filters)
+        .await
+        .map_err(|error| LeaseError::List { error })?;
+    let mut leases: Vec<Object> = listed
+        .into_iter()
+        .filter(|o| is_lease_of(scope, box_id, &o.labels))
+        .collect();
+    leases.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(leases)
+}
+
+/// Removes one lease volume by name; gone already (404) is fine.
+async fn remove(engine: &dyn Engine, volume: &str) -> Result<(), LeaseError> {
+    let key = ObjectKey::new(engine.name(), Kind::Volume, volume);
+    match engine.remove(&key).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(error) => Err(LeaseError::Remove {
+            volume: volume.to_string(),
+            error,
+        }),
+    }
+}
+
+/// `lease BOX`: creates a new lease, then lists the box's leases and removes
+/// those that run out before the new one (older ones, and volumes with a
+/// lease label that hold nothing); those that hold at least as long are
+/// kept (two `lease` runs at once never remove each other's both). No
+/// `lease` in the result when none was taken (then nothing was listed or
+/// removed); a failed listing or removal after it is in its `errors` too.
+pub async fn take(engine: &dyn Engine, req: LeaseRequest<'_>) -> BoxLease {
+    let mut done = BoxLease {
+        engine: engine.name().to_string(),
+        box_id: req.box_id.to_string(),
+        lease: None,
+        released: Vec::new(),
+        kept: Vec::new(),
+        errors: Vec::new(),
+    };
+    let lease = match create(engine, req).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            done.errors.push(e);
+            return done;
+        }
+    };
+    let others = leases_of(engine, req.scope, req.box_id).await;
+    let until = lease.until;
+    let volume = lease.volume.clone();
+    done.lease = Some(lease);
+    let others = match others {
+        Ok(others) => others,
+        Err(e) => {
+            done.errors.push(e);
+            return done;
+        }
+    };
+    for o in others.into_iter().filter(|o| o.name != volume) {
+        if let Some(other_until) = until_of(&o, req.max_lease).filter(|u| *u >= until) {
+            done.kept.push(Lease {
+                ttl_seconds: u64::try_from(other_until - o.created.unwrap_or(other_until))
+                    .unwrap_or(0),
+                volume: o.name,
+                box_id: req.box_id.to_string(),
+                created: o.created.unwrap_or_default(),
+                until: other_until,
+            });
+            continue;
+        }
+        match remove(engine, &o.name).await {
+            Ok(()) => done.released.push(o.name),
+            Err(e) => done.errors.push(e),
+        }
+    }
+    done
+}
+
+/// `lease --release BOX`: lists the box's leases and removes every one.
+pub async fn release(engine: &dyn Engine, scope: &Scope, box_id: &str) -> BoxLease {
+    let mut done = BoxLease {
+        engine: engine.name().to_string(),
+        box_id: box_id.to_string(),
+        lease: None,
+        released: Vec::new(),
+        kept: Vec::new(),
+        errors: Vec::new(),
+    };
+    match leases_of(engine, scope, box_id).await {
+        Err(e) => done.errors.push(e),
+        Ok(leases) => {
+            for o in leases {
+                match remove(engine, &o.name).await {
+                    Ok(()) => done.released.push(o.name),
+                    Err(e) => done.errors.push(e),
+                }
+            }
+        }
+    }
+    done
+}
+
+/// What one renewal of a hold did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Renewal {
+    /// The next lease holds; the previous one was removed, or could not be
+    /// (`previous_left`: it stays until released at the end, or runs out).
+    Renewed {
+        lease: Lease,
+        previous_left: Option<LeaseError>,
+    },
+    /// No new lease: the previous one still holds until it runs out.
+    Failed(LeaseError),
+}
+
+/// A hold's renewal: creates the next lease, then removes `previous` (the
+/// lease this hold made before, by name). At most two engine calls; nothing
+/// is listed and no other lease is touched.
+pub async fn renew(engine: &dyn Engine, req: LeaseRequest<'_>, previous: &Lease) -> Renewal {
+    match create(engine, req).await {
+        Err(e) => Renewal::Failed(e),
+        Ok(lease) => Renewal::Renewed {
+            lease,
+            previous_left: remove(engine, &previous.volume).await.err(),
+        },
+    }
+}
+
+/// How the held command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommandEnd {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal (this number) ended it.
+    Signaled(i32),
+    /// It was not found (never ran).
+    NotFound,
+    /// It was found but could not be run (never ran).
+    NotRun,
+}
+
+/// What happens during a hold, told as it happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldEvent<'a> {
+    /// The first lease was taken; the command starts next.
+    Taken { lease: &'a Lease, every: Duration },
+    /// The command (`program`) could not be started (`error`: why, as the
+    /// system said).
+    NotStarted {
+        program: &'a std::ffi::OsStr,
+        error: &'a str,
+    },
+    /// A renewal took `lease` and removed `previous`.
+    Renewed {
+        lease: &'a Lease,
+        previous: &'a Lease,
+    },
+    /// A renewal took `lease` but could not remove `previous` (tried again at the end).
+    PreviousLeft {
+        lease: &'a Lease,
+        previous: &'a Lease,
+        error: &'a LeaseError,
+    },
+    /// A renewal failed: `current` still holds until it runs out; the next
+    /// try is `every` later.
+    RenewFailed {
+        error: &'a LeaseError,
+        current: &'a Lease,
+        every: Duration,
+    },
+    /// This signal was passed on to the command (`delivered`: whether it
+    /// was still there to get it).
+    Forwarded { signal: i32, delivered: bool },
+}
+
+/// How a hold ended (once its first lease was taken).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub end: CommandEnd,
+    /// The lease volumes the hold made and removed at the end.
+    pub released: Vec<String>,
+    /// The lease volumes the hold made that could not be removed: each
+    /// runs out at its `until` (harmless: it then holds nothing).
+    pub left: Vec<(Lease, LeaseError)>,
+}
+
+/// Passes `signal` to the process `pid`; false when it is gone.
+fn forward(pid: Option<u32>, signal: i32) -> bool {
+    let Some(pid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()) else {
+        return false;
+    };
+    // SAFETY: kill(2) on the pid of our own child, not yet reaped (tokio's
+    // `Child::id` is `None` once it is), so it cannot name another process;
+    // no memory is involved.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// `hold BOX -- COMMAND`: takes a lease (or returns why not, without running
+/// the command), runs `command` (inherited stdio), renews every `every`
+/// while it runs (a failed renewal is told and tried again at the next tick;
+/// the command is never stopped), passes every signal number received on
+/// `signals` to it, and when it has ended (and any renewal in flight has
+/// finished) removes every lease the hold made.
+pub async fn hold(
+    engine: &dyn Engine,
+    req: LeaseRequest<'_>,
+    command: &[OsString],
+    every: Duration,
+    signals: &mut tokio::sync::mpsc::UnboundedReceiver<i32>,
+    on: &mut dyn FnMut(HoldEvent<'_>),
+) -> Result<Held, LeaseError> {
+    let first = create(engine, req).await?;
+    on(HoldEvent::Taken {
+        lease: &first,
+        every,
+    });
+    let mut current = first;
+    let mut made_left: Vec<Lease> = Vec::new();
+    let end = match command.split_first() {
+        None => {
+            on(HoldEvent::NotStarted {
+                program: std::ffi::OsStr::new(""),
+                error: "no command given",
+            });
+            CommandEnd::NotRun
+        }
+        Some((program, args)) => match tokio::process::Command::new(program).args(args).spawn() {
+            Err(e) => {
+                on(HoldEvent::NotStarted {
+                    program,
+                    error: &e.to_string(),
+                });
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    CommandEnd::NotFound
+                } else {
+                    CommandEnd::NotRun
+                }
+            }
+            Ok(mut child) => {
+                let every = every.max(Duration::from_millis(1));
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut renewal: Option<
+                    std::pin::Pin<Box<dyn std::future::Future<Output = Renewal> + '_>>,
+                > = None;
+                let mut signals_open = true;
+                let status = loop {
+                    tokio::select! {
+                        status = child.wait() => break status,
+                        signal = signals.recv(), if signals_open => match signal {
+                            Some(signal) => {
+                                let delivered = forward(child.id(), signal);
+                                on(HoldEvent::Forwarded { signal, delivered });
+                            }
+                            None => signals_open = false,
+                        },
+                        _ = ticks.tick(), if renewal.is_none() => {
+                            let previous = current.clone();
+                            renewal = Some(Box::pin(async move {
+                                renew(engine, req, &previous).await
+                            }));
+                        }
+                        done = async { renewal.as_mut().expect("guarded").await }, if renewal.is_some() => {
+                            renewal = None;
+                            renewed(done, &mut current, &mut made_left, every, on);
+                        }
+                    }
+                };
+                // A renewal in flight may have made a lease: finish it, so
+                // that lease is released too.
+                if let Some(pending) = renewal.take() {
+                    renewed(pending.await, &mut current, &mut made_left, every, on);
+                }
+                match status {
+                    Ok(status) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        match (status.code(), status.signal()) {
+                            (Some(code), _) => CommandEnd::Exited(code),
+                            (None, Some(signal)) => CommandEnd::Signaled(signal),
+                            (None, None) => CommandEnd::NotRun,
+                        }
+                    }
+                    Err(e) => {
+                        // Waiting failed: what became of the command is unknown.
+                        on(HoldEvent::NotStarted {
+                            program,
+                            error: &e.to_string(),
+                        });
+                        CommandEnd::NotRun
+                    }
+                }
+            }
+        },
+    };
+    let mut held = Held {
+        end,
+        released: Vec::new(),
+        left: Vec::new(),
+    };
+    made_left.push(current);
+    for lease in made_left {
+        match remove(engine, &lease.volume).await {
+            Ok(()) => held.released.push(lease.volume),
+            Err(e) => held.left.push((lease, e)),
+        }
+    }
+    Ok(held)
+}
+
+/// Takes in one renewal's result: the new lease becomes the current one; a
+/// previous lease that could not be removed is kept for the end.
+fn renewed(
+    done: Renewal,
+    current: &mut Lease,
+    made_left: &mut Vec<Lease>,
+    every: Duration,
+    on: &mut dyn FnMut(HoldEvent<'_>),
+) {
+    match done {
+        Renewal::Failed(error) => on(HoldEvent::RenewFailed {
+            error: &error,
+            current,
+            every,
+        }),
+        Renewal::Renewed {
+            lease,
+            previous_left,
+        } => {
+            let previous = std::mem::replace(current, lease);
+            match previous_left {
+                None => on(HoldEvent::Renewed {
+                    lease: current,
+                    previous: &previous,
+                }),
+                Some(error) => {
+                    on(HoldEvent::PreviousLeft {
+                        lease: current,
+                        previous: &previous,
+                        error: &error,
+                    });
+                    made_left.push(previous);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::{box_labels, FaultAction, MemoryEngine, Op, VolumeInfo, World};
+    use crate::engine::ErrorKind;
+    use crate::model::lease::DEFAULT_MAX_LEASE;
+    use crate::model::Labels;
+
+    fn scope() -> Scope {
+        Scope::new(Labels::from([("team".to_string(), "a".to_string())]))
+    }
+
+    fn req<'a>(scope: &'a Scope, box_id: &'a str, ttl: u64) -> LeaseRequest<'a> {
+        LeaseRequest {
+            scope,
+            box_id,
+            ttl,
+            max_lease: DEFAULT_MAX_LEASE,
+        }
+    }
+
+    fn volume(name: &str, labels: &[(&str, &str)], created: &str) -> VolumeInfo {
+        VolumeInfo {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            created_at: Some(created.into()),
+        }
+    }
+
+    /// Box `b`'s old lease and what must survive any lease command on `b`:
+    /// an unlabeled look-alike, another box's lease, a `ca.sandbox=true`
+    /// lease, a lease of another scope, and `b`'s own data volume.
+    fn world() -> World {
+        let lease = |box_id, sandbox, team| {
+            vec![
+                ("ca.sandbox", sandbox),
+                ("ca.sandbox.id", box_id),
+                ("team", team),
+                (LEASE_TTL_LABEL, "60s"),
+            ]
+        };
+        let old = "2026-01-01T00:00:00Z";
+        let mut data = box_labels("b");
+        data.insert("team".into(), "a".into());
+        World {
+            volumes: vec![
+                volume("ca-sbx-lease-b-old", &lease("b", "1", "a"), old),
+                volume("ca-sbx-lease-b-unlabeled", &[], old),
+                volume("ca-sbx-lease-c-other-box", &lease("c", "1", "a"), old),
+                volume("ca-sbx-lease-b-lookalike", &lease("b", "true", "a"), old),
+                volume("ca-sbx-lease-b-other-scope", &lease("b", "1", "z"), old),
+                VolumeInfo {
+                    name: "b-data".into(),
+                    labels: data,
+                    created_at: Some(old.into()),
+                },
+            ],
+            ..World::default()
+        }
+    }
+
+    fn names(engine: &MemoryEngine) -> Vec<String> {
+        let mut all: Vec<String> = engine.world().volumes.into_iter().map(|v| v.name).collect();
+        all.sort();
+        all
+    }
+
+    fn outside() -> Vec<&'static str> {
+        vec![
+            "b-data",
+            "ca-sbx-lease-b-lookalike",
+            "ca-sbx-lease-b-other-scope",
+            "ca-sbx-lease-b-unlabeled",
+            "ca-sbx-lease-c-other-box",
+        ]
+    }
+
+    fn failure(call: &str) -> EngineError {
+        EngineError::new(
+            call,
+            ErrorKind::Other {
+                status: Some(500),
+                message: "boom".into(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn taking_a_lease_labels_it_and_releases_only_the_boxes_older_leases() {
+        let engine = MemoryEngine::new(world());
+        let scope = scope();
+        let done = take(&engine, req(&scope, "b", 900)).await;
+        assert!(done.errors.is_empty(), "{done:?}");
+        let lease = done.lease.clone().expect("a lease");
+        assert!(lease.volume.starts_with("ca-sbx-lease-b-"), "{lease:?}");
+        assert_eq!(lease.until - lease.created, 900);
+        assert_eq!(done.released, ["ca-sbx-lease-b-old"]);
+        let made = engine
+            .world()
+            .volumes
+            .into_iter()
+            .find(|v| v.name == lease.volume)
+            .unwrap();
+        assert_eq!(made.labels, lease_labels(&scope, "b", 900));
+        let mut left = outside();
+        left.push(&lease.volume);
+        left.sort();
+        assert_eq!(names(&engine), left);
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_holds_longer_is_kept() {
+        let engine = MemoryEngine::new(World::default());
+        let scope = scope();
+        let long = take(&engine, req(&scope, "b", 3600)).await.lease.unwrap();
+        let short = take(&engine, req(&scope, "b", 60)).await;
+        assert!(short.released.is_empty(), "{short:?}");
+        assert_eq!(short.kept.len(), 1);
+        assert_eq!(short.kept[0].volume, long.volume);
+        assert_eq!(short.kept[0].until, long.until);
+        assert_eq!(engine.world().volumes.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn release_removes_only_that_boxes_leases_in_scope() {
+        let engine = MemoryEngine::new(world());
+        let scope = scope();
+        let mine = take(&engine, req(&scope, "b", 900)).await.lease.unwrap();
+        let done = release(&engine, &scope, "b").await;
+        assert!(done.errors.is_empty(), "{done:?}");
+        assert_eq!(done.released, std::slice::from_ref(&mine.volume));
+        assert_eq!(names(&engine), outside());
+        let removals: Vec<String> = engine
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("Remove"))
+            .collect();
+        assert_eq!(
+            removals,
+            [
+                "Remove(Volume) ca-sbx-lease-b-old".to_string(),
+                format!("Remove(Volume) {}", mine.volume)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn release_trusts_no_listing_filter() {
+        // An engine that ignores label filters returns every volume: only
+        // the box's own leases in scope may go.
+        let engine = MemoryEngine::ignoring_filters(world());
+        let done = release(&engine, &scope(), "b").await;
+        assert_eq!(done.released, ["ca-sbx-lease-b-old"]);
+        assert_eq!(names(&engine), outside());
+    }
+
+    #[tokio::test]
+    async fn a_lease_already_gone_is_released() {
+        let engine = MemoryEngine::new(world());
+        engine.inject(
+            Op::Remove(Kind::Volume),
+            Some("ca-sbx-lease-b-old"),
+            FaultAction::VanishFirst,
+            1,
+        );
+        let done = release(&engine, &scope(), "b").await;
+        assert!(done.errors.is_empty(), "{done:?}");
+        assert_eq!(done.released, ["ca-sbx-lease-b-old"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_takes_nothing_and_removes_nothing() {
+        let engine = MemoryEngine::new(world());
+        engine.inject(
+            Op::Create(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("create volume")),
+            1,
+        );
+        let done = take(&engine, req(&scope(), "b", 900)).await;
+        assert_eq!(done.lease, None);
+        assert!(
+            matches!(done.errors.as_slice(), [LeaseError::Create { .. }]),
+            "{done:?}"
+        );
+        assert!(engine.calls().iter().all(|c| !c.starts_with("Remove")));
+        assert_eq!(engine.world().volumes.len(), world().volumes.len());
+    }
+
+    #[tokio::test]
+    async fn a_name_clash_is_no_lease_and_the_volume_is_left_alone() {
+        let engine = MemoryEngine::new(World::default());
+        let scope = scope();
+        let name = lease_name("b", "taken");
+        let theirs = Labels::from([("owner".to_string(), "someone".to_string())]);
+        engine.create_volume(&name, &theirs).await.unwrap();
+        // Docker answers a name that exists with that volume, unchanged.
+        let e = create_as(&engine, req(&scope, "b", 900), name.clone()).await;
+        assert_eq!(e, Err(LeaseError::Clash { volume: name }));
+        let world = engine.world();
+        assert_eq!(world.volumes.len(), 1);
+        assert_eq!(world.volumes[0].labels, theirs);
+        assert!(engine.calls().iter().all(|c| !c.starts_with("Remove")));
+    }
+
+    #[tokio::test]
+    async fn a_failed_listing_after_the_create_keeps_the_lease_and_says_so() {
+        let engine = MemoryEngine::new(world());
+        engine.inject(
+            Op::List(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("list volumes")),
+            1,
+        );
+        let done = take(&engine, req(&scope(), "b", 900)).await;
+        assert!(done.lease.is_some());
+        assert!(matches!(done.errors.as_slice(), [LeaseError::List { .. }]));
+        assert!(engine.calls().iter().all(|c| !c.starts_with("Remove")));
+    }
+
+    #[tokio::test]
+    async fn a_renewal_is_at_most_two_engine_calls() {
+        let engine = MemoryEngine::new(world());
+        let scope = scope();
+        let first = create(&engine, req(&scope, "b", 30)).await.unwrap();
+        let before = engine.calls().len();
+        let Renewal::Renewed {
+            lease,
+            previous_left: None,
+        } = renew(&engine, req(&scope, "b", 30), &first).await
+        else {
+            panic!("the renewal failed")
+        };
+        let calls = engine.calls()[before..].to_vec();
+        assert_eq!(
+            calls,
+            [
+                format!("Create(Volume) {}", lease.volume),
+                format!("Remove(Volume) {}", first.volume)
+            ]
+        );
+        assert_ne!(lease.volume, first.volume);
+        // The box's other lease, and everything outside, is untouched.
+        let mut left = outside();
+        left.push("ca-sbx-lease-b-old");
+        left.push(&lease.volume);
+        left.sort();
+        assert_eq!(names(&engine), left);
+        // A failed create is one call, and the previous lease stays.
+        engine.inject(
+            Op::Create(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("create volume")),
+            1,
+        );
+        let before = engine.calls().len();
+        assert!(matches!(
+            renew(&engine, req(&scope, "b", 30), &lease).await,
+            Renewal::Failed(LeaseError::Create { .. })
+        ));
+        assert_eq!(engine.calls().len() - before, 1);
+        assert!(names(&engine).contains(&lease.volume));
+    }
+
+    /// The events of a hold, as owned text.
+    fn record(events: &mut Vec<String>) -> impl FnMut(HoldEvent<'_>) + '_ {
+        move |e| {
+            events.push(match e {
+                HoldEvent::Taken { lease, .. } => format!("taken {}", lease.volume),
+                HoldEvent::NotStarted { error, .. } => format!("not started: {error}"),
+                HoldEvent::Renewed { lease, previous } => {
+                    format!("renewed {} over {}", lease.volume, previous.volume)
+                }
+                HoldEvent::PreviousLeft { previous, .. } => format!("left {}", previous.volume),
+                HoldEvent::RenewFailed { error, current, .. } => {
+                    format!("renew failed ({error}); {} holds", current.volume)
+                }
+                HoldEvent::Forwarded { signal, delivered } => {
+                    format!("signal {signal} delivered {delivered}")
+                }
+            })
+        }
+    }
+
+    fn sh(script: &str) -> Vec<OsString> {
+        ["sh", "-c", script].iter().map(OsString::from).collect()
+    }
+
+    #[tokio::test]
+    async fn hold_passes_the_exit_status_through_and_releases_its_lease() {
+        let engine = MemoryEngine::new(world());
+        let scope = scope();
+        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let mut events = Vec::new();
+        let held = hold(
+            &engine,
+            req(&scope, "b", 30),
+            &sh("exit 3"),
+            Duration::from_secs(10),
+            &mut signals,
+            &mut record(&mut events),
+        )
+        .await
+        .unwrap();
+        assert_eq!(held.end, CommandEnd::Exited(3));
+        assert!(held.left.is_empty());
+        assert_eq!(held.released.len(), 1);
+        assert_eq!(events, [format!("taken {}", held.released[0])]);
+        let mut left = outside();
+        left.push("ca-sbx-lease-b-old");
+        left.sort();
+        assert_eq!(names(&engine), left, "only its own lease went");
+    }
+
+    #[tokio::test]
+    async fn hold_renews_reports_a_failed_renewal_and_tries_again() {
+        let engine = MemoryEngine::new(World::default());
+        let scope = scope();
+        // The first create (the lease) passes, the second (the first
+        // renewal) fails, the third passes.
+        engine.inject(Op::Create(Kind::Volume), None, FaultAction::Pass, 1);
+        engine.inject(
+            Op::Create(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("create volume")),
+            1,
+        );
+        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let mut events = Vec::new();
+        let held = hold(
+            &engine,
+            req(&scope, "b", 3),
+            &sh("sleep 1"),
+            Duration::from_millis(300),
+            &mut signals,
+            &mut record(&mut events),
+        )
+        .await
+        .unwrap();
+        assert_eq!(held.end, CommandEnd::Exited(0));
+        assert!(events[0].starts_with("taken "), "{events:?}");
+        assert!(
+            events[1].starts_with("renew failed (could not create lease volume")
+                && events[1].ends_with(&format!("{} holds", &events[0][6..])),
+            "{events:?}"
+        );
+        assert!(
+            events[2].starts_with("renewed ")
+                && events[2].ends_with(&format!("over {}", &events[0][6..])),
+            "{events:?}"
+        );
+        assert!(held.left.is_empty(), "{held:?}");
+        assert!(engine.world().volumes.is_empty(), "every lease released");
+        // Each renewal: one create, then the previous removed by name.
+        let calls = engine.calls();
+        assert!(calls.iter().all(|c| !c.starts_with("List")), "{calls:?}");
+    }
+
+    #[tokio::test]
+    async fn hold_passes_signals_on_and_a_signal_death_is_reported() {
+        let engine = MemoryEngine::new(World::default());
+        let scope = scope();
+        let (tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let mut events = Vec::new();
+        let mut on = record(&mut events);
+        let argv = sh("exec sleep 5");
+        let command = hold(
+            &engine,
+            req(&scope, "b", 30),
+            &argv,
+            Duration::from_secs(10),
+            &mut signals,
+            &mut on,
+        );
+        let send = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            tx.send(libc::SIGTERM).unwrap();
+        };
+        let (held, ()) = tokio::join!(command, send);
+        drop(on);
+        let held = held.unwrap();
+        assert_eq!(held.end, CommandEnd::Signaled(libc::SIGTERM));
+        assert_eq!(
+            events[1],
+            format!("signal {} delivered true", libc::SIGTERM)
+        );
+        assert!(engine.world().volumes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn hold_without_a_first_lease_runs_nothing() {
+        let engine = MemoryEngine::new(World::default());
+        engine.inject(
+            Op::Create(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("create volume")),
+            1,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let scope = scope();
+        let e = hold(
+            &engine,
+            req(&scope, "b", 30),
+            &sh(&format!("touch {}", marker.display())),
+            Duration::from_secs(10),
+            &mut signals,
+            &mut |_| {},
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(e, LeaseError::Create { .. }));
+        assert!(!marker.exists(), "the command ran");
+    }
+
+    #[tokio::test]
+    async fn a_release_that_fails_at_the_end_names_the_lease_left() {
+        let engine = MemoryEngine::new(World::default());
+        engine.inject(
+            Op::Remove(Kind::Volume),
+            None,
+            FaultAction::Fail(failure("remove volume")),
+            1,
+        );
+        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let scope = scope();
+        let held = hold(
+            &engine,
+            req(&scope, "b", 30),
+            &sh("true"),
+            Duration::from_secs(10),
+            &mut signals,
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(held.end, CommandEnd::Exited(0));
+        assert!(held.released.is_empty());
+        assert_eq!(held.left.len(), 1);
+        assert_eq!(engine.world().volumes.len(), 1, "it stays, and runs out");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_does_not_exist_is_not_found_and_the_lease_released() {
+        let engine = MemoryEngine::new(World::default());
+        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
+        let scope = scope();
+        let mut events = Vec::new();
+        let held = hold(
+            &engine,
+            req(&scope, "b", 30),
+            &[OsString::from("/nonexistent/sandboxctl-test-command")],
+            Duration::from_secs(10),
+            &mut signals,
+            &mut record(&mut events),
+        )
+        .await
+        .unwrap();
+        assert_eq!(held.end, CommandEnd::NotFound);
+        assert!(events[1].starts_with("not started"), "{events:?}");
+        assert!(engine.world().volumes.is_empty());
+    }
+}
