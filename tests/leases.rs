@@ -942,7 +942,6 @@ async fn watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out() {
 /// SIGKILLed: hold releases, exits 137, and watch removes the box within
 /// debounce + 3 s.
 #[tokio::test]
-#[ignore = "needs the hold command"]
 async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
     let Some(sbx) = Sandbox::new("lease-hold").await else {
         return;
@@ -988,7 +987,7 @@ async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
         .unwrap_or_else(|| panic!("no one `sleep` under hold {}\n{}", h.pid(), h.stderr()));
         sleeps.push(descendants_named(h.pid(), "sleep")[0]);
     }
-    let sleep_d = sleeps[1];
+    let (sleep_b, sleep_d) = (sleeps[0], sleeps[1]);
     let _reap = KillOnDrop(sleeps);
     let watch = start_watch(&sbx);
 
@@ -1015,8 +1014,11 @@ async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    // SIGKILL the hold of B: its last lease runs out on its own.
+    // SIGKILL the hold of B: its last lease runs out on its own. Its
+    // `sleep` lives on with hold's output pipes: end it too (that releases
+    // nothing: the hold is dead), so that hold's output reaches its end.
     hold_b.signal(libc::SIGKILL);
+    signal_pid(sleep_b, libc::SIGKILL);
     let out = hold_b.wait();
     assert_eq!(
         out.code,
