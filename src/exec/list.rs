@@ -104,7 +104,10 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
 }
 
 /// How far `engine`'s clock is ahead of this machine's (milliseconds;
-/// negative: behind), against the middle of the call.
+/// negative: behind), against the middle of the call, less what the call's
+/// own duration leaves uncertain: the engine read its clock somewhere within
+/// the call, so only the part of the difference beyond half the round trip is
+/// skew (a slow answer from a loaded engine is not taken for a clock behind).
 pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
     let local_ms = || {
         std::time::SystemTime::now()
@@ -115,7 +118,9 @@ pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
     let before = local_ms();
     let engine_ms = engine.clock().await?;
     let after = local_ms();
-    Ok(engine_ms - (before + (after - before) / 2))
+    let half = (after - before) / 2;
+    let raw = engine_ms - (before + half);
+    Ok(raw.signum() * (raw.abs() - half).max(0))
 }
 
 /// Inspects every unmanaged container (once), and the managed containers
