@@ -446,6 +446,28 @@ async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
         .expect("the engine's clock was read");
     assert!(clock.skew_seconds.abs() <= 1, "{clock:?}");
 
+    // explain and inventory show the lease and when it runs out.
+    let until_text = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + Duration::from_secs(u64::try_from(until).unwrap()),
+    )
+    .to_string();
+    let want = serde_json::json!({
+        "volume": lease, "box": "B", "ttl": "60s", "state": "live", "until": until_text
+    });
+    let out = cli.run_with(["explain", &format!("container:{}", b.container.name)]);
+    let explained: serde_json::Value = out.success().parse("explain JSON");
+    assert_eq!(explained[0]["leases"][0], want, "{}", out.dump());
+    let out = cli.run_with(["inventory"]);
+    let listed: serde_json::Value = out.success().parse("inventory JSON");
+    let leases: Vec<&serde_json::Value> = listed["boxes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["box"] == "B")
+        .flat_map(|b| b["leases"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(leases, vec![&want], "{}", out.dump());
+
     let out = cli.run_with(["apply"]);
     let report = out.success().report();
     assert!(report.is_clean(), "{}", out.dump());

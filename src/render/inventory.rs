@@ -281,6 +281,35 @@ mod tests {
     }
 
     #[test]
+    fn leases_are_shown_with_when_they_run_out_and_hostile_ttls_escaped() {
+        let mut inv = small();
+        for (name, ttl, created) in [("la", "15m", 1000), ("lb", "9999999h\u{1b}[2J", 1000)] {
+            let mut l = Object::new("default", Kind::Volume, name, name);
+            l.labels = labels(Some("a"));
+            l.labels
+                .insert(crate::model::lease::LEASE_TTL_LABEL.into(), ttl.into());
+            l.created = Some(created);
+            inv.objects.insert(l.key.clone(), l);
+        }
+        inv.skew_ms = Some(0);
+        let leases = Leases::of(&inv, 1100, None);
+        let human = inventory_human(&inv, &leases);
+        assert!(
+            human.contains("lease (ttl 15m): holds until 1970-01-01T00:31:40Z"),
+            "{human}"
+        );
+        assert!(
+            human.contains("lease (ttl 9999999h\\u{1b}[2J): not a lease: its ca.sandbox.lease.ttl label is not a duration"),
+            "{human}"
+        );
+        assert!(!human.contains('\u{1b}'), "{human}");
+        let v: serde_json::Value = serde_json::from_str(&inventory_json(&inv, &leases)).unwrap();
+        assert_eq!(v["boxes"][1]["leases"][0]["state"], "live");
+        assert_eq!(v["boxes"][1]["leases"][1]["ttl"], "9999999h\u{1b}[2J");
+        assert_eq!(v["engineClock"]["skewSeconds"], 0);
+    }
+
+    #[test]
     fn grouped_by_box_with_what_containers_use() {
         insta::assert_snapshot!(inventory_human(&small(), &Leases::default()), @r"
         Scope: ca.sandbox=1
