@@ -6,8 +6,8 @@
 //! - commands: `apply`, `apply FILE` (saved by `plan --out FILE`), `destroy ID`,
 //!   `destroy --prune`, `watch --once`, and a running `watch` (judged by its
 //!   cycle log, `/healthz` and the report it prints when stopped); and the
-//!   lease commands `lease`, `lease --release` and `hold` (in memory only;
-//!   judged by [`lease_verdict`]);
+//!   lease commands `lease`, `lease --release` and `hold` (judged by
+//!   [`lease_verdict`]);
 //! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
 //!   where one engine is faulty and the other healthy;
 //! - faults (on the faulty engine): unreachable; listing containers, volumes,
@@ -50,13 +50,23 @@
 //! and nothing removed but the leases the command made and (not `hold`) the
 //! box's old one. `lease` and `hold` take a lease on one engine: in a fleet of
 //! two they run with `--engine faulty` and make no call on the other.
+//! On real engines the lease commands' world has no network for the box
+//! (the engines' address pools bound how many networks the cells running at
+//! once can make; a lease command touches none, and a call to one would be
+//! out of bounds); what was touched is read from the proxies' records (every
+//! `POST` a `/volumes/create` on the engine the lease is taken on, every
+//! `DELETE` a `/volumes/NAME` of the box's old lease or of a lease of the
+//! box that did not exist before the run) and from the engines' volumes
+//! (every new volume of the scope a lease of the box, everything else of the
+//! world still there).
 //!
 //! The whole matrix (6 × 3 × 10 = 180 converging cells, and 3 × (6 + 5 + 5) =
 //! 48 lease cells: 228) runs with the in-memory engine through the library's
 //! one run path (`run::run_on`), one test per command.
-//! A slice of it ([`REAL_SLICE`], 15 cells: every converging command, shape
-//! and fault at least once; no lease command yet) runs the built binary
-//! against the real engine: the faulty
+//! A slice of it ([`REAL_SLICE`], 25 cells: 15 converging cells with every
+//! converging command, shape and fault at least once; 10 lease cells with
+//! every lease command, and together every shape and every fault of the
+//! lease commands) runs the built binary against the real engine: the faulty
 //! engine is the main Docker engine behind the fault proxy
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.
@@ -104,6 +114,34 @@
 //! | lease           | 6/6        | 6/6          | 6/6          |
 //! | lease --release | 5/5        | 5/5          | 5/5          |
 //! | hold            | 5/5        | 5/5          | 5/5          |
+//!
+//! The real lease cells, added on the code of 773970d (all 10 hold), and which of them
+//! failed when the code was broken on purpose, one break at a time (each
+//! reverted): B1 `exec::lease` drops a failed listing (`take` and
+//! `release`); B2 `exec::lease::remove` counts a failed removal as
+//! released; B3 `run` lets a hold whose release failed exit 0; B4 `hold`
+//! runs its command when its lease could not be taken; B5 `take` drops a
+//! failed create; B6 the box's leases listed without the box (no
+//! `ca.sandbox.id` filter, any volume with a ttl label taken as its lease);
+//! B7 `--engine` ignored (no narrowing, no one-engine check) and `lease`
+//! taken on every engine of the run:
+//!
+//! | real lease cell: command / shape / fault       | now | failed under                                                                                                                     |
+//! |------------------------------------------------|-----|----------------------------------------------------------------------------------------------------------------------------------|
+//! | lease / one / creating a volume fails          | ok  | B5: exit 0, `ok: true`, no error                                                                                                 |
+//! | lease / fleet of two / listing volumes fails   | ok  | B1: exit 0, `ok: true`, no error; B7: healthy called (a lease created there, its old lease removed)                             |
+//! | lease / fleet of one / a removal fails         | ok  | B2: exit 0, the old lease claimed released but there; B6: another box's lease removed                                           |
+//! | lease --release / fleet of two / unreachable   | ok  | B1: exit 0, `ok: true`, no error; B6: another box's lease removed on healthy                                                    |
+//! | lease --release / fleet of two / removal fails | ok  | B2: exit 0, claimed released but there; B6                                                                                       |
+//! | lease --release / one / listing volumes fails  | ok  | B1: exit 0, human "no lease to release" of the faulty engine                                                                    |
+//! | lease --release / fleet of one / deadline      | ok  | B1                                                                                                                               |
+//! | hold / one / a removal fails                   | ok  | B2: exit 0, no `releaseFailed`, its lease claimed released but there; B3: exit 0                                                |
+//! | hold / fleet of two / connection lost          | ok  | B2; B3                                                                                                                           |
+//! | hold / fleet of one / creating a volume fails  | ok  | B4: the command ran without a lease                                                                                              |
+//!
+//! In memory, B1 to B6 broke the matching cells too; under B7 all 48 held
+//! (the in-memory run hands `run_on` the faulty engine alone, so `--engine`
+//! is never resolved there): only the real cell caught it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -157,8 +195,11 @@ impl Command {
         Command::Watch,
     ];
 
+    /// The commands that take or release leases.
+    pub const LEASES: [Command; 3] = [Command::Lease, Command::Release, Command::Hold];
+
     /// True for `lease`, `lease --release` and `hold`: judged by
-    /// [`lease_verdict`], in memory only.
+    /// [`lease_verdict`].
     pub fn leases(self) -> bool {
         matches!(self, Command::Lease | Command::Release | Command::Hold)
     }
@@ -468,6 +509,9 @@ pub struct LeaseRunSeen {
     pub volumes: BTreeMap<String, BTreeSet<String>>,
     /// `hold`: whether its command ran.
     pub ran: bool,
+    /// The box's old lease on every engine of the world ([`OLD_LEASE`] in
+    /// memory; on real engines a name of the run's own scope).
+    pub old_lease: String,
 }
 
 /// What a lease command's two runs showed: `--format json` and `--format human`.
@@ -526,6 +570,15 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
         let holds = |engine: &str, volume: &str| {
             run.volumes.get(engine).is_some_and(|v| v.contains(volume))
         };
+        if let Some(healthy) = cell
+            .shape
+            .healthy()
+            .filter(|_| cell.command == Command::Release)
+        {
+            if holds(healthy, &run.old_lease) {
+                problem(format!("{healthy} still holds {}", run.old_lease));
+            }
+        }
         if cell.command == Command::Hold {
             if run.ran != taken {
                 problem(format!(
@@ -620,12 +673,11 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
                 .healthy()
                 .filter(|_| cell.command == Command::Release)
             {
+                let old = &run.old_lease;
                 let part = boxes.iter().find(|b| b["engine"] == healthy);
                 let released = part.map(|b| b["released"].clone());
-                if released != Some(serde_json::json!([OLD_LEASE])) || holds(healthy, OLD_LEASE) {
-                    problem(format!(
-                        "{healthy}'s part did not release {OLD_LEASE}: {part:?}"
-                    ));
+                if released != Some(serde_json::json!([old])) || holds(healthy, old) {
+                    problem(format!("{healthy}'s part did not release {old}: {part:?}"));
                 }
             }
         } else {
@@ -855,31 +907,63 @@ real_slice! {
     real_watch_once_fleet1_verify_listing: WatchOnce / FleetOfOne / VerifyListing;
     real_watch_one_list_networks: Watch / One / ListNetworks;
     real_watch_fleet2_unreachable: Watch / FleetOfTwo / Unreachable;
+    real_lease_one_create: Lease / One / Create;
+    real_lease_fleet2_list_volumes: Lease / FleetOfTwo / ListVolumes;
+    real_lease_fleet1_removal: Lease / FleetOfOne / Removal;
+    real_release_fleet2_unreachable: Release / FleetOfTwo / Unreachable;
+    real_release_fleet2_removal: Release / FleetOfTwo / Removal;
+    real_release_one_list_volumes: Release / One / ListVolumes;
+    real_release_fleet1_deadline: Release / FleetOfOne / Deadline;
+    real_hold_one_removal: Hold / One / Removal;
+    real_hold_fleet2_lost_mid_apply: Hold / FleetOfTwo / LostMidApply;
+    real_hold_fleet1_create: Hold / FleetOfOne / Create;
 }
 
-/// The slice holds every command, shape and fault at least once.
+/// The slice holds every command, shape and fault at least once: the
+/// converging commands together every shape and every fault of theirs, the
+/// lease commands together every shape and every fault of theirs.
 #[test]
 fn the_real_slice_covers_every_command_shape_and_fault() {
-    for command in Command::CONVERGING {
+    for command in Command::ALL {
         assert!(
             REAL_SLICE.iter().any(|c| c.command == command),
             "no real cell runs {}",
             command.name()
         );
     }
-    for shape in Shape::ALL {
+    for command in Command::ALL {
         assert!(
-            REAL_SLICE.iter().any(|c| c.shape == shape),
-            "no real cell on {}",
-            shape.name()
+            Command::CONVERGING.contains(&command) != Command::LEASES.contains(&command),
+            "{} is in neither group or in both",
+            command.name()
         );
     }
-    for &fault in Command::Apply.faults() {
-        assert!(
-            REAL_SLICE.iter().any(|c| c.fault == fault),
-            "no real cell with {}",
-            fault.name()
-        );
+    for (what, commands) in [
+        ("converging", &Command::CONVERGING[..]),
+        ("lease", &Command::LEASES[..]),
+    ] {
+        let cells: Vec<&Cell> = REAL_SLICE
+            .iter()
+            .filter(|c| commands.contains(&c.command))
+            .collect();
+        let faults: BTreeSet<Fault> = commands
+            .iter()
+            .flat_map(|c| c.faults().iter().copied())
+            .collect();
+        for shape in Shape::ALL {
+            assert!(
+                cells.iter().any(|c| c.shape == shape),
+                "no real {what} cell on {}",
+                shape.name()
+            );
+        }
+        for fault in faults {
+            assert!(
+                cells.iter().any(|c| c.fault == fault),
+                "no real {what} cell with {}",
+                fault.name()
+            );
+        }
     }
     let distinct: BTreeSet<&Cell> = REAL_SLICE.iter().collect();
     assert_eq!(
@@ -905,13 +989,22 @@ mod real {
     //! proxy. The cell runs twice, on two worlds of their own scopes at once:
     //! `--format json` and `--format human` (a running watch: JSON only).
 
-    use std::collections::BTreeSet;
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
     use std::time::{Duration, Instant};
 
-    use super::{verdict, Cell, Command, Fault, Removals, Seen, Shape, WatchSeen, BOX};
+    use bollard::query_parameters::{
+        InspectContainerOptions, ListVolumesOptions, ListVolumesOptionsBuilder,
+    };
+    use bollard::Docker;
+
+    use super::{
+        verdict, Cell, Command, Fault, LeaseRunSeen, LeaseSeen, Removals, Seen, Shape, WatchSeen,
+        BOX,
+    };
     use crate::support::cli::{Cli, Output, Running};
-    use crate::support::docker::{Run, Sandbox, VolumeSpec};
+    use crate::support::docker::{Run, Sandbox, VolumeSpec, SCOPE_KEY};
     use crate::support::engines::{Corner, Engine, SecondDockerd};
+    use crate::support::lease::{LEASE_PREFIX, LEASE_TTL};
     use crate::support::proxy::Proxy;
 
     /// The `--timeout` of a deadline cell: the delayed listing fails after it.
@@ -929,8 +1022,10 @@ mod real {
         container_id: String,
         container: String,
         volume: String,
-        network_id: String,
-        network: String,
+        /// The box's network, `(ID, name)`: none in a lease command's world
+        /// (the engines' address pools bound how many networks the cells
+        /// running at once can have, and a lease command touches none).
+        network: Option<(String, String)>,
         leak: String,
         /// `ca.sandbox=true` with the scope label: not managed, must survive.
         decoy: String,
@@ -942,9 +1037,11 @@ mod real {
             let mut all: BTreeSet<String> = [
                 format!("/containers/{}", self.container_id),
                 format!("/volumes/{}", self.volume),
-                format!("/networks/{}", self.network_id),
             ]
             .into();
+            if let Some((id, _)) = &self.network {
+                all.insert(format!("/networks/{id}"));
+            }
             if command.removes_leaks() {
                 all.insert(format!("/volumes/{}", self.leak));
             }
@@ -956,7 +1053,7 @@ mod real {
             let mut r = Removals {
                 containers: [self.container.clone()].into(),
                 volumes: [self.volume.clone()].into(),
-                networks: [self.network.clone()].into(),
+                networks: self.network.iter().map(|(_, n)| n.clone()).collect(),
             };
             if command.removes_leaks() {
                 r.volumes.insert(self.leak.clone());
@@ -965,48 +1062,176 @@ mod real {
         }
     }
 
-    /// The main engine's part of a world, made through the harness.
-    async fn main_objects(sbx: &Sandbox) -> Objects {
-        let (doomed, leak, decoy) = tokio::join!(
-            sbx.add_box_with_network(BOX, Run::Created),
+    /// The main engine's part of a world, made through the harness (the
+    /// box's network only when `networked`).
+    async fn main_objects(sbx: &Sandbox, networked: bool) -> Objects {
+        let doomed = async {
+            if networked {
+                let b = sbx.add_box_with_network(BOX, Run::Created).await;
+                (b.container, b.volume, Some((b.network.id, b.network.name)))
+            } else {
+                let b = sbx.add_box(BOX, Run::Created).await;
+                (b.container, b.volume, None)
+            }
+        };
+        let ((container, volume, network), leak, decoy) = tokio::join!(
+            doomed,
             sbx.leaked_volume(),
             sbx.volume(VolumeSpec::new().label("ca.sandbox", "true")),
         );
         Objects {
-            container_id: doomed.container.id,
-            container: doomed.container.name,
-            volume: doomed.volume,
-            network_id: doomed.network.id,
-            network: doomed.network.name,
+            container_id: container.id,
+            container: container.name,
+            volume,
+            network,
             leak,
             decoy,
         }
     }
 
     /// The second dockerd's part of the same world, in the same scope.
-    async fn second_objects(corner: &Corner) -> Objects {
+    async fn second_objects(corner: &Corner, networked: bool) -> Objects {
         let labels = [("ca.sandbox", "1"), ("ca.sandbox.id", BOX)];
         let volume_name = corner.unique(&format!("{BOX}-data"));
         let network = corner.unique(&format!("{BOX}-net"));
         let (volume, network_id, leak, decoy) = tokio::join!(
             corner.volume(Some(&volume_name), &labels),
-            corner.network(&network, &labels),
+            async {
+                if networked {
+                    Some(corner.network(&network, &labels).await)
+                } else {
+                    None
+                }
+            },
             corner.leaked_volume("leak"),
             corner.volume(None, &[("ca.sandbox", "true")]),
         );
         let container = corner.unique(BOX);
         let container_id = corner
-            .container(&container, &labels, &[&volume], Some(&network), false)
+            .container(
+                &container,
+                &labels,
+                &[&volume],
+                network_id.as_ref().map(|_| network.as_str()),
+                false,
+            )
             .await;
         Objects {
             container_id,
             container,
             volume,
-            network_id,
-            network,
+            network: network_id.map(|id| (id, network)),
             leak,
             decoy,
         }
+    }
+
+    /// The lease volumes of a lease command's world, the same names on
+    /// every engine of it (they carry the world's scope value): box
+    /// `doomed`'s old lease (ttl 60s, made with the world: `lease --ttl 10m`
+    /// replaces it, `lease --release` removes it, `hold` leaves it) and
+    /// three lease look-alikes that must survive.
+    #[derive(Debug, Clone)]
+    struct LeaseObjects {
+        old: String,
+        /// `ca.sandbox=true`, another box's (`spared`), another scope's.
+        outside: [String; 3],
+    }
+
+    /// The ttl label of the world's leases.
+    const OLD_TTL: &str = "60s";
+
+    impl LeaseObjects {
+        fn of(scope: &str) -> LeaseObjects {
+            LeaseObjects {
+                old: format!("{LEASE_PREFIX}{BOX}-{scope}-old"),
+                outside: [
+                    format!("{LEASE_PREFIX}{BOX}-{scope}-lookalike"),
+                    format!("{LEASE_PREFIX}spared-{scope}"),
+                    format!("{LEASE_PREFIX}{BOX}-{scope}-other-scope"),
+                ],
+            }
+        }
+
+        /// `(name, ca.sandbox, ca.sandbox.id, scoped)` of each lease volume.
+        fn specs(&self) -> [(&str, &'static str, &'static str, bool); 4] {
+            [
+                (&self.old, "1", BOX, true),
+                (&self.outside[0], "true", BOX, true),
+                (&self.outside[1], "1", "spared", true),
+                (&self.outside[2], "1", BOX, false),
+            ]
+        }
+
+        /// Made on the main engine (another scope's: the scope label of
+        /// another value, recorded by name so the `Sandbox` removes it).
+        async fn make_on_main(&self, sbx: &Sandbox) {
+            let other = format!("{}-other", sbx.scope_value());
+            let made = self.specs().map(|(name, sandbox, box_id, scoped)| {
+                let mut spec = VolumeSpec::new()
+                    .name(name)
+                    .label("ca.sandbox", sandbox)
+                    .label("ca.sandbox.id", box_id)
+                    .label(LEASE_TTL, OLD_TTL);
+                if !scoped {
+                    spec = spec.unscoped().label(SCOPE_KEY, &other);
+                }
+                sbx.volume(spec)
+            });
+            futures_util::future::join_all(made).await;
+        }
+
+        /// Made on a corner of the second dockerd (the same way).
+        async fn make_on(&self, corner: &Corner) {
+            let other = format!("{}-other", corner.scope_value());
+            for (name, sandbox, box_id, scoped) in self.specs() {
+                let labels = [
+                    ("ca.sandbox", sandbox),
+                    ("ca.sandbox.id", box_id),
+                    (LEASE_TTL, OLD_TTL),
+                ];
+                if scoped {
+                    corner.volume(Some(name), &labels).await;
+                } else {
+                    let mut labels = labels.to_vec();
+                    labels.push((SCOPE_KEY, &other));
+                    corner.unscoped_volume(name, &labels).await;
+                }
+            }
+        }
+    }
+
+    /// Every volume on the engine `docker`: names.
+    async fn all_volumes(docker: &Docker) -> BTreeSet<String> {
+        docker
+            .list_volumes(None::<ListVolumesOptions>)
+            .await
+            .unwrap_or_else(|e| panic!("list volumes: {e}"))
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect()
+    }
+
+    /// The volumes of scope `scope` on the engine `docker`: name → labels.
+    async fn scoped_volumes(
+        docker: &Docker,
+        scope: &str,
+    ) -> BTreeMap<String, HashMap<String, String>> {
+        let label = format!("{SCOPE_KEY}={scope}");
+        let filters = HashMap::from([("label", vec![label.as_str()])]);
+        let options = ListVolumesOptionsBuilder::new().filters(&filters).build();
+        docker
+            .list_volumes(Some(options))
+            .await
+            .unwrap_or_else(|e| panic!("list the volumes of scope {scope}: {e}"))
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|v| v.labels.get(SCOPE_KEY).map(String::as_str) == Some(scope))
+            .map(|v| (v.name, v.labels))
+            .collect()
     }
 
     /// The healthy engine of a fleet of two: its objects and the proxy that records its calls.
@@ -1026,6 +1251,8 @@ mod real {
         healthy: Option<Healthy>,
         cli: Cli,
         saved: String,
+        /// A lease command's lease volumes (on every engine of the world).
+        leases: Option<LeaseObjects>,
     }
 
     impl World {
@@ -1038,10 +1265,17 @@ mod real {
                 .await
                 .expect("the engine answered (run checks first)");
             let faulty = Proxy::start();
+            let leases = cell
+                .command
+                .leases()
+                .then(|| LeaseObjects::of(sbx.scope_value()));
             let healthy = async {
                 let engine = second?;
                 let corner = Corner::on(engine, sbx.scope_value());
-                let objects = second_objects(&corner).await;
+                let objects = second_objects(&corner, !cell.command.leases()).await;
+                if let Some(leases) = &leases {
+                    leases.make_on(&corner).await;
+                }
                 let proxy = Proxy::start_to(engine.socket());
                 Some(Healthy {
                     corner,
@@ -1049,7 +1283,15 @@ mod real {
                     proxy,
                 })
             };
-            let (main, healthy) = tokio::join!(main_objects(&sbx), healthy);
+            let main = async {
+                let (main, ()) = tokio::join!(main_objects(&sbx, !cell.command.leases()), async {
+                    if let Some(leases) = &leases {
+                        leases.make_on_main(&sbx).await;
+                    }
+                });
+                main
+            };
+            let (main, healthy) = tokio::join!(main, healthy);
             let mut state = sbx.scope_toml();
             if cell.shape != Shape::One {
                 state.push_str(&format!(
@@ -1083,6 +1325,7 @@ mod real {
                 healthy,
                 cli,
                 saved,
+                leases,
             }
         }
 
@@ -1104,6 +1347,41 @@ mod real {
                 return;
             }
             let proxy = self.faulty.as_ref().expect("the faulty proxy runs");
+            if let Some(leases) = &self.leases {
+                // The lease commands' calls (as `memory::inject_lease`): the
+                // box's old lease's removal (`hold`: any removal, its own
+                // lease's name is made up at run time); the first call past
+                // its deadline: the create, `lease --release`'s listing.
+                let command = self.cell.command;
+                match self.cell.fault {
+                    Fault::Create => proxy
+                        .on("POST", "/volumes/create")
+                        .always()
+                        .respond(500, &message),
+                    Fault::ListVolumes => {
+                        proxy.on("GET", "/volumes?").always().respond(500, &message)
+                    }
+                    Fault::Removal if command == Command::Hold => proxy
+                        .on("DELETE", "/volumes/")
+                        .always()
+                        .respond(500, &message),
+                    Fault::Removal => proxy
+                        .on("DELETE", &format!("/volumes/{}", leases.old))
+                        .always()
+                        .respond(500, &message),
+                    Fault::LostMidApply => proxy.on("DELETE", "").cut(),
+                    Fault::Deadline if command == Command::Release => {
+                        proxy.on("GET", "/volumes?").always().delay(HELD)
+                    }
+                    Fault::Deadline => proxy.on("POST", "/volumes/create").always().delay(HELD),
+                    other => unreachable!(
+                        "{} makes no call that {} breaks",
+                        command.name(),
+                        other.name()
+                    ),
+                }
+                return;
+            }
             match self.cell.fault {
                 Fault::Unreachable => unreachable!("handled above"),
                 Fault::ListContainers => proxy
@@ -1223,8 +1501,10 @@ mod real {
             if h.corner.volume_exists(&o.volume).await {
                 left.push(format!("volume {}", o.volume));
             }
-            if h.corner.network_exists(&o.network_id).await {
-                left.push(format!("network {}", o.network));
+            if let Some((id, name)) = &o.network {
+                if h.corner.network_exists(id).await {
+                    left.push(format!("network {name}"));
+                }
             }
             if self.cell.command.removes_leaks() && h.corner.volume_exists(&o.leak).await {
                 left.push(format!("volume {}", o.leak));
@@ -1238,6 +1518,152 @@ mod real {
             self.healthy
                 .as_ref()
                 .map(|h| h.objects.removals(self.cell.command))
+        }
+
+        /// The engines of the world: `(name in reports, harness client,
+        /// recording proxy if it still runs)`.
+        fn engines(&self) -> Vec<(&'static str, &Docker, Option<&Proxy>)> {
+            let mut all = vec![(
+                self.cell.shape.faulty(),
+                self.sbx.docker(),
+                self.faulty.as_ref(),
+            )];
+            if let Some(h) = &self.healthy {
+                all.push((super::HEALTHY, h.corner.docker(), Some(&h.proxy)));
+            }
+            all
+        }
+
+        /// Every volume each engine holds (names, any scope), by engine name.
+        async fn all_volumes(&self) -> BTreeMap<String, BTreeSet<String>> {
+            let mut all = BTreeMap::new();
+            for (engine, docker, _) in self.engines() {
+                all.insert(engine.to_string(), all_volumes(docker).await);
+            }
+            all
+        }
+
+        /// The volumes of the world's scope each engine holds, by engine name.
+        async fn volumes(&self) -> BTreeMap<String, BTreeSet<String>> {
+            let mut all = BTreeMap::new();
+            for (engine, docker, _) in self.engines() {
+                let names = scoped_volumes(docker, self.sbx.scope_value()).await;
+                all.insert(engine.to_string(), names.into_keys().collect());
+            }
+            all
+        }
+
+        /// `hold`'s command touches `ran` beside the saved plan's path.
+        fn ran(&self) -> bool {
+            std::path::Path::new(&self.saved)
+                .with_file_name("ran")
+                .exists()
+        }
+
+        /// A lease command's calls and changes outside its bounds, on every
+        /// engine (as `memory::Setup::lease_touched_outside`, by the
+        /// proxies' records and the engines' volumes; `before`: every
+        /// volume each engine held before the run). A command that takes
+        /// a lease in a fleet of two makes no call on the healthy engine.
+        /// It creates nothing but a volume (`POST /volumes/create`) on the
+        /// engine it takes its lease on, and every volume of the scope new
+        /// since is a lease of the box in scope. It removes nothing but
+        /// volumes (`DELETE /volumes/NAME`) that are the box's old lease
+        /// (not `hold`) or leases of the box that did not exist before the
+        /// run (those it made). The box's objects, the leak, the look-alike
+        /// and the three lease look-alikes are still there, and (`hold`, or
+        /// an engine the command took no lease on) the old lease.
+        async fn lease_touched_outside(
+            &self,
+            before: &BTreeMap<String, BTreeSet<String>>,
+        ) -> Vec<String> {
+            let leases = self.leases.as_ref().expect("a lease command's world");
+            let command = self.cell.command;
+            let scope = self.sbx.scope_value();
+            let made = format!("{LEASE_PREFIX}{BOX}-");
+            let mut problems = Vec::new();
+            for (engine, docker, proxy) in self.engines() {
+                let healthy = engine == super::HEALTHY;
+                let takes_here = command.takes_a_lease() && !healthy;
+                let before = &before[engine];
+                let calls: Vec<_> = proxy
+                    .map(|p| p.seen().into_iter().filter(|s| s.by_client()).collect())
+                    .unwrap_or_default();
+                if healthy && command.takes_a_lease() && !calls.is_empty() {
+                    problems.push(format!(
+                        "{engine} was called: {}",
+                        calls
+                            .iter()
+                            .map(|c| c.line())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                }
+                for call in &calls {
+                    let path = call.path.split('?').next().unwrap_or_default();
+                    let allowed = match call.method.as_str() {
+                        "GET" | "HEAD" => true,
+                        "POST" => takes_here && path == "/volumes/create",
+                        "DELETE" => path.strip_prefix("/volumes/").is_some_and(|name| {
+                            (name == leases.old && command != Command::Hold)
+                                || (name.starts_with(&made) && !before.contains(name))
+                        }),
+                        _ => false,
+                    };
+                    if !allowed {
+                        problems.push(format!(
+                            "engine {engine}: {} is out of bounds for {}",
+                            call.line(),
+                            command.name()
+                        ));
+                    }
+                }
+                for (name, labels) in scoped_volumes(docker, scope).await {
+                    if before.contains(&name) {
+                        continue;
+                    }
+                    let label = |k: &str| labels.get(k).map(String::as_str);
+                    let a_lease = name.starts_with(&made)
+                        && label("ca.sandbox") == Some("1")
+                        && label("ca.sandbox.id") == Some(BOX)
+                        && label(LEASE_TTL).is_some();
+                    if !takes_here {
+                        problems.push(format!(
+                            "engine {engine}: created {name} {labels:?}, but {} takes no lease here",
+                            command.name()
+                        ));
+                    } else if !a_lease {
+                        problems.push(format!(
+                            "engine {engine}: created {name} {labels:?}, not a lease of {BOX}"
+                        ));
+                    }
+                }
+                let objects = match &self.healthy {
+                    Some(h) if healthy => &h.objects,
+                    _ => &self.main,
+                };
+                let now = all_volumes(docker).await;
+                let mut stay: Vec<&str> = vec![&objects.volume, &objects.leak, &objects.decoy];
+                stay.extend(leases.outside.iter().map(String::as_str));
+                if command == Command::Hold || (healthy && command.takes_a_lease()) {
+                    stay.push(&leases.old);
+                }
+                for name in stay {
+                    if !now.contains(name) {
+                        problems.push(format!("engine {engine}: volume {name} is gone"));
+                    }
+                }
+                let container = docker
+                    .inspect_container(&objects.container_id, None::<InspectContainerOptions>)
+                    .await;
+                if container.is_err() {
+                    problems.push(format!(
+                        "engine {engine}: container {} is gone",
+                        objects.container
+                    ));
+                }
+            }
+            problems
         }
 
         fn requests(&self) -> String {
@@ -1272,6 +1698,8 @@ mod real {
         };
         let (seen, mut problems, healthy) = if cell.command == Command::Watch {
             run_watch(cell, second.as_ref()).await
+        } else if cell.command.leases() {
+            run_lease(cell, second.as_ref()).await
         } else {
             run_once(cell, second.as_ref()).await
         };
@@ -1331,6 +1759,58 @@ mod real {
             dump,
         };
         (seen, problems, json.healthy_removals())
+    }
+
+    /// A lease command: the JSON and the human world run at once; what each
+    /// engine held after each run, and what was touched out of bounds.
+    async fn run_lease(cell: Cell, second: Option<&Engine>) -> Ran {
+        let (mut json, mut human) = tokio::join!(
+            World::new(cell, "json", second),
+            World::new(cell, "human", second)
+        );
+        json.inject();
+        human.inject();
+        let (json_before, human_before) = tokio::join!(json.all_volumes(), human.all_volumes());
+        let (json_run, human_run) = (json.start(), human.start());
+        let (json_out, human_out) = (json_run.wait(), human_run.wait());
+        let mut problems = Vec::new();
+        let mut runs = Vec::new();
+        for (world, out, before) in [
+            (&json, &json_out, &json_before),
+            (&human, &human_out, &human_before),
+        ] {
+            problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
+            problems.extend(world.lease_touched_outside(before).await);
+            runs.push(LeaseRunSeen {
+                exit: out.code,
+                stdout: out.stdout.clone(),
+                stderr: out.stderr.clone(),
+                volumes: world.volumes().await,
+                ran: world.ran(),
+                old_lease: world.leases.as_ref().expect("lease world").old.clone(),
+            });
+        }
+        let human_seen = runs.pop().expect("two runs");
+        let json_seen = runs.pop().expect("two runs");
+        let dump = format!(
+            "{}{}{}{}",
+            output_dump("json", &json_out),
+            json.requests(),
+            output_dump("human", &human_out),
+            human.requests()
+        );
+        let seen = Seen {
+            exit: json_out.code,
+            report: Err("a lease command prints no report".into()),
+            human: None,
+            watch: None,
+            lease: Some(LeaseSeen {
+                json: json_seen,
+                human: human_seen,
+            }),
+            dump,
+        };
+        (seen, problems, None)
     }
 
     /// A running watch: first cycles, `/healthz`, SIGTERM, the final report.
@@ -2090,6 +2570,7 @@ mod memory {
                 stderr: out.stderr(),
                 volumes: setup.volumes(),
                 ran: setup.ran(),
+                old_lease: OLD_LEASE.to_string(),
             });
         }
         let human = runs.pop().expect("two runs");
