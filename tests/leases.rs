@@ -1099,6 +1099,13 @@ async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
         "B went {late} ms after its lease's end (budget above)\n{}",
         watch.stderr()
     );
+    // Its leases go with it (a lease's grace counts from its box's start).
+    let s = &sbx;
+    poll_until(Duration::from_secs(10), || async move {
+        leases_of(s.docker(), s.scope_value(), "B").await.is_empty()
+    })
+    .await
+    .expect("B's leases go with B");
 
     // SIGKILL D's `sleep`: hold releases and passes the status on (128 + 9).
     signal_pid(sleep_d, libc::SIGKILL);

@@ -14,25 +14,39 @@
 //!
 //! The soak test (`cargo test --test sandboxctl -- --ignored soak`) runs ten
 //! minutes (`SOAK_MINUTES` to change) of boxes made and abandoned under a
-//! watch with a 20 s grace and checks every removal in the audit log.
+//! watch with a 20 s grace, and of drivers holding their boxes with
+//! `sandboxctl hold` for random lifetimes (`SOAK_SEED`) longer than the grace,
+//! some killed, and checks every removal in the audit log.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use bollard::query_parameters::EventsOptionsBuilder;
+use bollard::Docker;
+use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::support::cli::{Cli, Output, Running};
+use crate::support::cli::{
+    descendants_named, pid_alive, signal_pid, Cli, Guarded, Output, Running,
+};
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec, TEST_IMAGE};
+use crate::support::lease::{
+    leases_of, local_now, poll_until, rfc3339_seconds, Listed, LEASE_PREFIX,
+};
 use crate::support::proxy::Proxy;
 
 /// Longer than any test waits: nothing here is reaped by resync.
 const RESYNC: &str = "60s";
 /// How long a watch child may live before `Running::wait` gives up on it.
 const CHILD_DEADLINE: Duration = Duration::from_secs(30 * 60);
+/// The debounce of every watch here (`start_ready`), the soak's included.
+const DEBOUNCE: Duration = Duration::from_secs(1);
 /// How often waits look again.
 const POLL: Duration = Duration::from_millis(100);
 /// Time allowed past grace + debounce for the cycles that reap: a cycle takes
@@ -242,7 +256,15 @@ async fn wait_healthy(watcher: &Watcher, addr: &str) {
 /// waits for its first cycle to finish. Returns the watcher and the address.
 async fn start_ready(cli: &Cli, extra: &[&str]) -> (Watcher, String) {
     let addr = format!("127.0.0.1:{}", free_port());
-    let mut args = vec!["--debounce", "1s", "--resync", RESYNC, "--metrics", &addr];
+    let debounce = format!("{}s", DEBOUNCE.as_secs());
+    let mut args = vec![
+        "--debounce",
+        &debounce,
+        "--resync",
+        RESYNC,
+        "--metrics",
+        &addr,
+    ];
     args.extend_from_slice(extra);
     let watcher = Watcher::start(cli, &args);
     wait_healthy(&watcher, &addr).await;
@@ -1051,6 +1073,23 @@ async fn watch_once_runs_one_cycle_and_exits_like_apply() {
 
 // ----- soak -------------------------------------------------------------------------
 
+/// The soak's grace, seconds.
+const SOAK_GRACE: u64 = 20;
+/// How often the soak starts a driver that holds its box.
+const DRIVER_EVERY: Duration = Duration::from_secs(10);
+/// A driver's lease ttl, seconds: random in this range (hold renews every ttl/3).
+const DRIVER_TTL: (u64, u64) = (6, 12);
+/// A driver's lifetime (its command, `sleep`), seconds: random in this range,
+/// longer than the soak's grace.
+const DRIVER_LIFETIME: (u64, u64) = (25, 90);
+/// How long past its last lease's end (a killed driver) or its hold's release
+/// (a driver whose command ended), beyond the debounce, a dead driver's box
+/// may take to be gone: the bound docs/leases.md gives.
+const REAP_BUDGET: Duration = Duration::from_secs(3);
+/// The seed of the drivers' ttls, lifetimes and kill moments unless
+/// `SOAK_SEED` says otherwise: a run is the same drivers for the same seed.
+const DEFAULT_SOAK_SEED: u64 = 1;
+
 /// What the soak made: one record per object.
 struct Made {
     kind: &'static str,
@@ -1058,27 +1097,441 @@ struct Made {
     box_id: Option<String>,
     declared: bool,
     at: SystemTime,
+    /// The driver holding its box, if one.
+    driver: Option<usize>,
+}
+
+/// SplitMix64: the soak's seeded, deterministic random numbers.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// How a driver ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum DriverEnd {
+    /// Its command ended: hold released the lease and exited 0.
+    Released,
+    /// The hold was SIGKILLed (its command too): nothing released.
+    Killed,
+    /// Still running when the soak ended; then stopped with SIGTERM, which
+    /// hold passes on to its command before it releases.
+    AliveAtEnd,
+}
+
+/// One object of a driver's box: kind, name, and ID (a volume's is its name).
+#[derive(Debug, Clone)]
+struct HeldObject {
+    kind: &'static str,
+    name: String,
+    id: String,
+}
+
+/// What the audit log removed of a driver's box: names, the last of the
+/// box's own objects (Unix ms), and each lease volume with its time.
+#[derive(Debug, Clone, Default)]
+struct HeldReaped {
+    names: BTreeSet<String>,
+    box_last: Option<i64>,
+    leases: Vec<(String, i64)>,
+}
+
+/// A driver: a box, and `sandboxctl hold BOX --ttl TTL -- sleep LIFETIME`.
+struct Driver {
+    box_id: String,
+    /// The box's objects as made (its lease volumes not included).
+    objects: Vec<HeldObject>,
+    ttl: u64,
+    lifetime: u64,
+    /// When (after `started_at`) the hold is SIGKILLed; `None`: its command
+    /// runs to its end.
+    kill_after: Option<Duration>,
+    /// Just before the box was made (this machine's clock).
+    made_at: SystemTime,
+    /// When the box was made and the hold spawned (this machine's clock).
+    started: SystemTime,
+    started_at: Instant,
+    /// The hold until it is waited for.
+    hold: Option<Guarded>,
+    hold_pid: u32,
+    /// The hold's command, once seen.
+    sleep: Option<u32>,
+    /// How and when it ended (the kill; the hold's exit as seen, polled every 50 ms).
+    end: Option<(DriverEnd, SystemTime)>,
+    /// The hold's exit code (`None`: a signal ended it) and stderr, once waited for.
+    code: Option<Option<i32>>,
+    stderr: String,
+    /// A killed driver's last lease end (Unix s, the engine's clock, which is
+    /// this machine's here) and the leases it left, read just after the kill.
+    lease_end: Option<i64>,
+    leases_left: Vec<Listed>,
+    problems: Vec<String>,
+}
+
+impl Driver {
+    /// Prefix of its lease volumes' names.
+    fn lease_prefix(&self) -> String {
+        format!("{LEASE_PREFIX}{}-", self.box_id)
+    }
+
+    /// The JSON lines of its hold's stderr with `event`.
+    fn hold_events(&self, event: &str) -> Vec<Value> {
+        self.stderr
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["event"] == event)
+            .collect()
+    }
+}
+
+/// The soak's drivers, shared with their tasks.
+type Drivers = Arc<Mutex<Vec<Driver>>>;
+
+fn lock(drivers: &Drivers) -> MutexGuard<'_, Vec<Driver>> {
+    drivers.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// SIGKILL to `pid` if it still lives (gone is no error).
+fn kill_if_alive(pid: u32) {
+    if let (true, Ok(pid)) = (pid_alive(pid), libc::pid_t::try_from(pid)) {
+        // SAFETY: kill(2) on a pid this test started; no memory involved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// Ends, when dropped, every hold still running and its command, by pid.
+/// Made after the `Sandbox`, so it is dropped before the sandbox cleans up:
+/// a hold still running would make a new lease after the cleanup.
+struct HoldsGuard(Drivers);
+
+impl Drop for HoldsGuard {
+    fn drop(&mut self) {
+        let holds: Vec<(Option<Guarded>, Option<u32>)> = lock(&self.0)
+            .iter_mut()
+            .map(|d| (d.hold.take(), d.sleep))
+            .collect();
+        for (hold, sleep) in holds {
+            // SIGKILL to its descendants and itself, by pid; then reaped.
+            drop(hold);
+            if let Some(pid) = sleep {
+                kill_if_alive(pid);
+            }
+        }
+    }
+}
+
+/// A task's failure in words (its panic message when it panicked).
+fn task_failure(e: tokio::task::JoinError) -> String {
+    if !e.is_panic() {
+        return e.to_string();
+    }
+    let panic = e.into_panic();
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic".to_string())
+}
+
+/// Starts driver `n`: makes its box (a network with every other pair of
+/// drivers), then `sandboxctl hold BOX --ttl TTL -- sleep LIFETIME`. Every
+/// other driver is to be SIGKILLed at a random moment past the grace and
+/// before its command would end.
+async fn start_driver(sbx: &Sandbox, n: usize, rng: &mut SplitMix64) -> Driver {
+    let ttl = rng.between(DRIVER_TTL.0, DRIVER_TTL.1);
+    let lifetime = rng.between(DRIVER_LIFETIME.0, DRIVER_LIFETIME.1);
+    let kill_after =
+        (n % 2 == 1).then(|| Duration::from_secs(rng.between(SOAK_GRACE + 1, lifetime - 2)));
+    let box_id = format!("held{n}-{}", sbx.scope_value());
+    let made_at = SystemTime::now();
+    let objects = if n % 4 < 2 {
+        let b = sbx.add_box(&box_id, Run::Running).await;
+        vec![
+            HeldObject {
+                kind: "container",
+                name: b.container.name,
+                id: b.container.id,
+            },
+            HeldObject {
+                kind: "volume",
+                name: b.volume.clone(),
+                id: b.volume,
+            },
+        ]
+    } else {
+        let b = sbx.add_box_with_network(&box_id, Run::Running).await;
+        vec![
+            HeldObject {
+                kind: "container",
+                name: b.container.name,
+                id: b.container.id,
+            },
+            HeldObject {
+                kind: "volume",
+                name: b.volume.clone(),
+                id: b.volume,
+            },
+            HeldObject {
+                kind: "network",
+                name: b.network.name,
+                id: b.network.id,
+            },
+        ]
+    };
+    let (ttl_arg, life_arg) = (format!("{ttl}s"), lifetime.to_string());
+    let started = SystemTime::now();
+    let started_at = Instant::now();
+    let hold = sbx
+        .cli()
+        .json()
+        .state_toml(&sbx.scope_toml())
+        .deadline(CHILD_DEADLINE)
+        .spawn_guarded(["hold", &box_id, "--ttl", &ttl_arg, "--", "sleep", &life_arg]);
+    Driver {
+        box_id,
+        objects,
+        ttl,
+        lifetime,
+        kill_after,
+        made_at,
+        started,
+        started_at,
+        hold_pid: hold.pid(),
+        hold: Some(hold),
+        sleep: None,
+        end: None,
+        code: None,
+        stderr: String::new(),
+        lease_end: None,
+        leases_left: Vec::new(),
+        problems: Vec::new(),
+    }
+}
+
+/// Driver `n` until it ends: its command ends (the hold exits), or it is
+/// SIGKILLed as planned (hold and command, by pid), or the soak ends
+/// (`stop`; it is left running for the soak to judge).
+async fn drive(drivers: Drivers, n: usize, docker: Docker, scope: String, stop: Arc<AtomicBool>) {
+    let (pid, started_at, kill_after) = {
+        let d = &lock(&drivers)[n];
+        (d.hold_pid, d.started_at, d.kill_after)
+    };
+    let mut sleep = None;
+    let kind = loop {
+        if sleep.is_none() {
+            sleep = descendants_named(pid, "sleep").first().copied();
+            if sleep.is_some() {
+                lock(&drivers)[n].sleep = sleep;
+            }
+        }
+        if !pid_alive(pid) {
+            break DriverEnd::Released;
+        }
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if kill_after.is_some_and(|k| started_at.elapsed() >= k) {
+            // The hold is our child, unreaped: its pid is still its own.
+            signal_pid(pid, libc::SIGKILL);
+            // Its command lives on with the hold's output pipes: end it too.
+            match sleep {
+                Some(s) => kill_if_alive(s),
+                None => lock(&drivers)[n]
+                    .problems
+                    .push("its hold had no `sleep` to kill".into()),
+            }
+            break DriverEnd::Killed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    conclude(&drivers, n, kind, SystemTime::now(), &docker, &scope).await;
+}
+
+/// Records that driver `n` ended (`kind`, at `at`), waits for its hold, and
+/// for a killed one reads its leases left just after (`CreatedAt` + ttl).
+async fn conclude(
+    drivers: &Drivers,
+    n: usize,
+    kind: DriverEnd,
+    at: SystemTime,
+    docker: &Docker,
+    scope: &str,
+) {
+    let (hold, box_id) = {
+        let d = &mut lock(drivers)[n];
+        d.end = Some((kind, at));
+        (d.hold.take(), d.box_id.clone())
+    };
+    if let Some(hold) = hold {
+        match tokio::task::spawn_blocking(move || hold.wait()).await {
+            Ok(out) => {
+                let d = &mut lock(drivers)[n];
+                d.code = Some(out.code);
+                d.stderr = out.stderr;
+                // Its output reached its end, so its command, which held the
+                // same pipes, is gone: its pid is no longer ours to signal.
+                d.sleep = None;
+            }
+            Err(e) => lock(drivers)[n]
+                .problems
+                .push(format!("waiting for its hold: {}", task_failure(e))),
+        }
+    }
+    if kind == DriverEnd::Killed {
+        // A call the hold had in flight lands first.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let leases = leases_of(docker, scope, &box_id).await;
+        let d = &mut lock(drivers)[n];
+        d.lease_end = leases.iter().filter_map(Listed::ends).max();
+        d.leases_left = leases;
+        if d.lease_end.is_none() {
+            d.problems
+                .push("no lease of its box left just after its hold was killed".into());
+        }
+    }
+}
+
+/// Lease-volume events of the held boxes (volume names holding `tag`), as
+/// the engine streams them: `(Unix ns, action, volume)`, deduplicated.
+type LeaseEvents = Arc<Mutex<BTreeSet<(i64, String, String)>>>;
+
+/// Follows the engine's volume events for the whole soak, reconnecting
+/// (from the last event's second) whenever the stream ends.
+async fn follow_lease_events(
+    docker: Docker,
+    tag: String,
+    seen: LeaseEvents,
+    reconnects: Arc<AtomicU64>,
+) {
+    let mut since = local_now();
+    loop {
+        let filters = HashMap::from([("type", vec!["volume"])]);
+        let from = since.to_string();
+        let mut stream = Box::pin(
+            docker.events(Some(
+                EventsOptionsBuilder::new()
+                    .since(&from)
+                    .filters(&filters)
+                    .build(),
+            )),
+        );
+        while let Some(Ok(event)) = stream.next().await {
+            if let Some(t) = event.time {
+                since = t;
+            }
+            let name = event.actor.and_then(|a| a.id).unwrap_or_default();
+            if name.starts_with(LEASE_PREFIX) && name.contains(&tag) {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).insert((
+                    event.time_nano.unwrap_or_default(),
+                    event.action.unwrap_or_default(),
+                    name,
+                ));
+            }
+        }
+        reconnects.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// This machine's 1-minute load average (`/proc/loadavg`), 0 if unreadable.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Unix milliseconds of `t`.
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// `(max, median)` of `values` in seconds, or `None` when there are none.
+fn max_median(values: &[i64]) -> Option<(f64, f64)> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let max = *v.last()?;
+    let mid = v.len() / 2;
+    let median = if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) as f64 / 2.0
+    } else {
+        v[mid] as f64
+    };
+    Some((max as f64 / 1000.0, median / 1000.0))
+}
+
+/// `max X s, median Y s (n N)`, or `none`.
+fn figures(values: &[i64]) -> String {
+    max_median(values).map_or_else(
+        || "none".to_string(),
+        |(max, median)| format!("max {max:.2} s, median {median:.2} s (n {})", values.len()),
+    )
 }
 
 /// Ten minutes (`SOAK_MINUTES`) of boxes made and abandoned under one watch
 /// with a 20 s grace: most undeclared (leaked containers, boxes with a
 /// volume, some with a network), one in ten declared by an edit of the state
-/// file made just before. At the end nothing undeclared older than grace +
-/// margin is left, every declared object is still there, and every line of
-/// the audit log is a removal of an undeclared object past its grace.
-/// Prints the watch process's RSS over time.
+/// file made just before. Alongside, every 10 s a driver makes a box and holds
+/// it (`sandboxctl hold BOX --ttl 6-12s -- sleep 25-90`, seeded by
+/// `SOAK_SEED`): every other one runs its command to its end (hold releases),
+/// the others are SIGKILLed at a random moment past the grace (no release);
+/// those still running at the end are checked there, then stopped with
+/// SIGTERM (hold releases).
+///
+/// At the end nothing undeclared older than grace + margin is left, every
+/// declared object is still there, and every line of the audit log is a
+/// removal of an undeclared object past its grace, or of a held box's object
+/// (`boxNotDeclared`) never before its driver ended (nor, for a killed one,
+/// before its last lease's end). Every killed driver's box is gone within
+/// debounce + 3 s of its last lease's end, every released one's within
+/// debounce + 3 s of its release. Prints the drivers' figures and the watch
+/// process's RSS over time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"]
 async fn soak_watch_reaps_only_abandoned_boxes() {
-    const GRACE: u64 = 20;
+    const GRACE: u64 = SOAK_GRACE;
     const MARGIN: u64 = 15;
     let minutes: u64 = std::env::var("SOAK_MINUTES")
         .ok()
         .and_then(|m| m.parse().ok())
         .unwrap_or(10);
+    let seed: u64 = std::env::var("SOAK_SEED").map_or(DEFAULT_SOAK_SEED, |s| {
+        s.parse()
+            .unwrap_or_else(|_| panic!("SOAK_SEED={s:?} is not a whole number"))
+    });
     let Some(sbx) = Sandbox::new("watch-soak").await else {
         return;
     };
+    // Dropped before `sbx`: no hold outlives the test, even on failure.
+    let drivers: Drivers = Arc::new(Mutex::new(Vec::new()));
+    let _holds = HoldsGuard(Arc::clone(&drivers));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut rng = SplitMix64(seed);
+    let mut driver_tasks = Vec::new();
+    let lease_events: LeaseEvents = Arc::default();
+    let event_reconnects = Arc::new(AtomicU64::new(0));
+    let follower = tokio::spawn(follow_lease_events(
+        sbx.docker().clone().with_timeout(CHILD_DEADLINE),
+        sbx.scope_value().to_string(),
+        Arc::clone(&lease_events),
+        Arc::clone(&event_reconnects),
+    ));
+
     let mut declared_ids: Vec<String> = Vec::new();
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", &format!("{GRACE}s")]);
     let audit = cli.dir().join("audit.jsonl");
@@ -1089,7 +1542,11 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
     let run_for = Duration::from_secs(minutes * 60);
     let mut made: Vec<Made> = Vec::new();
     let mut rss = vec![(Duration::ZERO, watcher.rss_kib())];
+    // The machine's 1-minute load average with each RSS sample: the engine
+    // and the machine are shared.
+    let mut load = vec![load_average()];
     let mut next_rss = Duration::from_secs(30);
+    let mut next_driver = Duration::from_secs(5);
     let mut i: u64 = 0;
     while began.elapsed() < run_for {
         let tick = Instant::now();
@@ -1125,6 +1582,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
                     box_id: Some(id.clone()),
                     declared: true,
                     at,
+                    driver: None,
                 });
                 made.push(Made {
                     kind: "volume",
@@ -1132,53 +1590,43 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
                     box_id: Some(id),
                     declared: true,
                     at,
+                    driver: None,
                 });
             }
             // A box with a network, abandoned.
             3 | 7 => {
                 let id = format!("net{i}");
                 let b = sbx.add_box_with_network(&id, Run::Running).await;
-                made.push(Made {
-                    kind: "container",
-                    name: b.container.name,
-                    box_id: Some(id.clone()),
-                    declared: false,
-                    at,
-                });
-                made.push(Made {
-                    kind: "volume",
-                    name: b.volume,
-                    box_id: Some(id.clone()),
-                    declared: false,
-                    at,
-                });
-                made.push(Made {
-                    kind: "network",
-                    name: b.network.name,
-                    box_id: Some(id),
-                    declared: false,
-                    at,
-                });
+                for (kind, name) in [
+                    ("container", b.container.name),
+                    ("volume", b.volume),
+                    ("network", b.network.name),
+                ] {
+                    made.push(Made {
+                        kind,
+                        name,
+                        box_id: Some(id.clone()),
+                        declared: false,
+                        at,
+                        driver: None,
+                    });
+                }
             }
             // A box with a volume, abandoned.
             1 | 4 | 8 => {
                 let id = format!("box{i}");
                 let run = [Run::Running, Run::Exited, Run::Created][(i as usize / 10) % 3];
                 let b = sbx.add_box(&id, run).await;
-                made.push(Made {
-                    kind: "container",
-                    name: b.container.name,
-                    box_id: Some(id.clone()),
-                    declared: false,
-                    at,
-                });
-                made.push(Made {
-                    kind: "volume",
-                    name: b.volume,
-                    box_id: Some(id),
-                    declared: false,
-                    at,
-                });
+                for (kind, name) in [("container", b.container.name), ("volume", b.volume)] {
+                    made.push(Made {
+                        kind,
+                        name,
+                        box_id: Some(id.clone()),
+                        declared: false,
+                        at,
+                        driver: None,
+                    });
+                }
             }
             // A lone leaked volume.
             5 => {
@@ -1189,6 +1637,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
                     box_id: None,
                     declared: false,
                     at,
+                    driver: None,
                 });
             }
             // A leaked container without a box label.
@@ -1205,18 +1654,170 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
                     box_id: None,
                     declared: false,
                     at,
+                    driver: None,
                 });
             }
+        }
+        // A driver that holds its box, every DRIVER_EVERY.
+        if began.elapsed() >= next_driver {
+            let n = lock(&drivers).len();
+            let at = SystemTime::now();
+            let d = start_driver(&sbx, n, &mut rng).await;
+            for o in &d.objects {
+                made.push(Made {
+                    kind: o.kind,
+                    name: o.name.clone(),
+                    box_id: Some(d.box_id.clone()),
+                    declared: false,
+                    at,
+                    driver: Some(n),
+                });
+            }
+            lock(&drivers).push(d);
+            driver_tasks.push(tokio::spawn(drive(
+                Arc::clone(&drivers),
+                n,
+                sbx.docker().clone(),
+                sbx.scope_value().to_string(),
+                Arc::clone(&stop),
+            )));
+            next_driver += DRIVER_EVERY;
         }
         i += 1;
         if began.elapsed() >= next_rss {
             rss.push((began.elapsed(), watcher.rss_kib()));
+            load.push(load_average());
             next_rss += Duration::from_secs(30);
         }
         sleep_until(tick, Duration::from_secs(1)).await;
     }
     let elapsed = began.elapsed();
     rss.push((elapsed, watcher.rss_kib()));
+    load.push(load_average());
+
+    // The drivers at the soak's end: the tasks stop watching them.
+    stop.store(true, Ordering::SeqCst);
+    let mut driver_problems: Vec<String> = Vec::new();
+    for task in driver_tasks {
+        if let Err(e) = task.await {
+            driver_problems.push(format!("a driver's task failed: {}", task_failure(e)));
+        }
+    }
+    // Those still running: every object of their boxes is there, and a live lease.
+    let (ids, vols, nets) = tokio::join!(
+        sbx.scoped_container_ids(),
+        sbx.scoped_volume_names(),
+        sbx.scoped_network_names()
+    );
+    let still: Vec<usize> = lock(&drivers)
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.end.is_none())
+        .map(|(n, _)| n)
+        .collect();
+    let mut alive_at_end = 0;
+    for n in still {
+        let (pid, box_id, objects) = {
+            let d = &lock(&drivers)[n];
+            (d.hold_pid, d.box_id.clone(), d.objects.clone())
+        };
+        if !pid_alive(pid) {
+            // Its command ended as the soak did, after its task last looked.
+            conclude(
+                &drivers,
+                n,
+                DriverEnd::Released,
+                SystemTime::now(),
+                sbx.docker(),
+                sbx.scope_value(),
+            )
+            .await;
+            continue;
+        }
+        alive_at_end += 1;
+        let missing: Vec<String> = objects
+            .iter()
+            .filter(|o| match o.kind {
+                "container" => !ids.contains(&o.id),
+                "volume" => !vols.contains(&o.name),
+                _ => !nets.contains(&o.name),
+            })
+            .map(|o| format!("{} {}", o.kind, o.name))
+            .collect();
+        let leases = leases_of(sbx.docker(), sbx.scope_value(), &box_id).await;
+        let live = leases
+            .iter()
+            .filter_map(Listed::ends)
+            .any(|end| end > local_now());
+        {
+            let d = &mut lock(&drivers)[n];
+            if !missing.is_empty() {
+                d.problems.push(format!(
+                    "alive at the soak's end, but its box lost {}",
+                    missing.join(", ")
+                ));
+            }
+            if !live {
+                d.problems.push(format!(
+                    "alive at the soak's end without a live lease: {leases:?}"
+                ));
+            }
+        }
+        // SIGTERM: hold passes it on to its command, releases, exits 143.
+        signal_pid(pid, libc::SIGTERM);
+        let exited = poll_until(Duration::from_secs(30), || async move { !pid_alive(pid) }).await;
+        if exited.is_none() {
+            lock(&drivers)[n]
+                .problems
+                .push("its hold did not exit within 30 s of SIGTERM".into());
+        }
+        conclude(
+            &drivers,
+            n,
+            DriverEnd::AliveAtEnd,
+            SystemTime::now(),
+            sbx.docker(),
+            sbx.scope_value(),
+        )
+        .await;
+    }
+    // Every driver has ended: wait for their boxes to go (killed ones at
+    // their last lease's end + debounce + 3 s, the others at their release +
+    // debounce + 3 s; SLACK on top before giving up).
+    let latest_end = lock(&drivers)
+        .iter()
+        .filter_map(|d| d.lease_end)
+        .max()
+        .unwrap_or(0)
+        .max(local_now());
+    let give_up = latest_end + (DEBOUNCE + REAP_BUDGET + SLACK).as_secs() as i64;
+    loop {
+        let (ids, vols, nets) = tokio::join!(
+            sbx.scoped_container_ids(),
+            sbx.scoped_volume_names(),
+            sbx.scoped_network_names()
+        );
+        let held_left = lock(&drivers).iter().any(|d| {
+            let prefix = d.lease_prefix();
+            vols.iter().any(|v| v.starts_with(&prefix))
+                || d.objects.iter().any(|o| match o.kind {
+                    "container" => ids.contains(&o.id),
+                    "volume" => vols.contains(&o.name),
+                    _ => nets.contains(&o.name),
+                })
+        });
+        if !held_left || local_now() > give_up {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    follower.abort();
+    let drivers_done: Vec<Driver> = std::mem::take(&mut *lock(&drivers));
+    let lease_driver = |name: &str| {
+        drivers_done
+            .iter()
+            .position(|d| name.starts_with(&d.lease_prefix()))
+    };
 
     // What is left now, while watch still runs.
     let now = SystemTime::now();
@@ -1230,10 +1831,24 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         ("network", &remaining.networks),
     ] {
         for name in names {
+            *left.entry(kind).or_default() += 1;
+            if let Some(n) = lease_driver(name) {
+                overdue.push(format!(
+                    "lease volume {name} of {} left after its driver ended",
+                    drivers_done[n].box_id
+                ));
+                continue;
+            }
             let m = by_name
                 .get(name.as_str())
                 .unwrap_or_else(|| panic!("unknown object {name}"));
-            *left.entry(kind).or_default() += 1;
+            if let Some(n) = m.driver {
+                overdue.push(format!(
+                    "{kind} {name} of held box {} left after its driver ended",
+                    drivers_done[n].box_id
+                ));
+                continue;
+            }
             let age = now.duration_since(m.at).unwrap_or_default();
             if !m.declared && age > Duration::from_secs(GRACE + MARGIN) {
                 overdue.push(format!("{kind} {name} undeclared, {age:?} old"));
@@ -1258,10 +1873,48 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
     let log = watcher.log();
     let out = watcher.terminate();
 
+    // When each driver's box stopped being held: a killed one's last lease's
+    // end; else its hold's release, as the engine's destroy event of the
+    // lease it released stamps it (else the hold's exit as seen).
+    let events = lease_events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let destroyed_at = |volume: &str| {
+        events
+            .iter()
+            .filter(|(_, action, name)| action == "destroy" && name == volume)
+            .map(|(ns, _, _)| ns / 1_000_000)
+            .max()
+    };
+    let unheld_ms: Vec<Option<i64>> = drivers_done
+        .iter()
+        .map(|d| {
+            let (kind, end) = d.end?;
+            if kind == DriverEnd::Killed {
+                return d.lease_end.map(|s| s * 1000);
+            }
+            let released: Vec<String> = d
+                .hold_events("released")
+                .iter()
+                .flat_map(|l| l["volumes"].as_array().cloned().unwrap_or_default())
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            released
+                .iter()
+                .filter_map(|v| destroyed_at(v))
+                .max()
+                .or(Some(unix_ms(end)))
+        })
+        .collect();
+
     // Every removal the audit log records.
     let mut false_removals = Vec::new();
+    let mut held_false = 0;
     let mut reaped = BTreeMap::<String, usize>::new();
     let mut outcomes = BTreeMap::<String, usize>::new();
+    // Per driver: what of its box the audit log has removed, and when.
+    let mut held_reaped: Vec<HeldReaped> = vec![HeldReaped::default(); drivers_done.len()];
     let declared: BTreeSet<&str> = declared_ids.iter().map(String::as_str).collect();
     for line in audit_lines(&audit) {
         let name = line["name"].as_str().unwrap_or_default();
@@ -1275,27 +1928,284 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         let box_id = line["labels"]["ca.sandbox.id"].as_str();
         let time = humantime::parse_rfc3339(line["time"].as_str().unwrap_or_default())
             .expect("audit time");
-        let wrong = match by_name.get(name) {
-            None => Some("an object the soak did not make".to_string()),
-            Some(m) if m.declared => Some("a declared box".to_string()),
-            Some(_) if box_id.is_some_and(|b| declared.contains(b)) => {
-                Some("a declared box id".to_string())
+        let held = by_name
+            .get(name)
+            .and_then(|m| m.driver)
+            .or_else(|| lease_driver(name));
+        let wrong = if let Some(n) = held {
+            // A held box's object: judged by its driver, not by its age.
+            let d = &drivers_done[n];
+            let t = unix_ms(time);
+            if outcome != "failed" {
+                let r = &mut held_reaped[n];
+                r.names.insert(name.to_string());
+                if name.starts_with(LEASE_PREFIX) {
+                    r.leases.push((name.to_string(), t));
+                } else {
+                    r.box_last = r.box_last.max(Some(t));
+                }
             }
-            Some(m) if box_id != m.box_id.as_deref() => Some("labels not as made".to_string()),
-            Some(_) if !["noBoxLabel", "boxNotDeclared"].contains(&code) => {
+            let wrong = if box_id != Some(d.box_id.as_str()) {
+                Some("labels not as made".to_string())
+            } else if code != "boxNotDeclared" {
                 Some(format!("reason {code}"))
+            } else if let Some((end_kind, end)) = d.end {
+                // Its driver ended: killed (the kill; and its last lease's
+                // end), or released (the release, else the hold's exit).
+                let killed = end_kind == DriverEnd::Killed;
+                let ended = if killed {
+                    Some(unix_ms(end))
+                } else {
+                    unheld_ms[n]
+                };
+                let lease_end = if killed { unheld_ms[n] } else { None };
+                [
+                    ("its driver ended", ended),
+                    ("its last lease's end", lease_end),
+                ]
+                .into_iter()
+                .find_map(|(what, ms)| {
+                    // Audit times are milliseconds, lease stamps whole
+                    // seconds: a second of slack.
+                    ms.filter(|&ms| t + 1000 < ms).map(|ms| {
+                        format!(
+                            "removed {:.2} s before {what} ({end_kind:?})",
+                            (ms - t) as f64 / 1000.0
+                        )
+                    })
+                })
+            } else {
+                Some("removed while its driver never ended".to_string())
+            };
+            if wrong.is_some() {
+                held_false += 1;
             }
-            Some(m) => {
-                let age = time.duration_since(m.at).unwrap_or_default();
-                // Creation times are whole seconds: a second of slack.
-                (age + Duration::from_secs(1) < Duration::from_secs(GRACE))
-                    .then(|| format!("only {age:?} old"))
+            wrong.map(|w| format!("held box {} (driver {n}): {w}", d.box_id))
+        } else {
+            match by_name.get(name) {
+                None => Some("an object the soak did not make".to_string()),
+                Some(m) if m.declared => Some("a declared box".to_string()),
+                Some(_) if box_id.is_some_and(|b| declared.contains(b)) => {
+                    Some("a declared box id".to_string())
+                }
+                Some(m) if box_id != m.box_id.as_deref() => Some("labels not as made".to_string()),
+                Some(_) if !["noBoxLabel", "boxNotDeclared"].contains(&code) => {
+                    Some(format!("reason {code}"))
+                }
+                Some(m) => {
+                    let age = time.duration_since(m.at).unwrap_or_default();
+                    // Creation times are whole seconds: a second of slack.
+                    (age + Duration::from_secs(1) < Duration::from_secs(GRACE))
+                        .then(|| format!("only {age:?} old"))
+                }
             }
         };
         if let Some(why) = wrong {
             false_removals.push(format!("{kind} {name}: {why}: {line}"));
         }
     }
+
+    // The drivers: how each ended, how long its box lasted after.
+    let bound_ms = (DEBOUNCE + REAP_BUDGET).as_millis() as i64;
+    let mut by_end = BTreeMap::<DriverEnd, usize>::new();
+    let mut late_after = BTreeMap::<DriverEnd, Vec<i64>>::new();
+    let mut exit_lag = Vec::new();
+    let mut lease_lag = Vec::new();
+    let mut unread_leases = 0;
+    let mut held_for = Vec::new();
+    let (mut renewals_engine, mut renewals_hold, mut renew_failed, mut expected) = (0, 0, 0, 0);
+    let mut lines = Vec::new();
+    for (n, d) in drivers_done.iter().enumerate() {
+        let mut problems = d.problems.clone();
+        let Some((kind, end)) = d.end else {
+            driver_problems.push(format!("driver {n} ({}) never ended", d.box_id));
+            continue;
+        };
+        *by_end.entry(kind).or_default() += 1;
+        let held_secs = end
+            .duration_since(d.started)
+            .unwrap_or_default()
+            .as_secs_f64();
+        if kind != DriverEnd::AliveAtEnd {
+            held_for.push(held_secs);
+        }
+        // The engine's count: lease volumes made for the box, beyond the first.
+        let prefix = d.lease_prefix();
+        let made_leases = events
+            .iter()
+            .filter(|(_, action, name)| action == "create" && name.starts_with(&prefix))
+            .count();
+        renewals_engine += made_leases.saturating_sub(1);
+        renewals_hold += d.hold_events("renewed").len();
+        renew_failed += d.hold_events("renewFailed").len();
+        expected += (held_secs * 3.0 / d.ttl as f64) as usize;
+        match (kind, d.code) {
+            (DriverEnd::Released, Some(Some(0)))
+            | (DriverEnd::Killed, Some(None))
+            | (DriverEnd::AliveAtEnd, Some(Some(143))) => {}
+            (_, code) => problems.push(format!("its hold ended with {code:?}")),
+        }
+        if kind != DriverEnd::Killed && d.hold_events("released").is_empty() {
+            problems.push("its hold released nothing".into());
+        }
+        let reaped_of = &held_reaped[n];
+        let not_reaped: Vec<&str> = d
+            .objects
+            .iter()
+            .map(|o| o.name.as_str())
+            .chain(d.leases_left.iter().map(|l| l.name.as_str()))
+            .filter(|name| !reaped_of.names.contains(*name))
+            .collect();
+        if !not_reaped.is_empty() {
+            problems.push(format!("not reaped: {}", not_reaped.join(", ")));
+        }
+        // The box's own objects: gone within debounce + 3 s of its last
+        // lease's end (killed) or its release (released). One released at the
+        // soak's end may be younger than the grace: then from its grace's end
+        // (from just before it was made: reported, not held to the bound).
+        let reference = match kind {
+            DriverEnd::AliveAtEnd => unheld_ms[n]
+                .map(|u| u.max(unix_ms(d.made_at) + Duration::from_secs(GRACE).as_millis() as i64)),
+            _ => unheld_ms[n],
+        };
+        let late = match (reaped_of.box_last, reference) {
+            (Some(last), Some(reference)) => Some(last - reference),
+            _ => None,
+        };
+        if let Some(late) = late {
+            late_after.entry(kind).or_default().push(late);
+            if late > bound_ms && kind != DriverEnd::AliveAtEnd {
+                let (from, to) = (
+                    reference.unwrap_or(0) / 1000 - 10,
+                    reaped_of.box_last.unwrap_or(0) / 1000 + 1,
+                );
+                let cycles: Vec<String> = log
+                    .iter()
+                    .filter(|l| l["event"] == "cycle")
+                    .filter(|l| {
+                        l["time"]
+                            .as_str()
+                            .and_then(rfc3339_seconds)
+                            .is_some_and(|t| (from..=to).contains(&t))
+                    })
+                    .map(|l| format!("{} {} {} ms", l["time"], l["trigger"], l["tookMs"]))
+                    .collect();
+                problems.push(format!(
+                    "its box went {:.2} s after its {} (bound: debounce + 3 s = {:.0} s); removing cycles around: {}",
+                    late as f64 / 1000.0,
+                    if kind == DriverEnd::Killed {
+                        "last lease's end"
+                    } else {
+                        "release"
+                    },
+                    bound_ms as f64 / 1000.0,
+                    cycles.join(", ")
+                ));
+            }
+        }
+        // A killed driver's lease volumes go with its box (a lease's grace
+        // counts from its box's start): within debounce + 3 s of the last
+        // lease's end, like the box's other objects.
+        for (name, t) in &reaped_of.leases {
+            if let Some(end) = d.lease_end {
+                lease_lag.push(t - end * 1000);
+                if t - end * 1000 > bound_ms {
+                    problems.push(format!(
+                        "lease volume {name} went {:.2} s after the box's last lease's end",
+                        (t - end * 1000) as f64 / 1000.0
+                    ));
+                }
+            }
+            if !d.leases_left.iter().any(|l| &l.name == name) {
+                unread_leases += 1;
+            }
+        }
+        if kind != DriverEnd::Killed {
+            if let Some(unheld) = unheld_ms[n] {
+                exit_lag.push(unix_ms(end) - unheld);
+            }
+        }
+        lines.push(format!(
+            "  driver {n}: ttl {} s, lifetime {} s{}, {kind:?} after {held_secs:.1} s; box ({} objects{}) gone {}",
+            d.ttl,
+            d.lifetime,
+            d.kill_after
+                .map(|k| format!(", kill at {} s", k.as_secs()))
+                .unwrap_or_default(),
+            d.objects.len(),
+            if kind == DriverEnd::Killed {
+                format!(", {} lease(s) left", d.leases_left.len())
+            } else {
+                String::new()
+            },
+            late.map_or("?".to_string(), |l| format!(
+                "{:.2} s after its {}",
+                l as f64 / 1000.0,
+                if kind == DriverEnd::Killed {
+                    "last lease's end"
+                } else {
+                    "release"
+                }
+            )),
+        ));
+        if !problems.is_empty() {
+            driver_problems.push(format!(
+                "driver {n} ({}, {kind:?}): {}\n--- hold stderr\n{}",
+                d.box_id,
+                problems.join("; "),
+                d.stderr
+            ));
+        }
+    }
+    held_for.sort_by(f64::total_cmp);
+    eprintln!("{}", lines.join("\n"));
+    // SOAK_LOG_DIR: the watch's log, the audit log and each hold's stderr, kept.
+    if let Ok(dir) = std::env::var("SOAK_LOG_DIR") {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("create SOAK_LOG_DIR");
+        std::fs::write(dir.join("watch.stderr"), &out.stderr).expect("keep the watch's log");
+        std::fs::copy(&audit, dir.join("audit.jsonl")).expect("keep the audit log");
+        let holds: String = drivers_done
+            .iter()
+            .enumerate()
+            .map(|(n, d)| format!("--- driver {n} {}\n{}", d.box_id, d.stderr))
+            .collect();
+        std::fs::write(dir.join("holds.stderr"), holds).expect("keep the holds' logs");
+        std::fs::write(dir.join("drivers.txt"), lines.join("\n")).expect("keep the drivers");
+        let events: String = events
+            .iter()
+            .map(|(ns, action, name)| format!("{ns} {action} {name}\n"))
+            .collect();
+        std::fs::write(dir.join("lease-events.txt"), events).expect("keep the lease events");
+        std::fs::write(dir.join("metrics.txt"), &metrics).expect("keep the metrics");
+    }
+    eprintln!(
+        "soak drivers (seed {seed}): {} started, one every {DRIVER_EVERY:?} (ttl {}-{} s, lifetime {}-{} s); \
+         {} released (command ended), {} killed (SIGKILL), {alive_at_end} alive at the end (checked, then SIGTERM); \
+         released and killed ones held their boxes {:.1}-{:.1} s (grace {GRACE} s); \
+         killed: box gone after its last lease's end {}, its lease volumes gone after it {} ({unread_leases} made after the kill's reading); \
+         released: box gone after the release {}; alive at the end: box gone after the release or its grace's end {}; \
+         hold exit seen after its release {}; bound debounce {DEBOUNCE:?} + {REAP_BUDGET:?}; \
+         renewals: {renewals_engine} seen by the engine (hold's own count {renewals_hold}; about {expected} expected), {renew_failed} failed; \
+         {} lease-volume events, {} event-stream reconnects; held boxes removed while held: {held_false}",
+        drivers_done.len(),
+        DRIVER_TTL.0,
+        DRIVER_TTL.1,
+        DRIVER_LIFETIME.0,
+        DRIVER_LIFETIME.1,
+        by_end.get(&DriverEnd::Released).copied().unwrap_or(0),
+        by_end.get(&DriverEnd::Killed).copied().unwrap_or(0),
+        held_for.first().copied().unwrap_or(0.0),
+        held_for.last().copied().unwrap_or(0.0),
+        figures(late_after.get(&DriverEnd::Killed).map_or(&[], Vec::as_slice)),
+        figures(&lease_lag),
+        figures(late_after.get(&DriverEnd::Released).map_or(&[], Vec::as_slice)),
+        figures(late_after.get(&DriverEnd::AliveAtEnd).map_or(&[], Vec::as_slice)),
+        figures(&exit_lag),
+        events.len(),
+        event_reconnects.load(Ordering::Relaxed),
+    );
+
     let made_count = |kind: &str| made.iter().filter(|m| m.kind == kind).count();
     let declared_count = made.iter().filter(|m| m.declared).count();
     let cycles = log.iter().filter(|l| l["event"] == "cycle").count();
@@ -1311,15 +2221,18 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         .max()
         .unwrap_or(0);
     eprintln!(
-        "soak: {elapsed:?}, {i} iterations; made {} containers, {} volumes, {} networks ({declared_count} objects declared, {} declared boxes); \
+        "soak: {elapsed:?}, {i} iterations; made {} containers, {} volumes, {} networks ({declared_count} objects declared, {} declared boxes, {} held boxes); \
          reaped {reaped:?} (outcomes {outcomes:?}); left at the end {left:?}; \
+         false removals {}; \
          watch: {cycles} removing cycles logged, {cycles_total} converged cycles in total, {failed_cycles} failed, slowest logged cycle {max_took} ms, \
          {lost} stream losses, {reloads} state reloads, {broken} broken; \
-         RSS KiB over time {rss:?}",
+         RSS KiB over time {rss:?}; load average over time {load:?}",
         made_count("container"),
         made_count("volume"),
         made_count("network"),
         declared_ids.len(),
+        drivers_done.len(),
+        false_removals.len(),
         rss = rss.iter().map(|(t, k)| (t.as_secs(), *k)).collect::<Vec<_>>(),
     );
     out.success();
@@ -1327,6 +2240,11 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         false_removals.is_empty(),
         "false removals:\n{}",
         false_removals.join("\n")
+    );
+    assert!(
+        driver_problems.is_empty(),
+        "drivers:\n{}",
+        driver_problems.join("\n")
     );
     assert!(
         declared_missing.is_empty(),

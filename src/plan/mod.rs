@@ -329,7 +329,7 @@ struct Ages<'i> {
     /// Per box: the earliest creation of its containers (else of any of its objects).
     box_start: foldhash::HashMap<&'i str, i64>,
     /// Per object: its own creation, or for a volume or network used by managed
-    /// containers, the newest of theirs.
+    /// containers, the newest of theirs; for a lease volume, its box's start.
     effective: foldhash::HashMap<&'i ObjectKey, i64>,
 }
 
@@ -374,7 +374,15 @@ impl<'i> Ages<'i> {
         }
         for o in inv.objects.values() {
             let used = users_newest.get(&o.key).copied();
-            if let Some(t) = used.or(o.created) {
+            // A lease volume stands for its box's driver, not for data: its
+            // grace counts from its box's start, so that a lease that ran out
+            // goes with its box rather than by its own (younger) age.
+            let lease_of_box = o
+                .labels
+                .contains_key(crate::model::lease::LEASE_TTL_LABEL)
+                .then(|| o.box_id().and_then(|b| ages.box_start.get(b).copied()))
+                .flatten();
+            if let Some(t) = used.or(lease_of_box).or(o.created) {
                 ages.effective.insert(&o.key, t);
             }
         }
@@ -1297,6 +1305,33 @@ mod tests {
                 box_id: "a".into(),
                 leased_until: Some(rfc3339(NOW + 540)),
             }
+        );
+    }
+
+    #[test]
+    fn an_expired_lease_goes_with_its_box_not_by_its_own_age() {
+        // The box is an hour old; its driver's last lease (ttl 10 s, shorter
+        // than the 60 s grace) was made 20 s ago and has run out.
+        let mut c = container("a", Some("a"), &["va"]);
+        c.created = Some(NOW - 3600);
+        let mut v = volume("va", Some("a"));
+        v.created = Some(NOW - 3600);
+        let inv = inventory(vec![c, v, lease("la", "a", "10s", NOW - 20)]);
+        let goal = Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: Some(60),
+            max_lease: None,
+        };
+        let plan = Plan::build(&goal, &inv, NOW);
+        assert_eq!(names(&plan.steps), vec!["sbx-a", "la", "va"]);
+        // A lone lease of a box with nothing else counts from its own creation.
+        let lone = inventory(vec![lease("lb", "b", "10s", NOW - 20)]);
+        let plan = Plan::build(&goal, &lone, NOW);
+        assert!(plan.steps.is_empty());
+        assert_eq!(
+            codes(&plan.kept.volumes),
+            vec![("lb".to_string(), "withinGrace".to_string())]
         );
     }
 }
