@@ -1784,9 +1784,14 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
     // Every driver has ended: wait for their boxes to go (killed ones at
     // their last lease's end + debounce + 3 s, the others at their release +
     // debounce + 3 s; SLACK on top before giving up).
+    // A box made less than a grace before the end is kept by grace after
+    // its release: wait for that too.
     let latest_end = lock(&drivers)
         .iter()
-        .filter_map(|d| d.lease_end)
+        .flat_map(|d| {
+            let grace_end = unix_ms(d.made_at) / 1000 + GRACE as i64;
+            d.lease_end.into_iter().chain(std::iter::once(grace_end))
+        })
         .max()
         .unwrap_or(0)
         .max(local_now());
