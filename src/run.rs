@@ -1389,4 +1389,49 @@ mod tests {
             sink.out
         );
     }
+
+    #[tokio::test]
+    async fn restore_brings_it_back_and_says_what_to_declare() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().display().to_string();
+        let (_d, apply) = config("", &["--format", "json", "apply", "--archive", &to]);
+        let engine = archive_world();
+        let mut sink = Buffers::default();
+        run_on(
+            &apply,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        let archived = doc["archived"].as_array().unwrap();
+        let vb = archived.iter().find(|a| a["volume"] == "vb").unwrap();
+        let path = vb["path"].as_str().unwrap().to_string();
+        let (_e, restore) = config("", &["restore", &path]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &restore,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert!(sink.out.contains("restored volume vb"), "{}", sink.out);
+        assert!(sink.out.contains("keep = [\"vb\"]"), "{}", sink.out);
+        assert!(sink.out.contains("id = \"b\""), "{}", sink.out);
+        assert_eq!(engine.world().volumes.len(), 1);
+        // Again: the volume exists, exit 1, said on stderr.
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &restore,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Failure);
+        assert!(sink.err.contains("volume vb exists"), "{}", sink.err);
+    }
 }

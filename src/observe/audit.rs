@@ -733,6 +733,41 @@ mod tests {
         recorder.finished(&step(3, "v3"), &Outcome::Skipped(2));
         assert_eq!(recorder.written, 2);
         assert!(recorder.error.is_none());
+        // An archive goes on the line of the removal it preceded, and only there.
+        let dir2 = tempfile::tempdir().unwrap();
+        let path2 = dir2.path().join("audit.jsonl");
+        let mut recorder2 = Recorder::new(Arc::new(AuditLog::open(&path2).unwrap()), || {
+            UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+        });
+        let archived = crate::exec::archive::Archived {
+            volume: "v4".into(),
+            path: "/a/default/_/v4-20270115T080000Z.tar.zst".into(),
+            manifest: "/a/default/_/v4-20270115T080000Z.json".into(),
+            sha256: "ab".repeat(32),
+            bytes: 123,
+            uncompressed_size: 2048,
+            file_count: 2,
+        };
+        recorder2.archived(&step(4, "v4"), &archived);
+        recorder2.finished(&step(4, "v4"), &Outcome::Removed);
+        recorder2.finished(&step(5, "v5"), &Outcome::ArchiveFailed("disk full".into()));
+        let text = std::fs::read_to_string(&path2).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0]["archive"]["path"],
+            "/a/default/_/v4-20270115T080000Z.tar.zst"
+        );
+        assert_eq!(lines[0]["archive"]["bytes"], 123);
+        assert_eq!(lines[0]["archive"]["sha256"], "ab".repeat(32));
+        assert_eq!(lines[1]["outcome"], "archiveFailed");
+        assert!(lines[1].get("archive").is_none());
+        assert_eq!(
+            lines[1]["error"],
+            "not removed: its archive failed: disk full"
+        );
         insta::assert_snapshot!(std::fs::read_to_string(&path).unwrap(), @r#"
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v1","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"alreadyGone"}
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v2","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"failed","error":"remove volume v2: conflict: volume is in use (in use by container 0123456789ab; never forced)"}
