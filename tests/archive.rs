@@ -230,3 +230,259 @@ async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
     again.expect_code(1);
     assert!(again.stderr.contains("exists"), "{}", again.dump());
 }
+
+/// A tmpfs of `size` mounted at a new temporary folder, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// `None` when this process may not mount (not root): said on stderr.
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        if !out.status.success() {
+            eprintln!(
+                "disk-full test not run: cannot mount a tmpfs ({}); it needs root",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Every file (not folder) under `dir`, relative.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
+    let Some(sbx) = Sandbox::new("archive-disk-full").await else {
+        return;
+    };
+    let Some(disk) = SmallDisk::mount("4m") else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("full")).await;
+    // 24 MiB of random bytes: no compressor fits them in 4 MiB.
+    let mut b = tar::Builder::new(Vec::new());
+    let data = random_bytes(24 * 1024 * 1024);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    h.set_mtime(1_700_000_000);
+    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
+    let filler = holder(&sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(
+            &filler,
+            Some(options),
+            bollard::body_full(b.into_inner().unwrap().into()),
+        )
+        .await
+        .expect("fill the volume");
+    let before = read_back(&sbx, &filler).await;
+    remove_container(&sbx, &filler).await;
+
+    let cli = sbx.cli().state_toml("");
+    let out = cli.run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        disk.path().to_str().unwrap(),
+    ]);
+    out.expect_code(1);
+    let report = out.json();
+    assert_eq!(
+        report["remainingVolumes"][0]["reason"]["code"],
+        "archiveFailed",
+        "{}",
+        out.dump()
+    );
+    assert!(
+        report["failures"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{}",
+        out.dump()
+    );
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert_eq!(
+        files_under(disk.path()),
+        Vec::<String>::new(),
+        "no archive, manifest or partial file is left"
+    );
+    // Intact: what it holds is what it held.
+    let reader = holder(&sbx, &volume).await;
+    let after = read_back(&sbx, &reader).await;
+    remove_container(&sbx, &reader).await;
+    assert_eq!(after, before);
+    // No helper is left: only the scope's own containers were made, and gone.
+    let left = sbx
+        .docker()
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&std::collections::HashMap::from([(
+                    "label",
+                    vec!["ca.sandbox.role=archive-helper"],
+                )]))
+                .build(),
+        ))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| {
+            c.labels
+                .as_ref()
+                .and_then(|l| l.get(crate::support::docker::SCOPE_KEY))
+                .is_some_and(|v| v == sbx.scope_value())
+        })
+        .count();
+    assert_eq!(left, 0, "the helper was removed");
+}
+
+/// The scope's helper containers (`ca.sandbox.role=archive-helper`) now.
+async fn helpers(sbx: &Sandbox) -> usize {
+    let filters = std::collections::HashMap::from([(
+        "label",
+        vec![
+            "ca.sandbox.role=archive-helper".to_string(),
+            sbx.scope_arg(),
+        ],
+    )]);
+    sbx.docker()
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes() {
+    let Some(sbx) = Sandbox::new("archive-sigkill").await else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
+    let mut b = tar::Builder::new(Vec::new());
+    let data = random_bytes(96 * 1024 * 1024);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o600);
+    h.set_mtime(1_700_000_000);
+    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
+    let filler = holder(&sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(
+            &filler,
+            Some(options),
+            bollard::body_full(b.into_inner().unwrap().into()),
+        )
+        .await
+        .expect("fill the volume");
+    remove_container(&sbx, &filler).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap().to_string();
+    let run =
+        sbx.cli()
+            .state_toml("")
+            .spawn_guarded(["apply", "--format", "json", "--archive", &to]);
+    // Kill it while the archive streams (its temporary file exists).
+    let started = std::time::Instant::now();
+    while !files_under(dir.path())
+        .iter()
+        .any(|f| f.ends_with(".partial"))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no temporary file appeared: {}",
+            run.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    run.signal(libc::SIGKILL);
+    let _ = run.wait();
+
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert!(
+        !files_under(dir.path())
+            .iter()
+            .any(|f| f.ends_with(".tar.zst") || f.ends_with(".json")),
+        "nothing under a final name: {:?}",
+        files_under(dir.path())
+    );
+    assert_eq!(helpers(&sbx).await, 1, "the helper is left, labeled");
+
+    // The next run takes the helper, then archives and removes the volume.
+    let out = sbx
+        .cli()
+        .state_toml("")
+        .run_with(["apply", "--format", "json", "--archive", &to]);
+    out.success();
+    assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
+    assert!(!sbx.volume_exists(&volume).await);
+    let report = out.json();
+    let removed: Vec<&str> = report["removed"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(removed.len(), 1, "the helper, by the plan: {}", out.dump());
+    let path = std::path::PathBuf::from(report["archived"][0]["path"].as_str().unwrap());
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            path.with_file_name(
+                path.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace(".tar.zst", ".json"),
+            ),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let sha = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
+    assert_eq!(manifest["sha256"].as_str(), Some(sha.as_str()));
+}

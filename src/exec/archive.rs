@@ -108,6 +108,11 @@ pub enum ArchiveError {
         path: PathBuf,
         error: String,
     },
+    /// The volume vanished or was recreated while its helper was made.
+    #[error(
+        "volume {0} vanished or was recreated while its helper container was made; left alone"
+    )]
+    Changed(String),
     /// The stream ended but was not a tar stream that ended well.
     #[error("the engine's tar stream was cut or malformed: {0}")]
     Tar(String),
@@ -216,6 +221,20 @@ pub async fn archive_volume(
         .create_helper(&helper)
         .await
         .map_err(ArchiveError::Engine)?;
+    let helper_key = ObjectKey::new(engine.name(), Kind::Container, &id);
+    // Docker creates a named volume a new container mounts when it does not
+    // exist: make sure the helper mounts the volume planned, not a new one.
+    let key = ObjectKey::new(engine.name(), Kind::Volume, &volume.name);
+    match engine.inspect(&key).await {
+        Ok(v) if v.created == volume.created && v.labels == volume.labels => {}
+        other => {
+            let _ = engine.remove(&helper_key).await;
+            return Err(match other {
+                Err(e) if !e.is_not_found() => ArchiveError::Engine(e),
+                _ => ArchiveError::Changed(volume.name.clone()),
+            });
+        }
+    }
     let now = now_secs();
     let manifest = Manifest {
         version: MANIFEST_VERSION,
@@ -238,9 +257,7 @@ pub async fn archive_volume(
     let written = stream_to_file(engine, &id, folder, base, manifest).await;
     // Whatever became of the archive. A helper that could not be removed is
     // labeled: the next run removes it (reason `archiveHelper`).
-    let _ = engine
-        .remove(&ObjectKey::new(engine.name(), Kind::Container, &id))
-        .await;
+    let _ = engine.remove(&helper_key).await;
     written
 }
 
@@ -1030,6 +1047,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_volume_that_vanishes_while_the_helper_is_made_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        // The re-check before the archive sees it; the look after the
+        // helper's creation finds it gone (another actor removed it).
+        engine.inject(Op::Inspect(Kind::Volume), Some("v"), FaultAction::Pass, 1);
+        engine.inject(
+            Op::Inspect(Kind::Volume),
+            Some("v"),
+            FaultAction::VanishFirst,
+            1,
+        );
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(!report.converged);
+        assert!(engine.world().containers.is_empty(), "no helper is left");
+        assert_eq!(files(dir.path()), Vec::<String>::new());
+        assert!(
+            report.failures[0]
+                .error
+                .contains("vanished or was recreated"),
+            "{report:?}"
+        );
+        assert!(!engine.calls().iter().any(|c| c.starts_with("Download")));
+    }
+
+    #[tokio::test]
     async fn a_refused_helper_leaves_the_volume() {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine_with(vec![image()]);
@@ -1067,7 +1110,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_archive_skips_what_waits_for_it_and_the_verdict_fails() {
+    async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
         use crate::exec::apply::apply;
         use crate::exec::list::plan_once;
         let dir = tempfile::tempdir().unwrap();
