@@ -358,6 +358,7 @@ fn synthetic(target: usize) -> Listings {
             keep_volumes,
             grace: None,
             max_lease: None,
+            archive: None,
         },
         listed,
         all,

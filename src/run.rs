@@ -229,6 +229,7 @@ async fn run_with(
         Job::Converge { .. } | Job::ApplySaved { .. } => run.converge(&cancel, sink).await,
         Job::Watch { .. } => run.watch(&cancel, sink).await,
         Job::Lease { .. } | Job::Release { .. } => run.lease(sink).await,
+        Job::Restore { .. } => run.restore(sink).await,
         Job::Hold { .. } => {
             let (mut signals, on_cancel) = match signals {
                 Some(signals) => (signals, None),
@@ -480,6 +481,7 @@ impl Run<'_> {
             metrics: metrics_addr,
             cli_scope,
             grace,
+            archive,
         } = &config.job
         else {
             unreachable!("watch runs watch jobs")
@@ -525,7 +527,8 @@ impl Run<'_> {
             .state
             .clone()
             .unwrap_or_else(|| PathBuf::from(crate::state::DEFAULT_STATE_PATH));
-        let mut state = crate::cli::config::StateFile::new(state_path, cli_scope.clone(), *grace);
+        let mut state = crate::cli::config::StateFile::new(state_path, cli_scope.clone(), *grace)
+            .with_archive(archive.clone());
         let options = WatchOptions {
             debounce: *debounce,
             resync: *resync,
@@ -609,6 +612,24 @@ impl Run<'_> {
         sink.err(&render::lease_errors(&run));
         Exit::of(Verdict {
             failed: !run.ok,
+            ..Verdict::default()
+        })
+    }
+
+    /// `restore`: one archive into a new volume on the one engine (resolve checked).
+    async fn restore(&self, sink: &mut dyn Sink) -> Exit {
+        let config = self.config;
+        let Job::Restore { archive, volume } = &config.job else {
+            unreachable!("restore runs restore jobs")
+        };
+        let engine = self.engines[0].as_ref();
+        let labels = crate::exec::archive::scope_labels(&config.scope);
+        let result =
+            crate::exec::archive::restore(engine, archive, volume.as_deref(), &labels).await;
+        sink.out(&render::restored(&result, config.format));
+        sink.err(&render::restore_error(&result));
+        Exit::of(Verdict {
+            failed: result.is_err(),
             ..Verdict::default()
         })
     }
@@ -878,7 +899,7 @@ impl Observer for Printer<'_> {
             Event::State { broken } => {
                 self.err(&render::watch_state(format, &log_time(), *broken));
             }
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Archived { .. } => {}
         }
     }
 }
@@ -1277,5 +1298,140 @@ mod tests {
             "{}",
             sink.err
         );
+    }
+
+    /// Box `b` (undeclared) with one volume and a `ca-sbx:*` image; box `k`'s
+    /// volume too, when `k` opts out with `archive = false`.
+    fn archive_world() -> Arc<MemoryEngine> {
+        use crate::engine::memory::{box_labels, VolumeInfo, World};
+        let volume = |name: &str, b: &str| VolumeInfo {
+            name: name.into(),
+            labels: box_labels(b),
+            created_at: None,
+        };
+        Arc::new(MemoryEngine::new(World {
+            volumes: vec![volume("vb", "b"), volume("vk", "k")],
+            images: vec![crate::model::ImageInfo {
+                id: "sha256:feed".into(),
+                tags: vec!["ca-sbx:r-1".into()],
+            }],
+            ..World::default()
+        }))
+    }
+
+    #[tokio::test]
+    async fn apply_archive_reports_archived_and_the_file_policy_opts_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().display().to_string();
+        // [policy] archive in the file; box k opts out (its expiry passed).
+        let state = format!(
+            "[policy]\narchive = {to:?}\n\n[[box]]\nid = \"k\"\nexpires = \"2000-01-01T00:00:00Z\"\narchive = false\n"
+        );
+        let (_d, config) = config(&state, &["--format", "json", "apply"]);
+        let engine = archive_world();
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        let archived = doc["archived"].as_array().unwrap();
+        assert_eq!(archived.len(), 1, "{doc}");
+        assert_eq!(archived[0]["volume"], "vb");
+        assert!(archived[0]["path"].as_str().unwrap().starts_with(&to));
+        assert!(engine.world().volumes.is_empty());
+    }
+
+    #[tokio::test]
+    async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
+        use crate::engine::memory::{box_labels, VolumeInfo, World};
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().display().to_string();
+        let (_d, config) = config("", &["--format", "json", "apply", "--archive", &to]);
+        let engine = Arc::new(MemoryEngine::new(World {
+            volumes: vec![VolumeInfo {
+                name: "vb".into(),
+                labels: box_labels("b"),
+                created_at: None,
+            }],
+            ..World::default()
+        }));
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+        let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        assert_eq!(
+            doc["remainingVolumes"][0]["reason"]["code"], "archiveFailed",
+            "{doc}"
+        );
+        assert_eq!(engine.world().volumes.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn plan_shows_the_archive_folder() {
+        let (_d, config) = config("[policy]\narchive = \"/srv/a\"\n", &["plan"]);
+        let engine = archive_world();
+        let mut sink = Buffers::default();
+        run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+        assert!(
+            sink.out.contains("archive to /srv/a, then remove"),
+            "{}",
+            sink.out
+        );
+    }
+
+    #[tokio::test]
+    async fn restore_brings_it_back_and_says_what_to_declare() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().display().to_string();
+        let (_d, apply) = config("", &["--format", "json", "apply", "--archive", &to]);
+        let engine = archive_world();
+        let mut sink = Buffers::default();
+        run_on(
+            &apply,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+        let archived = doc["archived"].as_array().unwrap();
+        let vb = archived.iter().find(|a| a["volume"] == "vb").unwrap();
+        let path = vb["path"].as_str().unwrap().to_string();
+        let (_e, restore) = config("", &["restore", &path]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &restore,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert!(sink.out.contains("restored volume vb"), "{}", sink.out);
+        assert!(sink.out.contains("keep = [\"vb\"]"), "{}", sink.out);
+        assert!(sink.out.contains("id = \"b\""), "{}", sink.out);
+        assert_eq!(engine.world().volumes.len(), 1);
+        // Again: the volume exists, exit 1, said on stderr.
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &restore,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Failure);
+        assert!(sink.err.contains("volume vb exists"), "{}", sink.err);
     }
 }

@@ -305,6 +305,7 @@ fn hostile_names_do_not_break_dot_or_mermaid() {
         keep_volumes: vec![],
         grace: None,
         max_lease: None,
+        archive: None,
     };
     let plan = plan_goal(&goal, &Scope::default(), world);
     assert!(!plan.steps.is_empty(), "something to remove");

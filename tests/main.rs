@@ -3,6 +3,7 @@
 
 mod support;
 
+mod archive;
 mod cli_docker;
 mod docker_engine;
 mod engine_endpoints;

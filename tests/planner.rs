@@ -317,6 +317,7 @@ fn a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it() {
         keep_volumes: vec![],
         grace: None,
         max_lease: None,
+        archive: None,
     };
     let rt = runtime();
     for pid in [false, true] {

@@ -241,6 +241,7 @@ fn reconcile(boxes: &BTreeSet<String>, keep_volumes: &BTreeSet<String>) -> Goal 
         keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
         grace: None,
         max_lease: None,
+        archive: None,
     }
 }
 
@@ -256,6 +257,7 @@ fn goal() -> impl Strategy<Value = Goal> {
                 keep_volume,
                 keep_volumes: keep_volumes.iter().map(|v| KeptVolume::new(v)).collect(),
                 max_lease: None,
+                archive: None,
             }
         }),
     ]

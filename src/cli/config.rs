@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::cli::{Args, Command};
 use crate::engine::endpoint::{Endpoint, EndpointInput};
 use crate::model::{Labels, Scope};
-use crate::plan::{DeclaredBox, Goal, KeptVolume};
+use crate::plan::{ArchivePolicy, DeclaredBox, Goal, KeptVolume};
 use crate::render::Format;
 use crate::state::{DesiredState, Expiry, DEFAULT_STATE_PATH};
 
@@ -50,6 +50,13 @@ pub(crate) enum Job {
         cli_scope: Labels,
         /// `--grace`, or the file's, when the watch started.
         grace: Option<Duration>,
+        /// `--archive`, over the file's `[policy] archive` when it changes.
+        archive: Option<PathBuf>,
+    },
+    /// Restore a volume from an archive (one engine).
+    Restore {
+        archive: PathBuf,
+        volume: Option<String>,
     },
     /// Take or renew a lease of each box (one engine).
     Lease {
@@ -214,6 +221,13 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         | Command::Watch { audit, .. } => audit.clone(),
         _ => None,
     };
+    let archive_flag = match &args.command {
+        Command::Apply { archive, .. }
+        | Command::Destroy { archive, .. }
+        | Command::Watch { archive, .. } => archive.clone(),
+        _ => None,
+    };
+    let archive = archive_policy(archive_flag.as_deref(), &desired);
     // --grace over the file's [policy] grace; none means 0 (watch requires one).
     let grace = args.grace.or(desired.policy.grace);
     if matches!(args.command, Command::Watch { .. }) && grace.is_none() {
@@ -232,20 +246,21 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             plan: Some(path), ..
         } => Job::ApplySaved { path },
         Command::Apply { plan: None, .. } => Job::Converge {
-            goal: reconcile(&desired, grace),
+            goal: reconcile(&desired, grace).with_archive(archive),
             named: vec![],
         },
         Command::Destroy {
             ids, keep_volume, ..
         } => {
             let goal = if ids.is_empty() {
-                reconcile(&desired, grace)
+                reconcile(&desired, grace).with_archive(archive)
             } else {
                 Goal::Destroy {
                     ids: ids.iter().cloned().collect(),
                     keep_volume,
                     keep_volumes: kept_volumes(&desired),
                     max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
+                    archive,
                 }
             };
             Job::Converge { goal, named: ids }
@@ -260,14 +275,19 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             metrics,
             ..
         } => Job::Watch {
-            goal: reconcile(&desired, grace),
+            goal: reconcile(&desired, grace).with_archive(archive),
             once,
             debounce,
             resync,
             metrics,
             cli_scope: args.scope.clone(),
             grace,
+            archive: archive_flag,
         },
+        Command::Restore { archive, volume } => {
+            one_engine("restore", &engines)?;
+            Job::Restore { archive, volume }
+        }
         Command::Completions { .. } | Command::Man | Command::Validate { .. } => {
             unreachable!("run answers completions, man and validate before resolving")
         }
@@ -369,6 +389,30 @@ fn distinct(ids: Vec<String>) -> Vec<String> {
         .collect()
 }
 
+/// Whether and where volumes are archived: `--archive DIR`, else the
+/// file's `[policy] archive`; the boxes and `volumes.keep` entries that say
+/// `archive = false` go without one.
+pub(crate) fn archive_policy(
+    flag: Option<&std::path::Path>,
+    desired: &DesiredState,
+) -> Option<ArchivePolicy> {
+    let dir = flag.or(desired.policy.archive.as_deref())?;
+    let mut policy = ArchivePolicy::new(&dir.to_string_lossy());
+    policy.skip_boxes = desired
+        .boxes
+        .iter()
+        .filter(|b| !b.archive)
+        .map(|b| b.id.clone())
+        .collect();
+    policy.skip_volumes = desired
+        .keep_volumes
+        .iter()
+        .filter(|k| !k.archive)
+        .map(|k| k.name.clone())
+        .collect();
+    Some(policy)
+}
+
 /// The volumes a state file keeps.
 fn kept_volumes(desired: &DesiredState) -> Vec<KeptVolume> {
     desired
@@ -413,6 +457,7 @@ pub fn reconcile(desired: &DesiredState, grace: Option<Duration>) -> Goal {
         keep_volumes: kept_volumes(desired),
         grace: grace.map(|g| g.as_secs()).filter(|&g| g > 0),
         max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
+        archive: archive_policy(None, desired),
     }
 }
 
@@ -448,6 +493,8 @@ pub(crate) struct StateFile {
     path: PathBuf,
     cli_scope: Labels,
     grace_flag: Option<Duration>,
+    /// `--archive`, over the file's `[policy] archive`.
+    archive_flag: Option<PathBuf>,
     seen: Option<Seen>,
 }
 
@@ -458,10 +505,17 @@ impl StateFile {
             path,
             cli_scope,
             grace_flag,
+            archive_flag: None,
             seen: None,
         };
         file.seen = file.look();
         file
+    }
+
+    /// Archives with `--archive DIR` over the file's `[policy] archive`.
+    pub(crate) fn with_archive(mut self, flag: Option<PathBuf>) -> Self {
+        self.archive_flag = flag;
+        self
     }
 
     fn stat(&self) -> Option<(Option<SystemTime>, u64)> {
@@ -516,7 +570,8 @@ impl crate::watch::StateSource for StateFile {
         };
         match scope_of(&self.cli_scope, &desired) {
             Ok(scope) => StatePoll::Changed(Box::new(Desired {
-                goal: reconcile(&desired, Some(grace)),
+                goal: reconcile(&desired, Some(grace))
+                    .with_archive(archive_policy(self.archive_flag.as_deref(), &desired)),
                 scope,
             })),
             Err(e) => StatePoll::Broken(format!("{e}; the last good state stays in force")),

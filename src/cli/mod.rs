@@ -88,6 +88,11 @@ pub(crate) enum Command {
         /// Append one JSON line per removal attempt to FILE (created 0600).
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
+        /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
+        /// (with a .json manifest) before removing it; a volume whose archive
+        /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
     /// Remove the named boxes (containers and networks, and volumes unless --keep-volume);
     /// with --prune or no ID, reclaim every leaked object.
@@ -107,6 +112,11 @@ pub(crate) enum Command {
         /// Append one JSON line per removal attempt to FILE (created 0600).
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
+        /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
+        /// (with a .json manifest) before removing it; a volume whose archive
+        /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
     },
     /// Keep converging: reap leaks as they happen (engine events, grace and
     /// expiry deadlines, state-file changes, and a periodic resync). Needs a
@@ -130,6 +140,32 @@ pub(crate) enum Command {
         /// Removals in flight at once [default: 12, per engine in a fleet].
         #[arg(long, value_parser = parse_parallelism)]
         parallelism: Option<usize>,
+        /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
+        /// (with a .json manifest) before removing it; a volume whose archive
+        /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
+        #[arg(long, value_name = "DIR")]
+        archive: Option<PathBuf>,
+    },
+    /// Restore a volume from an archive that --archive wrote.
+    ///
+    /// Reads the manifest beside ARCHIVE (X.tar.zst -> X.json) and checks the
+    /// archive's SHA-256 against it first; refuses if the volume exists;
+    /// creates it with the archived volume's labels; fills it through a
+    /// helper container (never started, made from a present ca-sbx:* image,
+    /// labeled ca.sandbox.role=archive-helper, removed after); checks the
+    /// entries and bytes put back against the manifest.
+    ///
+    /// The restored volume keeps its ca.sandbox labels, so it stays
+    /// reclaimable by label alone: the next apply removes it unless it is
+    /// declared. restore prints what to declare ([volumes] keep, or the box).
+    /// Needs exactly one engine (pick one with --engine NAME).
+    Restore {
+        /// The archive (.tar.zst) with its manifest (.json) beside it.
+        #[arg(value_name = "ARCHIVE")]
+        archive: PathBuf,
+        /// Restore into this volume name [default: the archived volume's].
+        #[arg(long, value_name = "NAME")]
+        volume: Option<String>,
     },
     /// List the managed objects by box, with their state, and the retained images.
     Inventory,
@@ -324,6 +360,22 @@ impl Cli {
             | Command::Hold { ttl, .. } => check_ttl(*ttl)?,
             Command::Apply { plan: Some(_), .. } if !scope.is_empty() => {
                 return Err("a saved plan carries its own scope: drop --scope".into());
+            }
+            Command::Apply {
+                plan: Some(_),
+                archive: Some(_),
+                ..
+            } => {
+                return Err(
+                    "a saved plan carries its own archive setting: drop --archive (or plan with [policy] archive)"
+                        .into(),
+                );
+            }
+            Command::Restore {
+                volume: Some(name), ..
+            } => {
+                crate::state::check_volume_name(name)
+                    .map_err(|e| format!("--volume {name:?}: {e}"))?;
             }
             _ => {}
         }

@@ -25,7 +25,7 @@ use bollard::Docker;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::connect::{describe, error_chain, is_connect_failure, whole_seconds};
-use super::{Engine, EngineError, ErrorKind, Event};
+use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, HELPER_MOUNT};
 use crate::engine::endpoint::Endpoint;
 use crate::model::{short_id, ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
 
@@ -255,6 +255,90 @@ impl Engine for DockerEngine {
             })
             .await?;
         Ok(volume_from(&self.name, v))
+    }
+
+    async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError> {
+        let body = bollard::models::ContainerCreateBody {
+            image: Some(helper.image.clone()),
+            // Never started: the command only has to be there for create.
+            entrypoint: Some(vec!["/ca-sbx-helper-never-started".to_string()]),
+            cmd: Some(vec![]),
+            labels: Some(
+                helper
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            network_disabled: Some(true),
+            host_config: Some(bollard::models::HostConfig {
+                binds: Some(vec![format!("{}:{HELPER_MOUNT}", helper.volume)]),
+                network_mode: Some("none".to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let created = self
+            .call(
+                format!("create a helper container for volume {}", helper.volume),
+                || {
+                    self.docker.create_container(
+                        None::<bollard::query_parameters::CreateContainerOptions>,
+                        body.clone(),
+                    )
+                },
+            )
+            .await?;
+        Ok(created.id)
+    }
+
+    fn download(&self, container: &str, path: &str) -> TarStream {
+        let options = bollard::query_parameters::DownloadFromContainerOptionsBuilder::new()
+            .path(path)
+            .build();
+        let call = format!("read {path} of container {}", short_id(container));
+        let endpoint = self.endpoint.clone();
+        let timeout = self.timeout;
+        let body = self
+            .docker
+            .download_from_container(container, Some(options))
+            .boxed();
+        // Each chunk within the deadline; the whole stream may take as long as it takes.
+        futures_util::stream::unfold(Some(body), move |body| {
+            let call = call.clone();
+            let endpoint = endpoint.clone();
+            async move {
+                let mut body = body?;
+                match tokio::time::timeout(timeout, body.next()).await {
+                    Ok(None) => None,
+                    Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(body))),
+                    Ok(Some(Err(e))) => Some((Err(map_error(&call, &endpoint, timeout, e)), None)),
+                    Err(_) => Some((
+                        Err(EngineError::new(
+                            call,
+                            ErrorKind::Timeout {
+                                seconds: whole_seconds(timeout),
+                            },
+                        )),
+                        None,
+                    )),
+                }
+            }
+        })
+        .boxed()
+    }
+
+    async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
+        let options = bollard::query_parameters::UploadToContainerOptionsBuilder::new()
+            .path(path)
+            .build();
+        let call = format!("fill {path} of container {}", short_id(container));
+        // One request whose body is the stream: not retried, and not bounded
+        // by the call deadline (a large volume takes long).
+        self.docker
+            .upload_to_container(container, Some(options), bollard::body_try_stream(tar))
+            .await
+            .map_err(|e| map_error(&call, &self.endpoint, self.timeout, e))
     }
 
     async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {

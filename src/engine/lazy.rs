@@ -15,7 +15,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::Mutex;
 
 use super::docker::DockerEngine;
-use super::{Engine, EngineError, Event};
+use super::{Engine, EngineError, Event, Helper, TarBody, TarStream};
 use crate::engine::endpoint::Endpoint;
 use crate::model::{ImageInfo, Kind, Labels, Object, ObjectKey};
 
@@ -102,6 +102,38 @@ impl Engine for LazyEngine {
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
         let result = match self.shared.get().await {
             Ok(e) => e.create_volume(name, labels).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.create_helper(helper).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    fn download(&self, container: &str, path: &str) -> TarStream {
+        let shared = self.shared.clone();
+        let (container, path) = (container.to_string(), path.to_string());
+        stream::once(async move {
+            match shared.get().await {
+                Ok(engine) => engine.download(&container, &path),
+                Err(e) => {
+                    let _ = shared.seen::<()>(Err(e.clone())).await;
+                    stream::once(async move { Err(e) }).boxed()
+                }
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
+    async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.upload(container, path, tar).await,
             Err(e) => Err(e),
         };
         self.shared.seen(result).await

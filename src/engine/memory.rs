@@ -7,8 +7,8 @@
 //! nothing more. It must never be used to claim something about Docker itself:
 //! tests of that run against the real engine.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use serde::Deserialize;
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::{Engine, EngineError, ErrorKind, Event};
+use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, HELPER_MOUNT};
 use crate::engine::docker::parse_time;
 use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey, DEFAULT_ENGINE};
 
@@ -205,6 +205,12 @@ pub enum Op {
     Clock,
     /// Creating an object (a lease volume).
     Create(Kind),
+    /// Creating a helper container (target: the volume it mounts).
+    CreateHelper,
+    /// Reading a container's path as a tar stream (target: the container).
+    Download,
+    /// Putting a tar stream into a container (target: the container).
+    Upload,
 }
 
 /// What a scripted fault does when its call arrives.
@@ -227,6 +233,9 @@ pub enum FaultAction {
     /// The connection is lost: this call and every later one fail as an
     /// unreachable engine's do, and open event streams end.
     Disconnect,
+    /// A download streams this many bytes, then fails with this error (the
+    /// connection dropped mid-stream). Other calls are served normally.
+    CutAfter(usize, EngineError),
 }
 
 #[derive(Debug, Clone)]
@@ -253,6 +262,19 @@ pub struct MemoryEngine {
     lost: AtomicBool,
     /// Each call's deadline, as `--timeout` gives the Docker engine.
     deadline: Option<Duration>,
+    /// What each volume holds, as the tar stream a download of its mount
+    /// gives (by volume name; none: an empty tar).
+    contents: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// Helper containers created so far (their IDs count up).
+    helpers: AtomicUsize,
+}
+
+/// The bytes a memory download streams at once.
+const CHUNK: usize = 64 * 1024;
+
+/// An empty tar stream: the two zero blocks that end one.
+fn empty_tar() -> Vec<u8> {
+    vec![0; 1024]
 }
 
 impl MemoryEngine {
@@ -266,7 +288,24 @@ impl MemoryEngine {
             followers: Mutex::default(),
             lost: AtomicBool::new(false),
             deadline: None,
+            contents: Mutex::default(),
+            helpers: AtomicUsize::new(0),
         }
+    }
+
+    /// Sets what volume `name` holds: `tar`, the stream a download of its mount gives.
+    pub fn set_content(&self, name: &str, tar: Vec<u8>) {
+        self.contents.lock().unwrap().insert(name.to_string(), tar);
+    }
+
+    /// What volume `name` holds (an empty tar if nothing was set or put).
+    pub fn content(&self, name: &str) -> Vec<u8> {
+        self.contents
+            .lock()
+            .unwrap()
+            .get(name)
+            .cloned()
+            .unwrap_or_else(empty_tar)
     }
 
     /// An engine that, like some old daemons, ignores label filters and lists everything.
@@ -408,7 +447,27 @@ impl MemoryEngine {
                 let _ = serve(&mut self.world.lock().unwrap());
                 Err(e)
             }
+            Some(FaultAction::CutAfter(..)) => serve(&mut self.world.lock().unwrap()),
         }
+    }
+
+    /// The volume a helper container mounts, or why there is none.
+    fn mounted(&self, container: &str, call: &str) -> Result<String, EngineError> {
+        let world = self.world.lock().unwrap();
+        let c = world
+            .containers
+            .iter()
+            .find(|c| c.id == container)
+            .ok_or_else(|| not_found(call.to_string(), Kind::Container))?;
+        c.mounts.iter().next().cloned().ok_or_else(|| {
+            EngineError::new(
+                call.to_string(),
+                ErrorKind::Other {
+                    status: Some(404),
+                    message: "Could not find the file in container".into(),
+                },
+            )
+        })
     }
 
     fn filter_match(&self, labels: &Labels, filters: &[String]) -> bool {
@@ -438,6 +497,9 @@ fn call_name(op: Op, target: &str) -> String {
         Op::Remove(kind) => format!("remove {kind} {target}"),
         Op::Clock => "read the engine's clock (info)".into(),
         Op::Create(kind) => format!("create {kind} {target}"),
+        Op::CreateHelper => format!("create a helper container for volume {target}"),
+        Op::Download => format!("read {HELPER_MOUNT} of container {target}"),
+        Op::Upload => format!("fill / of container {target}"),
     }
 }
 
@@ -548,6 +610,96 @@ impl Engine for MemoryEngine {
         Ok(created)
     }
 
+    async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError> {
+        let n = self.helpers.fetch_add(1, Ordering::SeqCst) + 1;
+        let id = format!("{n:0>64x}");
+        let call = call_name(Op::CreateHelper, &helper.volume);
+        self.call(Op::CreateHelper, &helper.volume, |w| {
+            if !w.volumes.iter().any(|v| v.name == helper.volume) {
+                return Err(not_found(call, Kind::Volume));
+            }
+            if !w
+                .images
+                .iter()
+                .any(|i| i.tags.contains(&helper.image) || i.id == helper.image)
+            {
+                return Err(EngineError::new(
+                    call,
+                    ErrorKind::NotFound {
+                        message: format!("No such image: {}", helper.image),
+                    },
+                ));
+            }
+            let mut c =
+                ContainerInfo::new(&id, &format!("ca-sbx-helper-{n}"), helper.labels.clone());
+            c.state = "created".into();
+            c.mounts.insert(helper.volume.clone());
+            c.image = Some(helper.image.clone());
+            w.containers.push(c);
+            Ok(id.clone())
+        })
+        .await
+    }
+
+    fn download(&self, container: &str, path: &str) -> TarStream {
+        let call = format!("read {path} of container {container}");
+        let fault = self.enter(Op::Download, container);
+        let failed =
+            |e: EngineError| futures_util::stream::once(std::future::ready(Err(e))).boxed();
+        let cut = match fault {
+            None | Some(FaultAction::Pass) => None,
+            Some(FaultAction::CutAfter(n, e)) => Some((n, e)),
+            Some(FaultAction::Disconnect) => {
+                self.disconnect();
+                return failed(self.unreachable(call));
+            }
+            Some(FaultAction::Fail(e)) | Some(FaultAction::DoThenFail(e)) => return failed(e),
+            Some(FaultAction::VanishFirst) | Some(FaultAction::Delay(_)) => None,
+        };
+        let volume = match self.mounted(container, &call) {
+            Ok(v) => v,
+            Err(e) => return failed(e),
+        };
+        if path != HELPER_MOUNT {
+            return failed(not_found(call, Kind::Container));
+        }
+        let mut tar = self.content(&volume);
+        let tail = cut.as_ref().map(|(n, e)| {
+            tar.truncate(*n);
+            e.clone()
+        });
+        let chunks: Vec<Result<bytes::Bytes, EngineError>> = tar
+            .chunks(CHUNK)
+            .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+            .chain(tail.map(Err))
+            .collect();
+        futures_util::stream::iter(chunks).boxed()
+    }
+
+    async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
+        let call = format!("fill {path} of container {container}");
+        let volume = self
+            .call(Op::Upload, container, |_| Ok(()))
+            .await
+            .and_then(|()| self.mounted(container, &call))?;
+        let mut tar = tar;
+        let mut all = Vec::new();
+        while let Some(chunk) = tar.next().await {
+            let chunk = chunk.map_err(|e| {
+                EngineError::new(
+                    call.clone(),
+                    ErrorKind::Other {
+                        status: None,
+                        message: format!("the request body failed: {e}"),
+                    },
+                )
+            })?;
+            all.extend_from_slice(&chunk);
+        }
+        self.set_content(&volume, all);
+        Ok(())
+    }
+
     fn events(&self, _label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {
         if self.lost.load(Ordering::SeqCst) {
             let lost = self.unreachable("follow events".into());
@@ -606,6 +758,7 @@ impl MemoryEngine {
                     ));
                 }
                 w.volumes.retain(|v| v.name != id);
+                self.contents.lock().unwrap().remove(id);
                 Ok(())
             }
             Kind::Network => {

@@ -3,12 +3,15 @@
 //! crosses it (defined in `model`, next to the `Outcome` that carries it).
 //!
 //! Owns the vocabulary of engine calls (list, inspect, remove) over every
-//! `Kind`. It has no way to remove an image, on purpose. It must not decide
+//! `Kind`, and the few calls archiving needs (a helper container that is never
+//! started, a tar stream out of it and into it). It has no way to remove an
+//! image, on purpose. It must not decide
 //! policy: whether a 404 is fine or an in-progress removal is worth waiting for
 //! is for `apply::next` to say. Engine message texts are parsed into
 //! `ErrorKind` only by the engine implementations (`docker.rs`).
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
 use crate::model::{ImageInfo, Kind, Labels, Object, ObjectKey};
@@ -22,6 +25,26 @@ pub mod docker;
 pub mod endpoint;
 pub(crate) mod lazy;
 pub mod memory;
+
+/// Where a helper container mounts the volume it reads or fills.
+pub const HELPER_MOUNT: &str = "/ca-sbx-volume";
+
+/// A helper container: created from `image` (already present; never pulled),
+/// never started, with the named volume `volume` mounted at [`HELPER_MOUNT`],
+/// no network, carrying `labels` (the scope's, so a crash leaves it
+/// reclaimable by label alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    pub image: String,
+    pub volume: String,
+    pub labels: Labels,
+}
+
+/// A tar stream read out of a container, chunk by chunk.
+pub type TarStream = BoxStream<'static, Result<Bytes, EngineError>>;
+
+/// A tar stream to put into a container, chunk by chunk.
+pub type TarBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
 
 /// A container engine as sandboxctl needs it. Implemented by the bollard engine
 /// (`docker::DockerEngine`, for Docker and Podman) and the in-memory engine
@@ -55,6 +78,19 @@ pub trait Engine: Send + Sync {
     /// sandboxctl creates: a lease. Docker answers an existing name with that
     /// volume unchanged, so callers pick names that are new.
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError>;
+
+    /// Creates a [`Helper`] container (never started) and returns its ID.
+    /// Only archiving and restoring create one; the caller removes it.
+    async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError>;
+
+    /// `path` of `container` as a tar stream (`GET /containers/{id}/archive`):
+    /// entries are named after the last element of `path`. Not bounded by the
+    /// call deadline as a whole; a chunk that takes longer than it fails.
+    fn download(&self, container: &str, path: &str) -> TarStream;
+
+    /// Extracts the tar stream `tar` into directory `path` of `container`
+    /// (`PUT /containers/{id}/archive`), streamed as it is read.
+    async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError>;
 
     /// One object, freshly; `ErrorKind::NotFound` once it is gone. For a
     /// container this also fills in the pid and ipc namespaces it joins.

@@ -1,6 +1,8 @@
 //! Apply: carry out a plan, exactly, through an engine.
 //!
-//! Owns what one step does (remove; a volume is re-checked just before) and
+//! Owns what one step does (remove; a volume is re-checked just before, and
+//! archived first when its step says so: removed only once its archive stands
+//! under its final name) and
 //! the error policy as a pure function (`next`: a typed engine error in, what
 //! to do next out: the shape of kube-rs's error policy). The scheduling is the
 //! generic walk in `walk.rs`. Must not remove anything the plan does not name,
@@ -13,10 +15,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError, ErrorKind};
+use crate::exec::archive::{archive_volume, Archived};
 use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
 use crate::model::Outcome;
-use crate::model::{Kind, ObjectKey, Scope};
+use crate::model::{Kind, Object, ObjectKey, Scope};
 use crate::plan::{Plan, Step};
 
 /// The default number of removals in flight. Measured on 2 cores with Docker
@@ -77,6 +80,8 @@ pub struct Applied {
     pub outcomes: Vec<Outcome>,
     /// True if the run stopped starting removals because it was interrupted.
     pub interrupted: bool,
+    /// The archives written, with the index of the step whose removal they preceded.
+    pub archived: Vec<(usize, Archived)>,
 }
 
 /// Carries out `plan`. A step starts once every step it waits for succeeded;
@@ -98,7 +103,7 @@ pub async fn apply(
         &plan.dependencies(),
         options.parallelism,
         |i| (plan.steps[i].object.kind == Kind::Container, i),
-        Outcome::is_success,
+        |(o, _): &(Outcome, Option<Archived>)| o.is_success(),
         || cancel.is_cancelled(),
         |i| {
             observer.on(&Event::Started {
@@ -107,6 +112,13 @@ pub async fn apply(
             })
         },
         |i, w| {
+            if let Walked::Ran((_, Some(archived))) = w {
+                observer.on(&Event::Archived {
+                    engine: name,
+                    step: &plan.steps[i],
+                    archived,
+                });
+            }
             let outcome = as_outcome(w.clone());
             observer.on(&Event::Finished {
                 engine: name,
@@ -114,62 +126,92 @@ pub async fn apply(
                 outcome: &outcome,
             });
         },
-        |i| remove(engine, &plan.steps[i], &scope, options),
+        |i| remove(engine, plan, &plan.steps[i], &scope, options),
     )
     .await;
     let interrupted = walked.iter().any(|w| matches!(w, Walked::Cancelled));
+    let mut archived = Vec::new();
+    let mut outcomes = Vec::with_capacity(walked.len());
+    for (i, w) in walked.into_iter().enumerate() {
+        if let Walked::Ran((_, Some(a))) = &w {
+            archived.push((i, a.clone()));
+        }
+        outcomes.push(as_outcome(w));
+    }
     Applied {
-        outcomes: walked.into_iter().map(as_outcome).collect(),
+        outcomes,
         interrupted,
+        archived,
     }
 }
 
-fn as_outcome(w: Walked<Outcome>) -> Outcome {
+fn as_outcome(w: Walked<(Outcome, Option<Archived>)>) -> Outcome {
     match w {
-        Walked::Ran(o) => o,
+        Walked::Ran((o, _)) => o,
         Walked::Skipped(i) => Outcome::Skipped(i + 1),
         Walked::Cancelled => Outcome::Interrupted,
     }
 }
 
-/// Carries out one step.
+/// Carries out one step: its outcome, and the archive written before the
+/// removal when the step archives (whatever the removal's outcome then).
 async fn remove(
     engine: &dyn Engine,
+    plan: &Plan,
     step: &Step,
     scope: &Scope,
     options: &ApplyOptions,
-) -> Outcome {
+) -> (Outcome, Option<Archived>) {
     let _permit = match &options.budget {
         Some(budget) => Some(budget.acquire().await.expect("the budget is never closed")),
         None => None,
     };
     let key = step.object.key();
+    let mut archived = None;
     if key.kind == Kind::Volume {
         // Volumes have no ID, so a name may have been reused since the listing:
         // look again right before removing, and remove only the volume planned.
-        if let Some(done) = recheck(engine, &key, step, scope).await {
-            return done;
+        let now = match recheck(engine, &key, step, scope).await {
+            Ok(now) => now,
+            Err(done) => return (done, None),
+        };
+        if let Some(dir) = &step.archive {
+            // No archive, no removal: the volume stays, and what waits for it too.
+            match archive_volume(
+                engine,
+                &now,
+                std::path::Path::new(dir),
+                &plan.retained.images,
+                &plan.scope,
+            )
+            .await
+            {
+                Ok(a) => archived = Some(a),
+                Err(e) => return (Outcome::ArchiveFailed(e.to_string()), None),
+            }
         }
     }
-    match engine.remove(&key).await {
+    let outcome = match engine.remove(&key).await {
         Ok(()) => Outcome::Removed,
         Err(e) => match next(key.kind, &e) {
             Next::Done(outcome) => outcome,
             Next::WaitUntilGone => wait_until_gone(engine, &key, options).await,
         },
-    }
+    };
+    (outcome, archived)
 }
 
-/// `Some(outcome)` when the volume must not be removed (gone, relabelled, recreated).
+/// The volume as it is now, or `Err(outcome)` when it must not be removed
+/// (gone, relabelled, recreated).
 async fn recheck(
     engine: &dyn Engine,
     key: &ObjectKey,
     step: &Step,
     scope: &Scope,
-) -> Option<Outcome> {
+) -> Result<Object, Outcome> {
     let now = match engine.inspect(key).await {
         Err(e) => {
-            return Some(match next(key.kind, &e) {
+            return Err(match next(key.kind, &e) {
                 Next::Done(outcome) => outcome,
                 Next::WaitUntilGone => Outcome::Failed(e),
             })
@@ -177,14 +219,14 @@ async fn recheck(
         Ok(now) => now,
     };
     if !scope.manages(&now.labels) {
-        return Some(Outcome::Refused(format!(
+        return Err(Outcome::Refused(format!(
             "{} {} no longer carries the scope labels ({scope}); left alone",
             key.kind, key.id
         )));
     }
     let planned = step.object.created;
     if planned.is_some() && now.created != planned {
-        return Some(Outcome::Refused(format!(
+        return Err(Outcome::Refused(format!(
             "{} {} was recreated since it was listed (created {}, listed {}); left alone",
             key.kind,
             key.id,
@@ -197,7 +239,7 @@ async fn recheck(
                 .unwrap_or_else(|| "?".into())
         )));
     }
-    None
+    Ok(now)
 }
 
 /// Another actor is removing the object: it is done only when the engine

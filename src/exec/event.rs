@@ -48,6 +48,12 @@ pub enum Event<'a> {
     },
     /// A removal starts.
     Started { engine: &'a str, step: &'a Step },
+    /// A volume was archived (under its final name); its removal follows.
+    Archived {
+        engine: &'a str,
+        step: &'a Step,
+        archived: &'a crate::exec::archive::Archived,
+    },
     /// A step ended (removed, gone, failed, skipped, interrupted).
     Finished {
         engine: &'a str,

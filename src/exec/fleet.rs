@@ -312,6 +312,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         };
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone(), down.clone()];
         let options = ApplyOptions {
@@ -370,6 +371,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         };
         let (saved, _) = plan_all(&engines, &goal, &Scope::default(), 0).await;
         saved.validate().unwrap();

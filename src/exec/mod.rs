@@ -4,9 +4,11 @@
 //! engine), `fleet` (every engine of a run at once), `report` (the report,
 //! the one merge and the `Verdict`), `event` (the one event type) and
 //! `lease` (taking, renewing and releasing leases, and holding a box while a
-//! command runs).
+//! command runs) and `archive` (a volume's archive before it goes, and its
+//! restore).
 
 pub mod apply;
+pub mod archive;
 pub mod event;
 pub(crate) mod fleet;
 pub mod lease;

@@ -155,6 +155,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         }
     }
 
@@ -279,6 +280,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         };
         assert!(once(&engine, &declared).await.unwrap().converged);
         let _ = Outcome::Removed;

@@ -82,6 +82,20 @@ impl Failure {
 /// Removed objects, by kind.
 type Removed = ByKind<Vec<Gone>>;
 
+/// A volume archived before its removal (`--archive`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchivedVolume {
+    pub(crate) engine: String,
+    pub volume: String,
+    #[serde(rename = "box")]
+    pub(crate) box_id: Option<String>,
+    /// The archive, under its final name (its manifest is beside it).
+    pub path: String,
+    pub sha256: String,
+    /// The archive's size in bytes.
+    pub bytes: u64,
+}
+
 /// The end of every apply and destroy. Its JSON keys are a public contract.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +105,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) now: Option<String>,
     pub removed: Removed,
+    /// Volumes archived before their removal; absent when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub archived: Vec<ArchivedVolume>,
     pub(crate) kept: Kept,
     pub(crate) retained: Retained,
     pub failures: Vec<Failure>,
@@ -122,6 +139,7 @@ impl Report {
             converged: false,
             now: None,
             removed: Removed::default(),
+            archived: vec![],
             kept: Kept::default(),
             retained: Retained::default(),
             failures: vec![],
@@ -161,6 +179,7 @@ impl Report {
             self.now.clone_from(&part.now);
         }
         self.removed.extend_from(&part.removed);
+        self.archived.extend_from_slice(&part.archived);
         self.kept.extend_from(&part.kept);
         for image in &part.retained.images {
             if !self.retained.images.contains(image) {

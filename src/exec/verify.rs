@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::engine::Engine;
 use crate::exec::apply::Applied;
 use crate::exec::list::plan_once;
-use crate::exec::report::{Failure, Gone, Named, Report};
+use crate::exec::report::{ArchivedVolume, Failure, Gone, Named, Report};
 use crate::model::{ObjectKey, Outcome, Reason};
 use crate::plan::Plan;
 
@@ -51,6 +51,14 @@ pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Repo
                     detail: detail.clone(),
                 }
             }
+            Outcome::ArchiveFailed(error) => {
+                report
+                    .failures
+                    .push(Failure::of(&step.object, outcome.to_string()));
+                Reason::ArchiveFailed {
+                    error: error.clone(),
+                }
+            }
             Outcome::Skipped(after) => Reason::WaitsForFailed {
                 step: *after,
                 object: plan.steps[after - 1].object.as_ref(),
@@ -61,6 +69,17 @@ pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Repo
     }
     for b in &plan.blocked {
         why_left.insert(b.object.key(), b.why.clone());
+    }
+    for (i, a) in &applied.archived {
+        let step = &plan.steps[*i];
+        report.archived.push(ArchivedVolume {
+            engine: step.object.engine.clone(),
+            volume: a.volume.clone(),
+            box_id: step.object.box_id.clone(),
+            path: a.path.display().to_string(),
+            sha256: a.sha256.clone(),
+            bytes: a.bytes,
+        });
     }
 
     let scope = plan.scope();

@@ -34,6 +34,11 @@ pub(crate) const SANDBOX_LABEL: &str = "ca.sandbox";
 pub(crate) const SANDBOX_VALUE: &str = "1";
 /// The label naming the box a container, volume or network belongs to.
 pub(crate) const BOX_ID_LABEL: &str = "ca.sandbox.id";
+/// The label naming what a sandboxctl-made container is for.
+pub(crate) const ROLE_LABEL: &str = "ca.sandbox.role";
+/// [`ROLE_LABEL`]'s value on a helper container that reads or fills a volume
+/// for an archive or a restore: never started, removed as soon as it is done.
+pub(crate) const ARCHIVE_HELPER_ROLE: &str = "archive-helper";
 /// Cached build images are tagged `ca-sbx:<repo>-<dephash>`; they are listed, never removed.
 pub(crate) const IMAGE_REFERENCE: &str = "ca-sbx:*";
 /// The engine name of a run that names no engines (no `[[engine]]` in the state file).

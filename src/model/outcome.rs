@@ -25,6 +25,8 @@ pub enum Outcome {
     GaveUpWaiting { seconds: u64 },
     /// Left alone on purpose: the object changed since it was listed.
     Refused(String),
+    /// A volume left in place because its archive could not be written (why).
+    ArchiveFailed(String),
     /// Not attempted because the step it waits for (by number) did not succeed.
     Skipped(usize),
     /// Not attempted because the run was interrupted.
@@ -34,7 +36,8 @@ pub enum Outcome {
 impl Outcome {
     /// The codes of an attempted removal, as the audit log writes them and
     /// the metrics label them.
-    pub(crate) const ATTEMPTED: [&'static str; 3] = ["removed", "alreadyGone", "failed"];
+    pub(crate) const ATTEMPTED: [&'static str; 4] =
+        ["removed", "alreadyGone", "failed", "archiveFailed"];
 
     /// True when the object is gone.
     pub fn is_success(&self) -> bool {
@@ -47,12 +50,13 @@ impl Outcome {
     }
 
     /// The stable code: `removed`, `alreadyGone`, `failed` (failed, gave up
-    /// waiting, refused), `skipped` or `interrupted`.
+    /// waiting, refused), `archiveFailed`, `skipped` or `interrupted`.
     pub(crate) fn code(&self) -> &'static str {
         match self {
             Outcome::Removed => "removed",
             Outcome::AlreadyGone => "alreadyGone",
             Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } | Outcome::Refused(_) => "failed",
+            Outcome::ArchiveFailed(_) => "archiveFailed",
             Outcome::Skipped(_) => "skipped",
             Outcome::Interrupted => "interrupted",
         }
@@ -83,6 +87,9 @@ impl fmt::Display for Outcome {
                 "its removal was started by another actor and had not finished after {seconds}s"
             ),
             Outcome::Refused(detail) => f.write_str(detail),
+            Outcome::ArchiveFailed(detail) => {
+                write!(f, "not removed: its archive failed: {detail}")
+            }
             Outcome::Skipped(after) => write!(f, "skipped (step {after} did not succeed)"),
             Outcome::Interrupted => f.write_str("not started (interrupted)"),
         }
@@ -118,6 +125,7 @@ mod tests {
             in_use(&[]),
             Outcome::GaveUpWaiting { seconds: 30 },
             Outcome::Refused("changed".into()),
+            Outcome::ArchiveFailed("disk full".into()),
             Outcome::Skipped(1),
             Outcome::Interrupted,
         ];
@@ -133,6 +141,7 @@ mod tests {
                 r#""failed""#,
                 r#""failed""#,
                 r#""failed""#,
+                r#""archiveFailed""#,
                 r#""skipped""#,
                 r#""interrupted""#
             ]
@@ -143,7 +152,7 @@ mod tests {
             .map(Outcome::code)
             .collect();
         assert!(attempted.iter().all(|c| Outcome::ATTEMPTED.contains(c)));
-        assert_eq!(attempted.len(), 5);
+        assert_eq!(attempted.len(), 6);
     }
 
     #[test]

@@ -129,8 +129,14 @@ pub enum Reason {
     HeldByUnmanaged { holders: Vec<Ref> },
     /// Blocked: a blocked object that stays uses it.
     WaitsForBlocked { object: Ref },
+    /// Removed: a helper container that a run left behind while it archived
+    /// or restored a volume (labeled `ca.sandbox.role=archive-helper`).
+    ArchiveHelper,
     /// Failed: the engine refused or the call failed.
     RemovalFailed { error: String },
+    /// Not removed: its archive could not be written (`--archive`), so the
+    /// volume stays.
+    ArchiveFailed { error: String },
     /// Refused: the object changed since it was listed (relabelled, recreated).
     Changed { detail: String },
     /// Not attempted: a step it waits for did not succeed.
@@ -197,7 +203,11 @@ impl fmt::Display for Reason {
                 Refs(holders)
             ),
             Reason::WaitsForBlocked { object } => write!(f, "in use by blocked {object}"),
+            Reason::ArchiveHelper => f.write_str("leftover archive helper container"),
             Reason::RemovalFailed { error } => f.write_str(error),
+            Reason::ArchiveFailed { error } => {
+                write!(f, "not removed: its archive failed: {error}")
+            }
             Reason::Changed { detail } => f.write_str(detail),
             Reason::WaitsForFailed { step, object } => write!(
                 f,
@@ -303,7 +313,9 @@ mod tests {
             Reason::MountedByKept { .. } => "mountedByKept",
             Reason::HeldByUnmanaged { .. } => "heldByUnmanaged",
             Reason::WaitsForBlocked { .. } => "waitsForBlocked",
+            Reason::ArchiveHelper => "archiveHelper",
             Reason::RemovalFailed { .. } => "removalFailed",
+            Reason::ArchiveFailed { .. } => "archiveFailed",
             Reason::Changed { .. } => "changed",
             Reason::WaitsForFailed { .. } => "waitsForFailed",
             Reason::Interrupted => "interrupted",
@@ -348,7 +360,9 @@ mod tests {
             Reason::WaitsForBlocked {
                 object: holder("x"),
             },
+            Reason::ArchiveHelper,
             Reason::RemovalFailed { error: "e".into() },
+            Reason::ArchiveFailed { error: "e".into() },
             Reason::Changed { detail: "d".into() },
             Reason::WaitsForFailed {
                 step: 1,

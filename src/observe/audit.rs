@@ -16,7 +16,9 @@
 //!  "image":"alpine:3","reason":{"code":"boxNotDeclared","text":"leaked: box a is not declared",
 //!  "boxId":"a"},"outcome":"failed","error":"remove container 3f2a…: engine answered HTTP 500: …"}
 //! ```
-//! (one line in the file). Keys always appear in this order. `id` is left
+//! (one line in the file). A volume archived before its removal (`--archive`)
+//! adds `"archive":{"path":…,"sha256":…,"bytes":…}` last, on the line of the
+//! removal it preceded. Keys always appear in this order. `id` is left
 //! out when the engine gave none, `image` when none applies (volumes,
 //! networks), `error` unless `outcome` is `failed`. `reason` is the typed
 //! reason (`model::Reason`) with `code` and `text` first, then its fields,
@@ -87,6 +89,16 @@ struct Entry<'a> {
     /// How the attempt ended; a step never attempted (skipped, interrupted)
     /// is not an attempt and has no line.
     outcome: &'a Outcome,
+    /// The archive written before the removal, if any.
+    archive: Option<&'a crate::exec::archive::Archived>,
+}
+
+/// An archive as the log writes it.
+#[derive(Serialize)]
+struct LoggedArchive<'a> {
+    path: String,
+    sha256: &'a str,
+    bytes: u64,
 }
 
 /// The line as written: field order here is the order in the file.
@@ -105,6 +117,8 @@ struct Line<'a> {
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive: Option<LoggedArchive<'a>>,
 }
 
 /// An audit log could not be opened or written, or an entry was malformed.
@@ -220,6 +234,11 @@ fn format_line(entry: &Entry<'_>) -> Result<String, AuditError> {
         reason: LoggedReason(entry.reason),
         outcome: entry.outcome.code(),
         error: (!entry.outcome.is_success()).then(|| entry.outcome.to_string()),
+        archive: entry.archive.map(|a| LoggedArchive {
+            path: a.path.display().to_string(),
+            sha256: &a.sha256,
+            bytes: a.bytes,
+        }),
     };
     let json = serde_json::to_string(&line).map_err(|e| bad(e.to_string()))?;
     let mut out = String::with_capacity(json.len() + 1);
@@ -265,6 +284,8 @@ pub(crate) struct Recorder {
     pub(crate) error: Option<AuditError>,
     /// Lines written.
     written: usize,
+    /// Archives written whose removal has not finished yet, by object.
+    archives: BTreeMap<crate::model::ObjectKey, crate::exec::archive::Archived>,
 }
 
 impl Recorder {
@@ -275,7 +296,17 @@ impl Recorder {
             objects: BTreeMap::new(),
             error: None,
             written: 0,
+            archives: BTreeMap::new(),
         }
+    }
+
+    /// Keeps the archive of a step until its removal's line is written.
+    pub(crate) fn archived(
+        &mut self,
+        step: &crate::plan::Step,
+        archived: &crate::exec::archive::Archived,
+    ) {
+        self.archives.insert(step.object.key(), archived.clone());
     }
 
     /// Learns the labels and images of what a plan of this inventory's engine
@@ -292,10 +323,11 @@ impl Recorder {
 
     /// Writes the line of a finished step (steps never attempted write none).
     pub(crate) fn finished(&mut self, step: &crate::plan::Step, outcome: &Outcome) {
+        let key = step.object.key();
+        let archive = self.archives.remove(&key);
         if !outcome.attempted() {
             return;
         }
-        let key = step.object.key();
         let empty = (crate::model::Labels::new(), None);
         let (labels, image) = self.objects.get(&key).unwrap_or(&empty);
         let entry = Entry {
@@ -308,6 +340,7 @@ impl Recorder {
             image: image.as_deref(),
             reason: &step.why,
             outcome,
+            archive: archive.as_ref(),
         };
         match self.log.append(&entry) {
             Ok(()) => self.written += 1,
@@ -341,6 +374,7 @@ impl Observer for AuditObserver {
         };
         match event {
             Event::Planned { inventory, .. } => recorder.know(inventory),
+            Event::Archived { step, archived, .. } => recorder.archived(step, archived),
             Event::Finished { step, outcome, .. } => recorder.finished(step, outcome),
             _ => {}
         }
@@ -404,6 +438,7 @@ mod tests {
                 image: self.image.as_deref(),
                 reason: &self.reason,
                 outcome: &self.outcome,
+                archive: None,
             }
         }
     }
@@ -684,6 +719,7 @@ mod tests {
             },
             why: Reason::NoBoxLabel,
             waits_for: vec![],
+            archive: None,
         };
         let in_use = crate::model::EngineError::new(
             "remove volume v2",
@@ -697,6 +733,41 @@ mod tests {
         recorder.finished(&step(3, "v3"), &Outcome::Skipped(2));
         assert_eq!(recorder.written, 2);
         assert!(recorder.error.is_none());
+        // An archive goes on the line of the removal it preceded, and only there.
+        let dir2 = tempfile::tempdir().unwrap();
+        let path2 = dir2.path().join("audit.jsonl");
+        let mut recorder2 = Recorder::new(Arc::new(AuditLog::open(&path2).unwrap()), || {
+            UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+        });
+        let archived = crate::exec::archive::Archived {
+            volume: "v4".into(),
+            path: "/a/default/_/v4-20270115T080000Z.tar.zst".into(),
+            manifest: "/a/default/_/v4-20270115T080000Z.json".into(),
+            sha256: "ab".repeat(32),
+            bytes: 123,
+            uncompressed_size: 2048,
+            file_count: 2,
+        };
+        recorder2.archived(&step(4, "v4"), &archived);
+        recorder2.finished(&step(4, "v4"), &Outcome::Removed);
+        recorder2.finished(&step(5, "v5"), &Outcome::ArchiveFailed("disk full".into()));
+        let text = std::fs::read_to_string(&path2).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0]["archive"]["path"],
+            "/a/default/_/v4-20270115T080000Z.tar.zst"
+        );
+        assert_eq!(lines[0]["archive"]["bytes"], 123);
+        assert_eq!(lines[0]["archive"]["sha256"], "ab".repeat(32));
+        assert_eq!(lines[1]["outcome"], "archiveFailed");
+        assert!(lines[1].get("archive").is_none());
+        assert_eq!(
+            lines[1]["error"],
+            "not removed: its archive failed: disk full"
+        );
         insta::assert_snapshot!(std::fs::read_to_string(&path).unwrap(), @r#"
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v1","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"alreadyGone"}
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v2","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"failed","error":"remove volume v2: conflict: volume is in use (in use by container 0123456789ab; never forced)"}

@@ -698,12 +698,15 @@ mod tests {
         sandboxctl_managed_objects{engine="default",kind="volume"} 2
         sandboxctl_managed_objects{engine="podman",kind="network"} 1
         sandboxctl_removals_total{kind="container",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="container",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="container",outcome="failed"} 0
         sandboxctl_removals_total{kind="container",outcome="removed"} 2
         sandboxctl_removals_total{kind="network",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="network",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="network",outcome="failed"} 1
         sandboxctl_removals_total{kind="network",outcome="removed"} 0
         sandboxctl_removals_total{kind="volume",outcome="alreadyGone"} 1
+        sandboxctl_removals_total{kind="volume",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="volume",outcome="failed"} 0
         sandboxctl_removals_total{kind="volume",outcome="removed"} 0
         "#);

@@ -87,6 +87,49 @@ impl KeptVolume {
     }
 }
 
+/// Archive managed volumes before removing them (`--archive DIR`, `[policy]
+/// archive`): each volume step gets `archive` (the directory).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchivePolicy {
+    /// The directory archives go to, as given.
+    pub dir: String,
+    /// Boxes whose volumes go without an archive (`[[box]] archive = false`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub skip_boxes: BTreeSet<String>,
+    /// Volumes that go without an archive (a `volumes.keep` entry with
+    /// `archive = false`: kept by a reconcile, but `destroy` may take it).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub skip_volumes: BTreeSet<String>,
+}
+
+impl ArchivePolicy {
+    /// Archive everything into `dir`.
+    pub fn new(dir: &str) -> Self {
+        ArchivePolicy {
+            dir: dir.to_string(),
+            ..ArchivePolicy::default()
+        }
+    }
+
+    /// Where `o` (a volume about to go) is archived to, if it is. A lease
+    /// volume holds no data: it is never archived.
+    fn dir_for(&self, o: &Object) -> Option<String> {
+        let skipped = o.kind() != Kind::Volume
+            || o.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL)
+            || self.skip_volumes.contains(&o.name)
+            || o.box_id().is_some_and(|b| self.skip_boxes.contains(b));
+        (!skipped).then(|| self.dir.clone())
+    }
+}
+
+/// True for a helper container a run made to archive or restore a volume.
+fn is_archive_helper(o: &Object) -> bool {
+    o.kind() == Kind::Container
+        && o.labels.get(crate::model::ROLE_LABEL).map(String::as_str)
+            == Some(crate::model::ARCHIVE_HELPER_ROLE)
+}
+
 fn on_engine(entry: &Option<String>, engine: &str) -> bool {
     entry.as_deref().is_none_or(|e| e == engine)
 }
@@ -108,6 +151,9 @@ pub enum Goal {
         /// The longest ttl a lease may have (seconds; `None`: 24 hours).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_lease: Option<u64>,
+        /// Archive volumes before they go.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archive: Option<ArchivePolicy>,
     },
     /// Remove exactly these boxes (`destroy ID...`): their containers and
     /// networks, and their volumes unless `keep_volume`. Volumes in
@@ -120,6 +166,9 @@ pub enum Goal {
         /// The longest ttl a lease may have (seconds; `None`: 24 hours).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_lease: Option<u64>,
+        /// Archive volumes before they go.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archive: Option<ArchivePolicy>,
     },
 }
 
@@ -216,6 +265,9 @@ pub struct Step {
     pub(crate) why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
+    /// A volume archived into this directory before it is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<String>,
 }
 
 /// An object that is kept or blocked, with the reason.
@@ -353,6 +405,10 @@ impl<'i> Ages<'i> {
         let mut users_newest: foldhash::HashMap<&ObjectKey, i64> = foldhash::HashMap::default();
         for o in inv.objects.values() {
             let Some(created) = o.created else { continue };
+            if is_archive_helper(o) {
+                // A leftover helper makes nothing younger.
+                continue;
+            }
             if let Some(b) = o.box_id() {
                 let map = if o.kind() == Kind::Container {
                     &mut ages.box_start
@@ -398,6 +454,21 @@ impl Goal {
         }
     }
 
+    /// Whether and where volumes are archived before they go.
+    pub fn archive(&self) -> Option<&ArchivePolicy> {
+        match self {
+            Goal::Reconcile { archive, .. } | Goal::Destroy { archive, .. } => archive.as_ref(),
+        }
+    }
+
+    /// The same goal, archiving as `archive` says.
+    pub fn with_archive(mut self, policy: Option<ArchivePolicy>) -> Self {
+        match &mut self {
+            Goal::Reconcile { archive, .. } | Goal::Destroy { archive, .. } => *archive = policy,
+        }
+        self
+    }
+
     /// The verdict for `o` by its own labels and the clock alone (before
     /// looking at who uses it).
     fn verdict(
@@ -411,6 +482,12 @@ impl Goal {
         let engine = o.key.engine.as_str();
         let box_id = o.box_id();
         match self {
+            Goal::Reconcile { .. } if is_archive_helper(o) => {
+                // Made by a run that did not get to remove it (a crash): it
+                // holds nothing, and the volume it mounts waits for it. (A
+                // `destroy ID` takes it only with its box, as anything else.)
+                Verdict::Remove(Reason::ArchiveHelper)
+            }
             Goal::Reconcile { grace, .. } => {
                 if o.kind() == Kind::Volume {
                     if let Some(k) = index.kept(&o.name, engine) {
@@ -693,11 +770,13 @@ impl Plan {
                     .map(|d| position[d.index()])
                     .collect();
                 waits_for.sort_unstable();
+                let object = objects[graph[n]];
                 Step {
                     step: position[n.index()],
-                    object: Entry::of(objects[graph[n]]),
+                    object: Entry::of(object),
                     why: why[n.index()].take().expect("each node once"),
                     waits_for,
+                    archive: goal.archive().and_then(|a| a.dir_for(object)),
                 }
             })
             .collect();
@@ -915,6 +994,7 @@ mod tests {
             keep_volumes: keep.iter().map(|s| KeptVolume::new(s)).collect(),
             grace: None,
             max_lease: None,
+            archive: None,
         }
     }
 
@@ -1083,6 +1163,7 @@ mod tests {
             keep_volume,
             keep_volumes: vec![],
             max_lease: None,
+            archive: None,
         };
         let plan = Plan::build(&destroy(false), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "va", "net-na"]);
@@ -1103,6 +1184,7 @@ mod tests {
             keep_volumes: vec![],
             grace: Some(grace),
             max_lease: None,
+            archive: None,
         };
         let created = NOW - 100;
         let inv = inventory(vec![
@@ -1153,6 +1235,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         };
         let plan = Plan::build(&goal(NOW + 1), &inv, NOW);
         assert!(plan.steps.is_empty());
@@ -1188,6 +1271,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         };
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a"]);
@@ -1280,6 +1364,7 @@ mod tests {
             keep_volume: false,
             keep_volumes: vec![],
             max_lease: None,
+            archive: None,
         };
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "la"]);
@@ -1292,6 +1377,7 @@ mod tests {
             keep_volume: true,
             keep_volumes: vec![],
             max_lease: None,
+            archive: None,
         };
         let kept = Plan::build(&keep, &with_data, NOW);
         assert_eq!(names(&kept.steps), vec!["sbx-a", "la"]);

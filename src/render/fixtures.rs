@@ -36,6 +36,7 @@ fn empty_plan() -> Plan {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         },
         now: "2027-01-15T08:00:00Z".into(),
         steps: vec![],
@@ -71,12 +72,14 @@ pub(crate) fn plan_of_two() -> Plan {
             object: container,
             why: leaked("a"),
             waits_for: vec![],
+            archive: None,
         },
         Step {
             step: 2,
             object: entry(Kind::Volume, "data-a", None, Some("a")),
             why: leaked("a"),
             waits_for: vec![1],
+            archive: None,
         },
     ];
     plan.blocked = vec![Noted {
@@ -119,6 +122,7 @@ pub(crate) fn hostile_plan() -> Plan {
         object: evil,
         why: leaked(EVIL_BOX),
         waits_for: vec![],
+        archive: None,
     }];
     plan
 }

@@ -12,6 +12,7 @@
 //! values, errors) is escaped, once, and long values are cut in human output
 //! (`text::clip`); JSON keeps exact values. Must not decide anything.
 
+mod archive;
 mod explain;
 mod graph;
 mod inventory;
@@ -39,6 +40,7 @@ pub(crate) use progress::Progress;
 pub use report::{report_human, report_json};
 pub use table::entry_label;
 
+pub(crate) use archive::{restore_error, restored};
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, Listed};

@@ -66,6 +66,12 @@ pub fn plan_human(plan: &Plan) -> String {
                 if !s.waits_for.is_empty() {
                     let w: Vec<String> = s.waits_for.iter().map(|w| w.to_string()).collect();
                     row.push(format!("after {}", w.join(", ")));
+                } else if s.archive.is_some() {
+                    row.push(String::new());
+                }
+                if let Some(dir) = &s.archive {
+                    // The last cell: the folder is shown whole (up to the last cell's limit).
+                    row.push(format!("archive to {dir}, then remove"));
                 }
                 row
             })
@@ -283,6 +289,16 @@ pub(crate) fn fleet_plan_summary(fleet: &FleetPlan) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::{hostile_plan, plan_of_two};
+
+    #[test]
+    fn archive_steps_say_where_then_remove() {
+        let mut plan = plan_of_two();
+        plan.steps[1].archive = Some("/srv/sbx-archive".into());
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!("plan_archive_human", plan_human(&plan));
+            insta::assert_snapshot!("plan_archive_json", plan_json(&plan));
+        });
+    }
 
     #[test]
     fn removals_blocked_and_kept_with_reasons() {

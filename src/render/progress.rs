@@ -51,7 +51,9 @@ pub(crate) fn step_line(step: &Step, outcome: &Outcome) -> String {
     let what = match outcome {
         Outcome::Removed => "removed".to_string(),
         Outcome::AlreadyGone => "already gone".to_string(),
-        Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } => format!("FAILED: {outcome}"),
+        Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } | Outcome::ArchiveFailed(_) => {
+            format!("FAILED: {outcome}")
+        }
         Outcome::Refused(e) => format!("refused: {e}"),
         other => other.to_string(),
     };
@@ -94,6 +96,7 @@ mod tests {
             object: entry(Kind::Container, name, Some("c0ffee0000010000"), None),
             why: Reason::NoBoxLabel,
             waits_for: vec![],
+            archive: None,
         }
     }
 

@@ -49,6 +49,26 @@ pub fn report_human(report: &Report) -> String {
             })
         })
         .collect();
+    if !report.archived.is_empty() {
+        out.push_str("Archived (then removed):\n");
+        let rows: Vec<Vec<String>> = report
+            .archived
+            .iter()
+            .map(|a| {
+                vec![
+                    "volume".to_string(),
+                    a.volume.clone(),
+                    a.path.clone(),
+                    plural(usize::try_from(a.bytes).unwrap_or(usize::MAX), "byte"),
+                    format!("sha256 {}", a.sha256),
+                ]
+            })
+            .collect();
+        out.push_str(&table(rows, "  "));
+        if !removed.is_empty() {
+            out.push('\n');
+        }
+    }
     if !removed.is_empty() {
         out.push_str("Removed:\n");
         out.push_str(&table(removed, "  "));
@@ -170,6 +190,38 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::{hostile_report, report_not_converged};
+
+    #[test]
+    fn archived_and_archive_failed() {
+        use crate::exec::report::{ArchivedVolume, Failure, Leftover};
+        use crate::model::Reason;
+        let mut report = report_not_converged();
+        report.archived.push(ArchivedVolume {
+            engine: "default".into(),
+            volume: "data-a".into(),
+            box_id: Some("a".into()),
+            path: "/srv/sbx-archive/default/a/data-a-20261130T201500Z.tar.zst".into(),
+            sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            bytes: 4096,
+        });
+        let error = "no ca-sbx:* image is present to make a helper container from (images are never pulled)".to_string();
+        let failed = Outcome::ArchiveFailed(error.clone());
+        let volume = crate::render::fixtures::entry(Kind::Volume, "data-b", None, Some("b"));
+        report
+            .failures
+            .push(Failure::of(&volume, failed.to_string()));
+        report.remaining.push(
+            Kind::Volume,
+            Leftover {
+                object: Named::of(&volume),
+                reason: Reason::ArchiveFailed { error },
+            },
+        );
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!("report_archive_human", report_human(&report));
+            insta::assert_snapshot!("report_archive_json", report_json(&report));
+        });
+    }
 
     #[test]
     fn removed_failures_left_behind_and_the_verdict() {

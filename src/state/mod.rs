@@ -13,6 +13,7 @@
 //!
 //! [policy]
 //! grace = "10m"                 # an undeclared box younger than this is left alone
+//! archive = "/var/lib/sbx"      # optional: archive each volume here before it is removed
 //!
 //! [[engine]]                    # optional: the engines this file names
 //! name = "ci-1"
@@ -22,6 +23,7 @@
 //! id = "explore-ripgrep"
 //! engine = "ci-1"               # optional: on that engine only (else on every engine)
 //! expires = "2026-12-24T18:00:00Z"   # optional, RFC 3339 UTC; or ttl = "8h"; not both
+//! archive = false               # optional: its volumes go without an archive
 //!
 //! [volumes]
 //! keep = ["ca-sbx-notes", { engine = "ci-1", name = "cache" }]   # a plain name: every engine
@@ -144,6 +146,9 @@ pub struct BoxDecl {
     pub engine: Option<String>,
     /// When the box stops being declared; `None`: never.
     pub expiry: Option<Expiry>,
+    /// `archive = false`: its volumes go without an archive, even with
+    /// `--archive` or `[policy] archive` (default true).
+    pub archive: bool,
     /// The 1-based line of its `id` key.
     pub(crate) line: usize,
 }
@@ -164,6 +169,9 @@ pub struct KeepVolume {
     pub name: String,
     /// The engine it is kept on; `None`: on every engine.
     pub engine: Option<String>,
+    /// `archive = false` (a table entry): when `destroy` takes it anyway, it
+    /// goes without an archive (default true).
+    pub archive: bool,
     /// The 1-based line of the entry.
     pub(crate) line: usize,
 }
@@ -175,6 +183,9 @@ pub struct Policy {
     pub grace: Option<Duration>,
     /// `max_lease`: the longest ttl a lease may carry; `None`: 24 hours.
     pub max_lease: Option<Duration>,
+    /// `archive`: the folder volumes are archived to before they are removed
+    /// (as `--archive DIR`); `None`: no archive.
+    pub archive: Option<PathBuf>,
 }
 
 /// One `[[engine]]` table.

@@ -31,16 +31,19 @@ const FORMAT_HINT: &str = "the format is [scope] labels = { \"key\" = \"value\" 
      [[box]] id = \"...\" (one table per box), [volumes] keep = [\"...\"]";
 const ENGINE_HINT: &str = "each engine is a table: [[engine]] name = \"...\", and optionally \
      host = \"ssh://user@host\" or context = \"name\"";
-const POLICY_HINT: &str = "the format is [policy] grace = \"10m\", max_lease = \"24h\"";
+const POLICY_HINT: &str =
+    "the format is [policy] grace = \"10m\", max_lease = \"24h\", archive = \"/path/to/dir\"";
 const KEEP_ENTRY: &str = "a volume name or an inline table { engine = \"...\", name = \"...\" }";
 
 const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes"];
 const SCOPE_KEYS: &[&str] = &["labels"];
-const POLICY_KEYS: &[&str] = &["grace", "max_lease"];
+const POLICY_KEYS: &[&str] = &["grace", "max_lease", "archive"];
 const ENGINE_KEYS: &[&str] = &["name", "host", "context"];
-const BOX_KEYS: &[&str] = &["id", "engine", "expires", "ttl"];
+const BOX_KEYS: &[&str] = &["id", "engine", "expires", "ttl", "archive"];
 const VOLUMES_KEYS: &[&str] = &["keep"];
-const KEEP_KEYS: &[&str] = &["engine", "name"];
+const KEEP_KEYS: &[&str] = &["engine", "name", "archive"];
+const ARCHIVE_FLAG_HINT: &str =
+    "write archive = false to remove this entry's volumes without an archive";
 
 /// Parses `text` as TOML and walks it: the state, or every problem in file
 /// order (never an empty list). A syntax error stops parsing, so it is alone;
@@ -93,6 +96,7 @@ struct RawFile {
     scope: Labels,
     grace: Option<Duration>,
     max_lease: Option<Duration>,
+    archive: Option<std::path::PathBuf>,
     engines: Vec<RawEngine>,
     boxes: Vec<RawBox>,
     keep: Vec<RawKeep>,
@@ -107,11 +111,13 @@ struct RawBox {
     id: Option<At>,
     engine: Option<At>,
     expiry: Option<Expiry>,
+    archive: bool,
 }
 
 struct RawKeep {
     name: Option<At>,
     engine: Option<At>,
+    archive: bool,
     /// The entry's offset.
     at: usize,
 }
@@ -189,6 +195,17 @@ impl Walker<'_> {
         }
     }
 
+    /// A boolean value, or a wrong-type problem.
+    fn boolean(&mut self, (_, value): Entry<'_, '_>, hint: &str) -> Option<bool> {
+        match value.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            _ => {
+                self.wrong_type(value, "true or false", hint);
+                None
+            }
+        }
+    }
+
     /// A table value, or a wrong-type problem.
     fn table<'a, 'i>(
         &mut self,
@@ -225,7 +242,7 @@ impl Walker<'_> {
         for (key, value) in self.known(root, TOP_KEYS, "remove it or fix its spelling") {
             match key.get_ref().as_ref() {
                 "scope" => raw.scope = self.scope(value),
-                "policy" => (raw.grace, raw.max_lease) = self.policy(value),
+                "policy" => (raw.grace, raw.max_lease, raw.archive) = self.policy(value),
                 "engine" => raw.engines = self.engines(value),
                 "box" => raw.boxes = self.boxes(value),
                 _ => raw.keep = self.volumes(value),
@@ -274,13 +291,36 @@ impl Walker<'_> {
         scope
     }
 
-    /// `grace` and `max_lease`.
-    fn policy(&mut self, value: &Spanned<DeValue<'_>>) -> (Option<Duration>, Option<Duration>) {
+    /// `grace`, `max_lease` and `archive`.
+    fn policy(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+    ) -> (
+        Option<Duration>,
+        Option<Duration>,
+        Option<std::path::PathBuf>,
+    ) {
         let Some(table) = self.table(value, "a [policy] table", POLICY_HINT) else {
-            return (None, None);
+            return (None, None, None);
         };
-        let (mut grace, mut max_lease) = (None, None);
+        let (mut grace, mut max_lease, mut archive) = (None, None, None);
         for entry in self.known(table, POLICY_KEYS, "remove it or fix its spelling") {
+            if entry.0.get_ref().as_ref() == "archive" {
+                let hint = "write archive = \"/path/to/dir\": the folder archives go to";
+                if let Some(text) = self.string(entry, "a folder path string", hint) {
+                    if text.value.trim().is_empty() {
+                        let kind = StateErrorKind::WrongType {
+                            found: "an empty string".into(),
+                            expected: "a folder path string".into(),
+                            hint: hint.into(),
+                        };
+                        self.problem(text.at, kind);
+                    } else {
+                        archive = Some(std::path::PathBuf::from(text.value));
+                    }
+                }
+                continue;
+            }
             let (key, out) = if entry.0.get_ref().as_ref() == "max_lease" {
                 ("max_lease", &mut max_lease)
             } else {
@@ -292,7 +332,7 @@ impl Walker<'_> {
                 *out = self.duration(key, &text);
             }
         }
-        (grace, max_lease)
+        (grace, max_lease, archive)
     }
 
     fn duration(&mut self, key: &'static str, text: &At) -> Option<Duration> {
@@ -411,6 +451,7 @@ impl Walker<'_> {
                 id: None,
                 engine: None,
                 expiry: None,
+                archive: true,
             };
             let mut expiry_key: Option<(&'static str, usize)> = None;
             for entry in self.known(table, BOX_KEYS, "remove it or fix its spelling") {
@@ -420,6 +461,9 @@ impl Walker<'_> {
                     "engine" => {
                         let hint = "write engine = \"...\" with the name of an [[engine]] table";
                         b.engine = self.string(entry, "a string", hint);
+                    }
+                    "archive" => {
+                        b.archive = self.boolean(entry, ARCHIVE_FLAG_HINT).unwrap_or(true);
                     }
                     _ => {
                         let key: &'static str = if key == "ttl" { "ttl" } else { "expires" };
@@ -524,16 +568,23 @@ impl Walker<'_> {
                             at,
                         }),
                         engine: None,
+                        archive: true,
                         at,
                     }),
                     DeValue::Table(t) => {
                         let mut entry = RawKeep {
                             name: None,
                             engine: None,
+                            archive: true,
                             at,
                         };
                         let hint = "write { engine = \"...\", name = \"...\" }";
                         for field in self.known(t, KEEP_KEYS, "remove it or fix its spelling") {
+                            if field.0.get_ref().as_ref() == "archive" {
+                                entry.archive =
+                                    self.boolean(field, ARCHIVE_FLAG_HINT).unwrap_or(true);
+                                continue;
+                            }
                             let text = self.string(field, "a string", hint);
                             if field.0.get_ref().as_ref() == "name" {
                                 entry.name = text;
@@ -612,6 +663,7 @@ impl Walker<'_> {
                 id: id.value,
                 engine,
                 expiry: b.expiry,
+                archive: b.archive,
             });
         }
         boxes.sort_by(|a, b| (&a.id, &a.engine).cmp(&(&b.id, &b.engine)));
@@ -639,6 +691,7 @@ impl Walker<'_> {
                 line: self.line(k.at),
                 name: name.value,
                 engine,
+                archive: k.archive,
             });
         }
         keep_volumes.sort_by(|a, b| (&a.name, &a.engine).cmp(&(&b.name, &b.engine)));
@@ -651,6 +704,7 @@ impl Walker<'_> {
             policy: Policy {
                 grace: raw.grace,
                 max_lease: raw.max_lease,
+                archive: raw.archive,
             },
             engines,
         }
@@ -829,7 +883,7 @@ mod tests {
             [
                 "s.toml:1:1: missing key `id`; add id = \"...\" to this [[box]] table",
                 "s.toml:2:1: unknown key `name`, expected one of `id`, `engine`, `expires`, \
-                 `ttl`; remove it or fix its spelling"
+                 `ttl`, `archive`; remove it or fix its spelling"
             ]
         );
         assert_eq!(
@@ -895,18 +949,21 @@ keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine =
                         engine: None,
                         expiry: None,
                         line: 26,
+                        archive: true,
                     },
                     BoxDecl {
                         id: "demo".into(),
                         engine: engine("ci-1"),
                         expiry: Some(at(1_798_135_200)),
                         line: 16,
+                        archive: true,
                     },
                     BoxDecl {
                         id: "demo".into(),
                         engine: engine("local"),
                         expiry: Some(Expiry::Ttl(Duration::from_secs(8 * 3600))),
                         line: 21,
+                        archive: true,
                     },
                 ],
                 keep_volumes: vec![
@@ -914,21 +971,25 @@ keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine =
                         name: "cache".into(),
                         engine: engine("ci-1"),
                         line: 29,
+                        archive: true,
                     },
                     KeepVolume {
                         name: "cache".into(),
                         engine: engine("mac"),
                         line: 29,
+                        archive: true,
                     },
                     KeepVolume {
                         name: "notes".into(),
                         engine: None,
                         line: 29,
+                        archive: true,
                     },
                 ],
                 policy: Policy {
                     grace: Some(Duration::from_secs(600)),
                     max_lease: None,
+                    archive: None,
                 },
                 engines: vec![
                     EngineDecl {

@@ -348,6 +348,7 @@ mod tests {
             keep_volumes: vec![],
             grace: None,
             max_lease: None,
+            archive: None,
         }
     }
 

@@ -22,6 +22,7 @@ pub fn goal(boxes: &[&str]) -> Goal {
         keep_volumes: Vec::new(),
         grace: None,
         max_lease: None,
+        archive: None,
     }
 }
 

@@ -1,0 +1,1237 @@
+//! Archiving a managed volume before it is removed (`--archive DIR`), and
+//! restoring one (`restore ARCHIVE`).
+//!
+//! Owns the engine calls of both (a helper container that is never started,
+//! the tar stream out of it or into it, the helper's removal) and the files:
+//! `DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst` and its manifest
+//! `.json` beside it. The tar stream goes through a zstd encoder into a
+//! temporary file on a blocking thread, chunk by chunk (memory stays flat
+//! whatever the volume's size); then fsync, the manifest (fsynced), the
+//! manifest's rename, the archive's rename, and an fsync of the directory. So
+//! an archive under a final name always has its manifest, and a partial
+//! archive never stands under a final name. On any failure the temporary files
+//! and the helper are removed and a typed `ArchiveError` says why.
+//!
+//! Reads only through a helper made from an image already present (a retained
+//! `ca-sbx:*` image): never pulls. Returns typed results; never prints and
+//! never decides whether the volume goes (`apply` does, only after `Ok`).
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures_util::stream::StreamExt;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::engine::{Engine, EngineError, Helper, TarBody, HELPER_MOUNT};
+use crate::model::{
+    ImageInfo, Kind, Labels, Object, ObjectKey, ARCHIVE_HELPER_ROLE, BOX_ID_LABEL, ROLE_LABEL,
+};
+
+/// The zstd level archives are written with.
+const ZSTD_LEVEL: i32 = 3;
+/// The version of the manifest's JSON form.
+const MANIFEST_VERSION: u32 = 1;
+/// Chunks in flight between the engine's stream and the file writer (each
+/// is one chunk of the engine's answer, tens of KiB): what bounds memory.
+const IN_FLIGHT: usize = 8;
+/// The bytes a restore reads from the archive at once.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One volume's archive, written and renamed to its final name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Archived {
+    pub volume: String,
+    /// The archive (`.tar.zst`), under its final name.
+    pub path: PathBuf,
+    /// Its manifest (`.json`) beside it.
+    pub manifest: PathBuf,
+    /// SHA-256 of the archive file, hex.
+    pub sha256: String,
+    /// The archive file's size in bytes.
+    pub bytes: u64,
+    /// The tar stream's size in bytes, before compression.
+    pub uncompressed_size: u64,
+    /// Tar entries (files, folders, links; the volume's root included).
+    pub file_count: u64,
+}
+
+/// What stands beside each archive: where it came from and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub version: u32,
+    /// The engine's name in the run (`default`, or a fleet entry's).
+    pub engine: String,
+    pub volume: String,
+    pub labels: Labels,
+    /// The volume's creation time (RFC 3339), when the engine gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    /// The archive file's name (beside the manifest).
+    pub archive: String,
+    pub sha256: String,
+    /// The archive file's size in bytes.
+    pub size: u64,
+    /// The tar stream's size in bytes (what a restore puts back).
+    pub uncompressed_size: u64,
+    /// Tar entries (files, folders, links; the volume's root included).
+    pub file_count: u64,
+    /// When the archive was written (RFC 3339, this machine's clock).
+    pub time: String,
+    /// How the content is stored.
+    pub format: String,
+    /// Where the tar's entries are rooted: the helper's mount point.
+    pub root: String,
+}
+
+/// Why a volume was not archived (so it was not removed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchiveError {
+    /// No `ca-sbx:*` image is present to make a helper container from (images
+    /// are never pulled).
+    #[error(
+        "no ca-sbx:* image is present to make a helper container from (images are never pulled)"
+    )]
+    NoImage,
+    /// An engine call failed (the helper refused, the stream broke, ...).
+    #[error("{0}")]
+    Engine(EngineError),
+    /// Writing or reading a file failed (disk full, permission, ...).
+    #[error("{what} {}: {error}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        error: String,
+    },
+    /// The volume vanished or was recreated while its helper was made.
+    #[error(
+        "volume {0} vanished or was recreated while its helper container was made; left alone"
+    )]
+    Changed(String),
+    /// The stream ended but was not a tar stream that ended well.
+    #[error("the engine's tar stream was cut or malformed: {0}")]
+    Tar(String),
+}
+
+impl ArchiveError {
+    fn io(what: &'static str, path: &Path, e: io::Error) -> Self {
+        ArchiveError::Io {
+            what,
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        }
+    }
+}
+
+/// A name that is safe as one path element: engine- or user-given text
+/// (a box ID) never climbs out of `DIR` nor makes a hidden file.
+fn path_element(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with('.') {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// `20261130T201500Z`: a UTC time as a file name takes it.
+fn stamp(secs: i64) -> String {
+    crate::model::time::rfc3339(secs)
+        .replace(['-', ':'], "")
+        .trim_end_matches('Z')
+        .to_string()
+        + "Z"
+}
+
+/// The folder the archives of `box_id`'s volumes on `engine` go to.
+pub fn folder(dir: &Path, engine: &str, box_id: Option<&str>) -> PathBuf {
+    dir.join(path_element(engine))
+        .join(box_id.map(path_element).unwrap_or_else(|| "_".into()))
+}
+
+/// The first retained `ca-sbx:*` image, by ID (a tag may move meanwhile).
+pub fn helper_image(images: &[ImageInfo]) -> Option<String> {
+    images
+        .iter()
+        .find(|i| i.tags.iter().any(|t| t.starts_with("ca-sbx:")))
+        .map(|i| i.id.clone())
+}
+
+/// A helper's labels: the scope's (`ca.sandbox=1` among them), the box's
+/// when it has one, and the role, so that a crash leaves it reclaimable by
+/// label alone.
+pub fn helper_labels(scope_labels: &Labels, box_id: Option<&str>) -> Labels {
+    let mut labels = scope_labels.clone();
+    if let Some(b) = box_id {
+        labels.insert(BOX_ID_LABEL.to_string(), b.to_string());
+    }
+    labels.insert(ROLE_LABEL.to_string(), ARCHIVE_HELPER_ROLE.to_string());
+    labels
+}
+
+/// Every label a managed object carries in `scope`: `ca.sandbox=1` and the scope's.
+pub fn scope_labels(scope: &crate::model::Scope) -> Labels {
+    let mut labels = scope.labels.clone();
+    labels.insert(
+        crate::model::SANDBOX_LABEL.to_string(),
+        crate::model::SANDBOX_VALUE.to_string(),
+    );
+    labels
+}
+
+/// Now, Unix seconds (this machine's clock: an archive's name and time).
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Archives `volume` (as just inspected: its labels and creation time go in
+/// the manifest) into `dir`, through a helper made from one of `images` and
+/// labeled with `scope_labels`. The volume itself is left as it is.
+pub async fn archive_volume(
+    engine: &dyn Engine,
+    volume: &Object,
+    dir: &Path,
+    images: &[ImageInfo],
+    scope_labels: &Labels,
+) -> Result<Archived, ArchiveError> {
+    let image = helper_image(images).ok_or(ArchiveError::NoImage)?;
+    let box_id = volume.box_id().map(str::to_string);
+    let helper = Helper {
+        image,
+        volume: volume.name.clone(),
+        labels: helper_labels(scope_labels, box_id.as_deref()),
+    };
+    let id = engine
+        .create_helper(&helper)
+        .await
+        .map_err(ArchiveError::Engine)?;
+    let helper_key = ObjectKey::new(engine.name(), Kind::Container, &id);
+    // Docker creates a named volume a new container mounts when it does not
+    // exist: make sure the helper mounts the volume planned, not a new one.
+    let key = ObjectKey::new(engine.name(), Kind::Volume, &volume.name);
+    match engine.inspect(&key).await {
+        Ok(v) if v.created == volume.created && v.labels == volume.labels => {}
+        other => {
+            let _ = engine.remove(&helper_key).await;
+            return Err(match other {
+                Err(e) if !e.is_not_found() => ArchiveError::Engine(e),
+                _ => ArchiveError::Changed(volume.name.clone()),
+            });
+        }
+    }
+    let now = now_secs();
+    let manifest = Manifest {
+        version: MANIFEST_VERSION,
+        engine: engine.name().to_string(),
+        volume: volume.name.clone(),
+        labels: volume.labels.clone(),
+        created_at: volume.created.map(crate::model::time::rfc3339),
+        box_id: box_id.clone(),
+        archive: String::new(),
+        sha256: String::new(),
+        size: 0,
+        uncompressed_size: 0,
+        file_count: 0,
+        time: crate::model::time::rfc3339(now),
+        format: "tar+zstd".into(),
+        root: HELPER_MOUNT.trim_start_matches('/').to_string(),
+    };
+    let folder = folder(dir, engine.name(), box_id.as_deref());
+    let base = format!("{}-{}", path_element(&volume.name), stamp(now));
+    let written = stream_to_file(engine, &id, folder, base, manifest).await;
+    // Whatever became of the archive. A helper that could not be removed is
+    // labeled: the next run removes it (reason `archiveHelper`).
+    let _ = engine.remove(&helper_key).await;
+    written
+}
+
+/// Messages from the engine's stream to the writer thread.
+enum Chunk {
+    Data(Bytes),
+    /// The stream ended well: finish the file.
+    End,
+}
+
+/// Streams the helper's mount into the archive and renames it (see the module header).
+async fn stream_to_file(
+    engine: &dyn Engine,
+    helper: &str,
+    folder: PathBuf,
+    base: String,
+    manifest: Manifest,
+) -> Result<Archived, ArchiveError> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(IN_FLIGHT);
+    let writer = tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest));
+    let mut stream = engine.download(helper, HELPER_MOUNT);
+    let mut failed = None;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(data) => {
+                if tx.send(Chunk::Data(data)).await.is_err() {
+                    // The writer stopped: its error says why.
+                    break;
+                }
+            }
+            Err(e) => {
+                failed = Some(ArchiveError::Engine(e));
+                break;
+            }
+        }
+    }
+    if failed.is_none() {
+        let _ = tx.send(Chunk::End).await;
+    }
+    drop(tx);
+    let written = writer.await.unwrap_or_else(|e| {
+        Err(ArchiveError::Tar(format!(
+            "the writer thread did not finish: {e}"
+        )))
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => written,
+    }
+}
+
+/// A writer that hashes and counts what goes through it.
+struct Hashing<W> {
+    inner: W,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Removes what it names when dropped, unless disarmed: a failure at any
+/// point leaves no temporary file and no half-named pair.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The writer thread: chunks in, `<base>.tar.zst` and `<base>.json` out.
+fn write_archive(
+    mut rx: tokio::sync::mpsc::Receiver<Chunk>,
+    folder: &Path,
+    base: &str,
+    mut manifest: Manifest,
+) -> Result<Archived, ArchiveError> {
+    std::fs::create_dir_all(folder).map_err(|e| ArchiveError::io("create folder", folder, e))?;
+    let final_archive = folder.join(format!("{base}.tar.zst"));
+    let final_manifest = folder.join(format!("{base}.json"));
+    for p in [&final_archive, &final_manifest] {
+        if p.exists() {
+            return Err(ArchiveError::io(
+                "write",
+                p,
+                io::Error::new(io::ErrorKind::AlreadyExists, "already exists"),
+            ));
+        }
+    }
+    let tmp_archive = folder.join(format!(".{base}.tar.zst.partial"));
+    let tmp_manifest = folder.join(format!(".{base}.json.partial"));
+    let mut cleanup = Cleanup(vec![tmp_archive.clone(), tmp_manifest.clone()]);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_archive)
+        .map_err(|e| ArchiveError::io("create", &tmp_archive, e))?;
+    let write_err = |e| ArchiveError::io("write", &tmp_archive, e);
+    let mut encoder = zstd::stream::write::Encoder::new(
+        Hashing {
+            inner: io::BufWriter::new(file),
+            sha: Sha256::new(),
+            bytes: 0,
+        },
+        ZSTD_LEVEL,
+    )
+    .map_err(write_err)?;
+    let mut tar = TarCount::default();
+    let mut ended = false;
+    while let Some(chunk) = rx.blocking_recv() {
+        match chunk {
+            Chunk::Data(data) => {
+                tar.feed(&data);
+                encoder.write_all(&data).map_err(write_err)?;
+            }
+            Chunk::End => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    if !ended {
+        // The stream broke: the caller has the engine's error.
+        return Err(ArchiveError::Tar("the stream stopped early".into()));
+    }
+    tar.check()?;
+    let hashing = encoder.finish().map_err(write_err)?;
+    let file = hashing
+        .inner
+        .into_inner()
+        .map_err(|e| write_err(e.into_error()))?;
+    file.sync_all().map_err(write_err)?;
+    drop(file);
+
+    let sha256 = hex(&hashing.sha.finalize());
+    manifest.archive = format!("{base}.tar.zst");
+    manifest.sha256 = sha256.clone();
+    manifest.size = hashing.bytes;
+    manifest.uncompressed_size = tar.bytes;
+    manifest.file_count = tar.entries;
+    let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+    let mut m = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_manifest)
+        .map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?;
+    m.write_all(&json)
+        .and_then(|()| m.write_all(b"\n"))
+        .and_then(|()| m.sync_all())
+        .map_err(|e| ArchiveError::io("write", &tmp_manifest, e))?;
+    drop(m);
+    std::fs::rename(&tmp_manifest, &final_manifest)
+        .map_err(|e| ArchiveError::io("rename", &tmp_manifest, e))?;
+    // From here on a failure also takes the manifest back.
+    cleanup.0.push(final_manifest.clone());
+    std::fs::rename(&tmp_archive, &final_archive)
+        .map_err(|e| ArchiveError::io("rename", &tmp_archive, e))?;
+    sync_dir(folder)?;
+    cleanup.0.clear();
+    Ok(Archived {
+        volume: manifest.volume,
+        path: final_archive,
+        manifest: final_manifest,
+        sha256,
+        bytes: manifest.size,
+        uncompressed_size: manifest.uncompressed_size,
+        file_count: manifest.file_count,
+    })
+}
+
+fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| ArchiveError::io("sync folder", dir, e))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Counts a tar stream's bytes and entries as it streams by, reading only
+/// the headers (meta entries: pax and GNU long names are not counted).
+#[derive(Debug, Default)]
+pub(crate) struct TarCount {
+    /// Bytes seen.
+    pub(crate) bytes: u64,
+    /// Entries seen.
+    pub(crate) entries: u64,
+    /// The header being gathered.
+    header: Vec<u8>,
+    /// Bytes of the current entry's data (and padding) still to pass.
+    skip: u64,
+    /// A zero block (the end of the archive) was seen.
+    ended: bool,
+}
+
+impl TarCount {
+    pub(crate) fn feed(&mut self, mut data: &[u8]) {
+        self.bytes += data.len() as u64;
+        while !data.is_empty() {
+            if self.skip > 0 {
+                let n = usize::try_from(self.skip)
+                    .unwrap_or(usize::MAX)
+                    .min(data.len());
+                self.skip -= n as u64;
+                data = &data[n..];
+                continue;
+            }
+            let n = (512 - self.header.len()).min(data.len());
+            self.header.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.header.len() < 512 {
+                break;
+            }
+            if self.header.iter().all(|&b| b == 0) {
+                self.ended = true;
+            } else if !self.ended {
+                let size = tar_size(&self.header[124..136]);
+                if !matches!(self.header[156], b'x' | b'g' | b'L' | b'K') {
+                    self.entries += 1;
+                }
+                self.skip = size.div_ceil(512) * 512;
+            }
+            self.header.clear();
+        }
+    }
+
+    /// Whether the stream ended on a block boundary, with its end marker.
+    pub(crate) fn check(&self) -> Result<(), ArchiveError> {
+        if self.skip > 0 || !self.header.is_empty() {
+            return Err(ArchiveError::Tar(format!(
+                "it stops inside an entry after {} bytes",
+                self.bytes
+            )));
+        }
+        if !self.ended {
+            return Err(ArchiveError::Tar(format!(
+                "it has no end marker after {} bytes",
+                self.bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A tar header's size field: octal, or base-256 when its first bit is set.
+fn tar_size(field: &[u8]) -> u64 {
+    if field[0] & 0x80 != 0 {
+        return field[1..].iter().fold(0u64, |n, &b| {
+            n.saturating_mul(256).saturating_add(u64::from(b))
+        });
+    }
+    let text: String = field
+        .iter()
+        .take_while(|&&b| b != 0)
+        .map(|&b| b as char)
+        .collect();
+    u64::from_str_radix(text.trim(), 8).unwrap_or(0)
+}
+
+/// A restored volume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Restored {
+    pub volume: String,
+    /// The labels it was created with (the archived volume's: it stays managed).
+    pub labels: Labels,
+    #[serde(rename = "box")]
+    pub box_id: Option<String>,
+    pub file_count: u64,
+    pub uncompressed_size: u64,
+}
+
+/// Why a restore did not happen or did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    #[error("manifest {}: {error}", path.display())]
+    Manifest { path: PathBuf, error: String },
+    #[error("archive {}: its SHA-256 is {actual}, the manifest says {expected}; nothing was created", path.display())]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("volume {0} exists; restore never overwrites a volume (remove it, or restore with --volume NEW)")]
+    Exists(String),
+    #[error(
+        "no ca-sbx:* image is present to make a helper container from (images are never pulled)"
+    )]
+    NoImage,
+    #[error("{0}")]
+    Engine(EngineError),
+    #[error("{0}")]
+    Archive(ArchiveError),
+    #[error("volume {volume} was filled, but {what}: the manifest says {expected}, the archive held {actual}")]
+    Mismatch {
+        volume: String,
+        what: &'static str,
+        expected: u64,
+        actual: u64,
+    },
+}
+
+/// The manifest beside `archive` (`X.tar.zst` -> `X.json`).
+pub fn manifest_path(archive: &Path) -> PathBuf {
+    let name = archive
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = name.strip_suffix(".tar.zst").unwrap_or(&name);
+    archive.with_file_name(format!("{base}.json"))
+}
+
+/// Reads the manifest beside `archive`.
+pub fn read_manifest(archive: &Path) -> Result<Manifest, RestoreError> {
+    let path = manifest_path(archive);
+    let fail = |error: String| RestoreError::Manifest {
+        path: path.clone(),
+        error,
+    };
+    let text = std::fs::read(&path).map_err(|e| fail(e.to_string()))?;
+    let m: Manifest = serde_json::from_slice(&text).map_err(|e| fail(e.to_string()))?;
+    if m.version != MANIFEST_VERSION {
+        return Err(fail(format!(
+            "version {} is not {MANIFEST_VERSION}",
+            m.version
+        )));
+    }
+    Ok(m)
+}
+
+/// SHA-256 (hex) of a file, read in chunks.
+fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut sha = Sha256::new();
+    let mut buf = vec![0; READ_CHUNK];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        sha.update(&buf[..n]);
+    }
+    Ok(hex(&sha.finalize()))
+}
+
+/// Restores `archive` into a new volume (`volume`, or the manifest's name):
+/// checks the archive's SHA-256 against its manifest first, refuses a volume
+/// that exists, creates the volume with the archived volume's labels, fills it
+/// through a helper, and checks the entries and bytes put back against the
+/// manifest. A volume this created and could not fill is removed again.
+pub async fn restore(
+    engine: &dyn Engine,
+    archive: &Path,
+    volume: Option<&str>,
+    scope_labels: &Labels,
+) -> Result<Restored, RestoreError> {
+    let manifest = read_manifest(archive)?;
+    let path = archive.to_path_buf();
+    let actual = tokio::task::spawn_blocking(move || sha256_file(&path))
+        .await
+        .map_err(|e| RestoreError::Archive(ArchiveError::Tar(e.to_string())))?
+        .map_err(|e| RestoreError::Archive(ArchiveError::io("read", archive, e)))?;
+    if actual != manifest.sha256 {
+        return Err(RestoreError::Checksum {
+            path: archive.to_path_buf(),
+            expected: manifest.sha256,
+            actual,
+        });
+    }
+    let name = volume.unwrap_or(&manifest.volume).to_string();
+    match engine
+        .inspect(&ObjectKey::new(engine.name(), Kind::Volume, &name))
+        .await
+    {
+        Ok(_) => return Err(RestoreError::Exists(name)),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(RestoreError::Engine(e)),
+    }
+    let images = engine
+        .list_images(crate::model::IMAGE_REFERENCE)
+        .await
+        .map_err(RestoreError::Engine)?;
+    let image = helper_image(&images).ok_or(RestoreError::NoImage)?;
+    let created = engine
+        .create_volume(&name, &manifest.labels)
+        .await
+        .map_err(RestoreError::Engine)?;
+    if created.labels != manifest.labels {
+        // Docker answers an existing name with that volume: someone made it
+        // just now. It is not ours to fill.
+        return Err(RestoreError::Exists(name));
+    }
+    let volume_key = ObjectKey::new(engine.name(), Kind::Volume, &name);
+    let filled = fill(engine, archive, &name, &image, &manifest, scope_labels).await;
+    if filled.is_err() {
+        let _ = engine.remove(&volume_key).await;
+    }
+    let (entries, bytes) = filled?;
+    for (what, expected, actual) in [
+        ("its entry count differs", manifest.file_count, entries),
+        ("its size differs", manifest.uncompressed_size, bytes),
+    ] {
+        if expected != actual {
+            return Err(RestoreError::Mismatch {
+                volume: name,
+                what,
+                expected,
+                actual,
+            });
+        }
+    }
+    Ok(Restored {
+        volume: name,
+        labels: manifest.labels.clone(),
+        box_id: manifest.box_id.clone(),
+        file_count: entries,
+        uncompressed_size: bytes,
+    })
+}
+
+/// Puts the decompressed archive into `volume` through a helper; returns
+/// the entries and bytes put.
+async fn fill(
+    engine: &dyn Engine,
+    archive: &Path,
+    volume: &str,
+    image: &str,
+    manifest: &Manifest,
+    scope_labels: &Labels,
+) -> Result<(u64, u64), RestoreError> {
+    let helper = Helper {
+        image: image.to_string(),
+        volume: volume.to_string(),
+        labels: helper_labels(scope_labels, manifest.box_id.as_deref()),
+    };
+    let id = engine
+        .create_helper(&helper)
+        .await
+        .map_err(RestoreError::Engine)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<Bytes>>(IN_FLIGHT);
+    let path = archive.to_path_buf();
+    let reader = tokio::task::spawn_blocking(move || read_archive(&path, tx));
+    let body: TarBody =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) })
+            .boxed();
+    let put = engine.upload(&id, "/", body).await;
+    let counted = reader.await;
+    let _ = engine
+        .remove(&ObjectKey::new(engine.name(), Kind::Container, &id))
+        .await;
+    put.map_err(RestoreError::Engine)?;
+    let tar = counted
+        .map_err(|e| RestoreError::Archive(ArchiveError::Tar(e.to_string())))?
+        .map_err(|e| RestoreError::Archive(ArchiveError::io("read", archive, e)))?;
+    tar.check().map_err(RestoreError::Archive)?;
+    Ok((tar.entries, tar.bytes))
+}
+
+/// The reader thread: the archive, decompressed, in chunks, counted.
+fn read_archive(
+    path: &Path,
+    tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
+) -> io::Result<TarCount> {
+    let mut tar = TarCount::default();
+    let file = std::fs::File::open(path)?;
+    let mut decoder = zstd::stream::read::Decoder::new(file)?;
+    let mut buf = vec![0; READ_CHUNK];
+    loop {
+        let n = match decoder.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(io::Error::new(e.kind(), e.to_string())));
+                return Err(e);
+            }
+        };
+        tar.feed(&buf[..n]);
+        if tx
+            .blocking_send(Ok(Bytes::copy_from_slice(&buf[..n])))
+            .is_err()
+        {
+            return Err(io::Error::other("the engine stopped reading"));
+        }
+    }
+    Ok(tar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::memory::{
+        box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
+    };
+    use crate::engine::ErrorKind;
+    use crate::exec::apply::ApplyOptions;
+    use crate::exec::event::Silent;
+    use crate::exec::reconcile::reconcile_once;
+    use crate::model::{Outcome, Reason, Scope};
+    use crate::plan::{ArchivePolicy, Goal};
+    use tokio_util::sync::CancellationToken;
+
+    const NOW: i64 = 1_800_000_000;
+
+    #[test]
+    fn path_elements_never_climb_or_hide() {
+        assert_eq!(path_element("box-1.a_b"), "box-1.a_b");
+        assert_eq!(path_element("../etc"), "_.._etc");
+        assert_eq!(path_element("a/b c"), "a_b_c");
+        assert_eq!(path_element(".hidden"), "_.hidden");
+        assert_eq!(path_element(""), "_");
+        assert_eq!(stamp(0), "19700101T000000Z");
+    }
+
+    #[test]
+    fn manifest_is_beside_the_archive() {
+        assert_eq!(
+            manifest_path(Path::new("/a/b/v-19700101T000000Z.tar.zst")),
+            PathBuf::from("/a/b/v-19700101T000000Z.json")
+        );
+    }
+
+    /// A tar as the engine streams a helper's mount: `ca-sbx-volume/` and
+    /// what is under it, a long name (a GNU or pax header) among them.
+    fn sample_tar() -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_size(0);
+        dir.set_mode(0o755);
+        b.append_data(&mut dir, "ca-sbx-volume/", std::io::empty())
+            .unwrap();
+        let long = format!("ca-sbx-volume/{}", "n".repeat(150));
+        for (name, data) in [
+            ("ca-sbx-volume/a.txt", b"hello".to_vec()),
+            ("ca-sbx-volume/empty", vec![]),
+            (long.as_str(), vec![7u8; 70_000]),
+        ] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            b.append_data(&mut h, name, data.as_slice()).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn counts_tar_entries_as_they_stream_in_any_chunks() {
+        let tar = sample_tar();
+        let mut whole = TarCount::default();
+        whole.feed(&tar);
+        assert_eq!(whole.entries, 4);
+        assert_eq!(whole.bytes, tar.len() as u64);
+        whole.check().unwrap();
+        let mut bytewise = TarCount::default();
+        for c in tar.chunks(1) {
+            bytewise.feed(c);
+        }
+        assert_eq!((bytewise.entries, bytewise.bytes), (4, tar.len() as u64));
+        let mut cut = TarCount::default();
+        cut.feed(&tar[..1000]);
+        assert!(matches!(cut.check(), Err(ArchiveError::Tar(_))));
+    }
+
+    fn volume(name: &str, box_id: &str) -> VolumeInfo {
+        VolumeInfo {
+            name: name.into(),
+            labels: box_labels(box_id),
+            created_at: Some("2026-01-01T00:00:00Z".into()),
+        }
+    }
+
+    fn image() -> ImageInfo {
+        ImageInfo {
+            id: "sha256:feed".into(),
+            tags: vec!["ca-sbx:repo-1".into()],
+        }
+    }
+
+    /// Box `b` (undeclared): a container mounting volume `v`, and the image.
+    fn engine_with(images: Vec<ImageInfo>) -> MemoryEngine {
+        let mut c = ContainerInfo::new("c1", "web", box_labels("b"));
+        c.mounts.insert("v".into());
+        let engine = MemoryEngine::new(World {
+            containers: vec![c],
+            volumes: vec![volume("v", "b")],
+            images,
+            ..World::default()
+        });
+        engine.set_content("v", sample_tar());
+        engine
+    }
+
+    fn goal(dir: &Path) -> Goal {
+        Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: Some(ArchivePolicy::new(&dir.to_string_lossy())),
+        }
+    }
+
+    async fn run(engine: &MemoryEngine, goal: &Goal) -> crate::exec::report::Report {
+        reconcile_once(
+            engine,
+            goal,
+            &Scope::default(),
+            NOW,
+            &ApplyOptions::default(),
+            &CancellationToken::new(),
+            &Silent,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Every file under `dir`, relative, sorted.
+    fn files(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p.strip_prefix(dir).unwrap().display().to_string());
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[tokio::test]
+    async fn archives_then_removes_through_a_labeled_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        assert!(engine.world().volumes.is_empty());
+        assert!(engine.world().containers.is_empty(), "the helper is gone");
+        assert_eq!(report.archived.len(), 1);
+        let a = &report.archived[0];
+        assert_eq!(a.volume, "v");
+        let path = PathBuf::from(&a.path);
+        assert!(path.starts_with(dir.path().join("default").join("b")));
+        let found = files(dir.path());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.iter().all(|f| !f.contains(".partial")));
+        // The archive is the volume's tar, zstd-compressed; the manifest says so.
+        let back = zstd::stream::decode_all(std::fs::File::open(&path).unwrap()).unwrap();
+        assert_eq!(back, sample_tar());
+        let m = read_manifest(&path).unwrap();
+        assert_eq!((m.volume.as_str(), m.box_id.as_deref()), ("v", Some("b")));
+        assert_eq!(m.labels, box_labels("b"));
+        assert_eq!(m.created_at.as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(m.file_count, 4);
+        assert_eq!(m.uncompressed_size, sample_tar().len() as u64);
+        assert_eq!(m.sha256, sha256_file(&path).unwrap());
+        assert_eq!(m.sha256, a.sha256);
+        assert_eq!(m.size, std::fs::metadata(&path).unwrap().len());
+        // The helper: made from the image by ID, mounting the volume, then
+        // removed; the volume removed only after.
+        let calls = engine.calls();
+        let pos = |c: &str| {
+            calls
+                .iter()
+                .position(|x| x == c)
+                .unwrap_or_else(|| panic!("{c} in {calls:?}"))
+        };
+        let helper = calls
+            .iter()
+            .find(|c| c.starts_with("Remove(Container) 0"))
+            .expect("the helper's removal");
+        assert!(pos("CreateHelper v") < pos(helper));
+        assert!(pos(helper) < pos("Remove(Volume) v"));
+    }
+
+    #[tokio::test]
+    async fn the_helper_carries_the_scope_the_box_and_the_role() {
+        let labels = helper_labels(&box_labels("ignored"), Some("b"));
+        assert_eq!(labels.get("ca.sandbox").map(String::as_str), Some("1"));
+        assert_eq!(labels.get("ca.sandbox.id").map(String::as_str), Some("b"));
+        assert_eq!(
+            labels.get("ca.sandbox.role").map(String::as_str),
+            Some("archive-helper")
+        );
+        // Seen on the engine while it exists: fail the download to keep it
+        // until the removal, and look at what was created.
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let v = engine
+            .inspect(&ObjectKey::new("default", Kind::Volume, "v"))
+            .await
+            .unwrap();
+        let scope = scope_labels(&Scope::default());
+        let helper = Helper {
+            image: "sha256:feed".into(),
+            volume: "v".into(),
+            labels: helper_labels(&scope, v.box_id()),
+        };
+        let id = engine.create_helper(&helper).await.unwrap();
+        let made = engine
+            .world()
+            .containers
+            .into_iter()
+            .find(|c| c.id == id)
+            .unwrap();
+        assert!(Scope::default().manages(&made.labels));
+        assert_eq!(made.labels, helper.labels);
+        assert_eq!(made.state, "created");
+        drop(dir);
+    }
+
+    fn boom() -> EngineError {
+        EngineError::new(
+            "read /ca-sbx-volume",
+            ErrorKind::Other {
+                status: None,
+                message: "connection reset".into(),
+            },
+        )
+    }
+
+    /// After a failed archive: the volume and its content are still there,
+    /// no helper is left, no file stands under a final name (nor a partial one).
+    fn assert_left_intact(engine: &MemoryEngine, dir: &Path, report: &crate::exec::report::Report) {
+        assert!(!report.converged);
+        assert!(report.archived.is_empty());
+        assert_eq!(engine.world().volumes.len(), 1, "the volume stays");
+        assert_eq!(engine.content("v"), sample_tar());
+        assert!(engine.world().containers.is_empty(), "no helper is left");
+        assert_eq!(files(dir), Vec::<String>::new());
+        let left = &report.remaining.volumes;
+        assert_eq!(left.len(), 1);
+        assert!(
+            matches!(left[0].reason, Reason::ArchiveFailed { .. }),
+            "{:?}",
+            left[0].reason
+        );
+        assert!(report.failures[0].error.contains("its archive failed"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_midway_leaves_the_volume_and_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        engine.inject(Op::Download, None, FaultAction::CutAfter(70_000, boom()), 1);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert_left_intact(&engine, dir.path(), &report);
+        // The next run, without the fault, archives and removes it.
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_ends_early_is_not_an_archive() {
+        // The engine closes the stream cleanly, mid-entry: the tar check refuses it.
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let mut cut = sample_tar();
+        cut.truncate(2000);
+        engine.set_content("v", cut.clone());
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(!report.converged);
+        assert_eq!(engine.world().volumes.len(), 1);
+        assert_eq!(files(dir.path()), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn a_volume_that_vanishes_while_the_helper_is_made_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        // The re-check before the archive sees it; the look after the
+        // helper's creation finds it gone (another actor removed it).
+        engine.inject(Op::Inspect(Kind::Volume), Some("v"), FaultAction::Pass, 1);
+        engine.inject(
+            Op::Inspect(Kind::Volume),
+            Some("v"),
+            FaultAction::VanishFirst,
+            1,
+        );
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(!report.converged);
+        assert!(engine.world().containers.is_empty(), "no helper is left");
+        assert_eq!(files(dir.path()), Vec::<String>::new());
+        assert!(
+            report.failures[0]
+                .error
+                .contains("vanished or was recreated"),
+            "{report:?}"
+        );
+        assert!(!engine.calls().iter().any(|c| c.starts_with("Download")));
+    }
+
+    #[tokio::test]
+    async fn a_refused_helper_leaves_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        engine.inject(Op::CreateHelper, None, FaultAction::Fail(boom()), 1);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert_left_intact(&engine, dir.path(), &report);
+    }
+
+    #[tokio::test]
+    async fn without_an_image_nothing_is_archived_nor_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![]);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert_left_intact(&engine, dir.path(), &report);
+        assert!(report.failures[0].error.contains("no ca-sbx:* image"));
+        assert!(!engine.calls().iter().any(|c| c.starts_with("CreateHelper")));
+        // The container went; only the volume waits.
+        assert_eq!(report.removed.containers.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unwritable_folder_leaves_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-folder");
+        std::fs::write(&file, b"x").unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(&file)).await;
+        assert!(!report.converged);
+        assert_eq!(engine.world().volumes.len(), 1);
+        assert!(engine.world().containers.is_empty(), "no helper is left");
+        assert!(matches!(
+            report.remaining.volumes[0].reason,
+            Reason::ArchiveFailed { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
+        use crate::exec::apply::apply;
+        use crate::exec::list::plan_once;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![]);
+        let (_, plan) = plan_once(&engine, &goal(dir.path()), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        let volume = plan
+            .steps
+            .iter()
+            .position(|s| s.object.kind == Kind::Volume)
+            .unwrap();
+        assert_eq!(
+            plan.steps[volume].archive.as_deref(),
+            Some(&*dir.path().to_string_lossy())
+        );
+        let applied = apply(
+            &engine,
+            &plan,
+            &ApplyOptions::default(),
+            &CancellationToken::new(),
+            &Silent,
+        )
+        .await;
+        assert!(matches!(
+            applied.outcomes[volume],
+            Outcome::ArchiveFailed(_)
+        ));
+        assert_eq!(applied.outcomes[volume].code(), "archiveFailed");
+        let report = crate::exec::verify::verify(&engine, &plan, &applied).await;
+        let verdict = crate::exec::report::Verdict::of_report(&report);
+        assert!(verdict.failed, "{verdict:?}");
+    }
+
+    #[tokio::test]
+    async fn restores_what_was_archived_and_refuses_an_existing_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        let scope = scope_labels(&Scope::default());
+        let r = restore(&engine, &path, None, &scope).await.unwrap();
+        assert_eq!(r.volume, "v");
+        assert_eq!(r.labels, box_labels("b"));
+        assert_eq!(engine.content("v"), sample_tar());
+        assert!(engine.world().containers.is_empty(), "the helper is gone");
+        let again = restore(&engine, &path, None, &scope).await.unwrap_err();
+        assert_eq!(again, RestoreError::Exists("v".into()));
+        let other = restore(&engine, &path, Some("w"), &scope).await.unwrap();
+        assert_eq!(other.volume, "w");
+        assert_eq!(engine.content("w"), sample_tar());
+    }
+
+    #[tokio::test]
+    async fn restore_checks_the_checksum_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let calls = engine.calls().len();
+        let e = restore(&engine, &path, None, &scope_labels(&Scope::default()))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, RestoreError::Checksum { .. }), "{e}");
+        assert_eq!(
+            engine.calls().len(),
+            calls,
+            "no engine call before the check"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_fill_removes_the_volume_it_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        engine.inject(Op::Upload, None, FaultAction::Fail(boom()), 1);
+        let e = restore(&engine, &path, None, &scope_labels(&Scope::default()))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, RestoreError::Engine(_)), "{e}");
+        assert!(engine.world().volumes.is_empty());
+        assert!(engine.world().containers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_leftover_helper_is_planned_before_its_volume_even_within_grace() {
+        use crate::exec::list::plan_once;
+        let mut helper = ContainerInfo::new(
+            "h1",
+            "ca-sbx-helper-1",
+            helper_labels(&scope_labels(&Scope::default()), Some("b")),
+        );
+        helper.mounts.insert("v".into());
+        helper.created_at = Some(crate::model::time::rfc3339(NOW));
+        let engine = MemoryEngine::new(World {
+            containers: vec![helper],
+            volumes: vec![VolumeInfo {
+                created_at: Some(crate::model::time::rfc3339(NOW - 3600)),
+                ..volume("v", "b")
+            }],
+            ..World::default()
+        });
+        let goal = Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: Some(600),
+            max_lease: None,
+            archive: None,
+        };
+        let (_, plan) = plan_once(&engine, &goal, &Scope::default(), NOW)
+            .await
+            .unwrap();
+        let names: Vec<&str> = plan.steps.iter().map(|s| s.object.name.as_str()).collect();
+        assert_eq!(names, ["ca-sbx-helper-1", "v"], "{plan:?}");
+        assert_eq!(plan.steps[0].why, Reason::ArchiveHelper);
+        assert_eq!(plan.steps[1].waits_for, vec![1]);
+    }
+}

@@ -1,0 +1,488 @@
+//! Archive and restore on the real engine: what a volume holds comes back
+//! exactly after `apply --archive DIR` removed it and `restore` made it again
+//! (every entry's content, mode, mtime and symlink target).
+//!
+//! The volume is filled by PUT-ing a tar built here through a container
+//! that is never started (the test image has no shell), and read back the
+//! same way (GET), so the test also exercises the archive API sandboxctl uses.
+
+use std::collections::BTreeMap;
+
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, RemoveContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec};
+
+/// One entry of a volume as its tar shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Meta {
+    kind: String,
+    mode: u32,
+    mtime: u64,
+    link: Option<String>,
+    size: u64,
+    sha256: String,
+}
+
+/// 100 MiB of bytes no compressor shrinks (xorshift, fixed seed).
+fn random_bytes(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// The tar that fills the volume: folders, a symlink, a name with spaces
+/// and a newline, an empty file, 100 MiB of random bytes; modes and mtimes set.
+fn content() -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let dir = |name: &str, mode: u32, mtime: u64, b: &mut tar::Builder<Vec<u8>>| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_size(0);
+        h.set_mode(mode);
+        h.set_mtime(mtime);
+        b.append_data(&mut h, name, std::io::empty()).unwrap();
+    };
+    dir("dir/", 0o750, 1_600_000_000, &mut b);
+    dir("dir/sub/", 0o700, 1_600_000_100, &mut b);
+    let big = random_bytes(100 * 1024 * 1024);
+    let files: [(&str, u32, u64, &[u8]); 4] = [
+        ("dir/sub/deep.txt", 0o640, 1_500_000_000, b"deep down\n"),
+        (
+            "with space\nand newline",
+            0o600,
+            1_400_000_000,
+            b"odd name\n",
+        ),
+        ("empty", 0o444, 1_300_000_000, b""),
+        ("random.bin", 0o644, 1_700_000_000, &big),
+    ];
+    for (name, mode, mtime, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        h.set_mtime(mtime);
+        b.append_data(&mut h, name, data).unwrap();
+    }
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    h.set_mode(0o777);
+    h.set_mtime(1_650_000_000);
+    b.append_link(&mut h, "link", "dir/sub/deep.txt").unwrap();
+    b.into_inner().unwrap()
+}
+
+/// A container that is never started, mounting `volume` at `/v/0`.
+async fn holder(sbx: &Sandbox, volume: &str) -> String {
+    sbx.container(ContainerSpec::new().volume(volume).run(Run::Created))
+        .await
+        .id
+}
+
+/// Every entry under the volume mounted at `/v/0` of `container`, by path
+/// (relative to the volume; its root left out).
+async fn read_back(sbx: &Sandbox, container: &str) -> BTreeMap<String, Meta> {
+    let options = DownloadFromContainerOptionsBuilder::new()
+        .path("/v/0")
+        .build();
+    let mut stream = sbx
+        .docker()
+        .download_from_container(container, Some(options));
+    let mut tar = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        tar.extend_from_slice(&chunk.expect("read the volume back"));
+    }
+    let mut out = BTreeMap::new();
+    let mut archive = tar::Archive::new(tar.as_slice());
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().to_string_lossy().into_owned();
+        let Some(rel) = path.strip_prefix("0/").filter(|r| !r.is_empty()) else {
+            continue;
+        };
+        let rel = rel.trim_end_matches('/').to_string();
+        let h = entry.header().clone();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        out.insert(
+            rel,
+            Meta {
+                kind: format!("{:?}", h.entry_type()),
+                mode: h.mode().unwrap() & 0o7777,
+                mtime: h.mtime().unwrap(),
+                link: h
+                    .link_name()
+                    .unwrap()
+                    .map(|l| l.to_string_lossy().into_owned()),
+                size: data.len() as u64,
+                sha256: format!("{:x}", Sha256::digest(&data)),
+            },
+        );
+    }
+    out
+}
+
+async fn remove_container(sbx: &Sandbox, id: &str) {
+    let options = RemoveContainerOptionsBuilder::new().force(true).build();
+    sbx.docker()
+        .remove_container(id, Some(options))
+        .await
+        .expect("remove the holder");
+}
+
+#[tokio::test]
+async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
+    let Some(sbx) = Sandbox::new("archive-round-trip").await else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("gone")).await;
+    // Fill it: PUT the tar through a container that is never started.
+    let filler = holder(&sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(&filler, Some(options), bollard::body_full(content().into()))
+        .await
+        .expect("fill the volume");
+    let before = read_back(&sbx, &filler).await;
+    remove_container(&sbx, &filler).await;
+    assert_eq!(before["dir"].mode, 0o750);
+    assert_eq!(before["dir/sub/deep.txt"].mtime, 1_500_000_000);
+    assert_eq!(before["link"].link.as_deref(), Some("dir/sub/deep.txt"));
+    assert_eq!(before["empty"].size, 0);
+    assert_eq!(before["random.bin"].size, 100 * 1024 * 1024);
+    assert!(before.contains_key("with space\nand newline"), "{before:?}");
+
+    // Archive it: box `gone` is undeclared, grace 0.
+    let dir = tempfile::tempdir().unwrap();
+    let cli = sbx.cli().state_toml("");
+    let out = cli.run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        dir.path().to_str().unwrap(),
+    ]);
+    out.success();
+    let report = out.json();
+    assert!(!sbx.volume_exists(&volume).await, "{}", out.dump());
+    let archived = &report["archived"][0];
+    assert_eq!(archived["volume"], volume.as_str());
+    let path = std::path::PathBuf::from(archived["path"].as_str().unwrap());
+    assert!(path.starts_with(dir.path().join("default").join("gone")));
+    let manifest_path = path.with_file_name(
+        path.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".tar.zst", ".json"),
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(manifest["sha256"], archived["sha256"]);
+    assert_eq!(manifest["volume"], volume.as_str());
+    assert_eq!(manifest["box"], "gone");
+    assert_eq!(
+        manifest["size"].as_u64(),
+        Some(std::fs::metadata(&path).unwrap().len())
+    );
+    // The root, 3 folders and files... every entry, the root included.
+    assert_eq!(
+        manifest["fileCount"].as_u64(),
+        Some(before.len() as u64 + 1)
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Restore it, and read it back.
+    let out = sbx
+        .cli()
+        .run_with(["restore", path.to_str().unwrap(), "--format", "json"]);
+    out.success();
+    assert_eq!(out.json()["restored"]["volume"], volume.as_str());
+    assert!(sbx.volume_exists(&volume).await);
+    let reader = holder(&sbx, &volume).await;
+    let after = read_back(&sbx, &reader).await;
+    remove_container(&sbx, &reader).await;
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    for (name, meta) in &before {
+        assert_eq!(&after[name], meta, "{name:?}");
+    }
+    // A second restore refuses: the volume exists.
+    let again = sbx.cli().run_with(["restore", path.to_str().unwrap()]);
+    again.expect_code(1);
+    assert!(again.stderr.contains("exists"), "{}", again.dump());
+}
+
+/// A tmpfs of `size` mounted at a new temporary folder, unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// `None` when this process may not mount (not root): said on stderr.
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        if !out.status.success() {
+            eprintln!(
+                "disk-full test not run: cannot mount a tmpfs ({}); it needs root",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Every file (not folder) under `dir`, relative.
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
+    let Some(sbx) = Sandbox::new("archive-disk-full").await else {
+        return;
+    };
+    let Some(disk) = SmallDisk::mount("4m") else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("full")).await;
+    // 24 MiB of random bytes: no compressor fits them in 4 MiB.
+    let mut b = tar::Builder::new(Vec::new());
+    let data = random_bytes(24 * 1024 * 1024);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    h.set_mtime(1_700_000_000);
+    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
+    let filler = holder(&sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(
+            &filler,
+            Some(options),
+            bollard::body_full(b.into_inner().unwrap().into()),
+        )
+        .await
+        .expect("fill the volume");
+    let before = read_back(&sbx, &filler).await;
+    remove_container(&sbx, &filler).await;
+
+    let cli = sbx.cli().state_toml("");
+    let out = cli.run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        disk.path().to_str().unwrap(),
+    ]);
+    out.expect_code(1);
+    let report = out.json();
+    assert_eq!(
+        report["remainingVolumes"][0]["reason"]["code"],
+        "archiveFailed",
+        "{}",
+        out.dump()
+    );
+    assert!(
+        report["failures"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{}",
+        out.dump()
+    );
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert_eq!(
+        files_under(disk.path()),
+        Vec::<String>::new(),
+        "no archive, manifest or partial file is left"
+    );
+    // Intact: what it holds is what it held.
+    let reader = holder(&sbx, &volume).await;
+    let after = read_back(&sbx, &reader).await;
+    remove_container(&sbx, &reader).await;
+    assert_eq!(after, before);
+    // No helper is left: only the scope's own containers were made, and gone.
+    let left = sbx
+        .docker()
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&std::collections::HashMap::from([(
+                    "label",
+                    vec!["ca.sandbox.role=archive-helper"],
+                )]))
+                .build(),
+        ))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| {
+            c.labels
+                .as_ref()
+                .and_then(|l| l.get(crate::support::docker::SCOPE_KEY))
+                .is_some_and(|v| v == sbx.scope_value())
+        })
+        .count();
+    assert_eq!(left, 0, "the helper was removed");
+}
+
+/// The scope's helper containers (`ca.sandbox.role=archive-helper`) now.
+async fn helpers(sbx: &Sandbox) -> usize {
+    let filters = std::collections::HashMap::from([(
+        "label",
+        vec![
+            "ca.sandbox.role=archive-helper".to_string(),
+            sbx.scope_arg(),
+        ],
+    )]);
+    sbx.docker()
+        .list_containers(Some(
+            bollard::query_parameters::ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes() {
+    let Some(sbx) = Sandbox::new("archive-sigkill").await else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
+    let mut b = tar::Builder::new(Vec::new());
+    let data = random_bytes(96 * 1024 * 1024);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o600);
+    h.set_mtime(1_700_000_000);
+    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
+    let filler = holder(&sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(
+            &filler,
+            Some(options),
+            bollard::body_full(b.into_inner().unwrap().into()),
+        )
+        .await
+        .expect("fill the volume");
+    remove_container(&sbx, &filler).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().to_str().unwrap().to_string();
+    let run =
+        sbx.cli()
+            .state_toml("")
+            .spawn_guarded(["apply", "--format", "json", "--archive", &to]);
+    // Kill it while the archive streams (its temporary file exists).
+    let started = std::time::Instant::now();
+    while !files_under(dir.path())
+        .iter()
+        .any(|f| f.ends_with(".partial"))
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no temporary file appeared: {}",
+            run.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    run.signal(libc::SIGKILL);
+    let _ = run.wait();
+
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert!(
+        !files_under(dir.path())
+            .iter()
+            .any(|f| f.ends_with(".tar.zst") || f.ends_with(".json")),
+        "nothing under a final name: {:?}",
+        files_under(dir.path())
+    );
+    assert_eq!(helpers(&sbx).await, 1, "the helper is left, labeled");
+
+    // The next run takes the helper, then archives and removes the volume.
+    let out = sbx
+        .cli()
+        .state_toml("")
+        .run_with(["apply", "--format", "json", "--archive", &to]);
+    out.success();
+    assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
+    assert!(!sbx.volume_exists(&volume).await);
+    let report = out.json();
+    let removed: Vec<&str> = report["removed"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(removed.len(), 1, "the helper, by the plan: {}", out.dump());
+    let path = std::path::PathBuf::from(report["archived"][0]["path"].as_str().unwrap());
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            path.with_file_name(
+                path.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace(".tar.zst", ".json"),
+            ),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let sha = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
+    assert_eq!(manifest["sha256"].as_str(), Some(sha.as_str()));
+}
