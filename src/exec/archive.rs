@@ -116,6 +116,22 @@ pub enum ArchiveError {
     /// The stream ended but was not a tar stream that ended well.
     #[error("the engine's tar stream was cut or malformed: {0}")]
     Tar(String),
+    /// The helper container could not be removed. It is labeled: the next run
+    /// removes it (reason `archiveHelper`). The volume is left in place.
+    #[error(
+        "{}helper container {helper} could not be removed: {error} (it is labeled ca.sandbox.role=archive-helper: the next run removes it){}",
+        earlier.as_ref().map(|e| format!("{e}; then the ")).unwrap_or_else(|| "the ".into()),
+        archive.as_ref().map(|a| format!("; the archive {a} stands complete")).unwrap_or_default()
+    )]
+    HelperLeft {
+        /// The helper's full ID.
+        helper: String,
+        error: EngineError,
+        /// The archive written before, if it stands under its final name.
+        archive: Option<String>,
+        /// What failed before, if anything did.
+        earlier: Option<String>,
+    },
 }
 
 impl ArchiveError {
@@ -228,10 +244,18 @@ pub async fn archive_volume(
     match engine.inspect(&key).await {
         Ok(v) if v.created == volume.created && v.labels == volume.labels => {}
         other => {
-            let _ = engine.remove(&helper_key).await;
-            return Err(match other {
+            let first = match other {
                 Err(e) if !e.is_not_found() => ArchiveError::Engine(e),
                 _ => ArchiveError::Changed(volume.name.clone()),
+            };
+            return Err(match remove_helper(engine, &helper_key).await {
+                Ok(()) => first,
+                Err(error) => ArchiveError::HelperLeft {
+                    helper: id,
+                    error,
+                    archive: None,
+                    earlier: Some(first.to_string()),
+                },
             });
         }
     }
@@ -256,9 +280,27 @@ pub async fn archive_volume(
     let base = format!("{}-{}", path_element(&volume.name), stamp(now));
     let written = stream_to_file(engine, &id, folder, base, manifest).await;
     // Whatever became of the archive. A helper that could not be removed is
-    // labeled: the next run removes it (reason `archiveHelper`).
-    let _ = engine.remove(&helper_key).await;
-    written
+    // labeled (the next run removes it), and named: the volume then stays.
+    match (written, remove_helper(engine, &helper_key).await) {
+        (written, Ok(())) => written,
+        (written, Err(error)) => Err(ArchiveError::HelperLeft {
+            helper: id,
+            error,
+            archive: written
+                .as_ref()
+                .ok()
+                .map(|a| a.path.display().to_string()),
+            earlier: written.err().map(|e| e.to_string()),
+        }),
+    }
+}
+
+/// Removes a helper container; one already gone is removed.
+async fn remove_helper(engine: &dyn Engine, key: &ObjectKey) -> Result<(), EngineError> {
+    match engine.remove(key).await {
+        Err(e) if !e.is_not_found() => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Messages from the engine's stream to the writer thread.
