@@ -190,7 +190,10 @@
 //! `archiveFailed`); A3 restore never removes the volume it created and
 //! could not fill: every cell past the volume's create, 15 of 21 (it held
 //! the helper-removal cell until "left behind" had to follow the volume's
-//! name in one clause of the error).
+//! name in one clause of the error); A4 a failed archive's temporary files
+//! kept (`Cleanup` removes nothing): the download and download-cut cells,
+//! 6 of 12 (`.NAME.tar.zst.partial` left in `DIR`; the helper and no-image
+//! cells write no file).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
