@@ -626,8 +626,18 @@ impl Run<'_> {
         let labels = crate::exec::archive::scope_labels(&config.scope);
         let result =
             crate::exec::archive::restore(engine, archive, volume.as_deref(), &labels).await;
-        sink.out(&render::restored(&result, config.format));
-        sink.err(&render::restore_error(&result));
+        // Every error names the volume and the engine.
+        let name = volume
+            .clone()
+            .or_else(|| {
+                crate::exec::archive::read_manifest(archive)
+                    .ok()
+                    .map(|m| m.volume)
+            })
+            .unwrap_or_else(|| "(unknown: no manifest)".into());
+        let what = format!("restore of volume {name} on engine {}", engine.name());
+        sink.out(&render::restored(&result, &what, config.format));
+        sink.err(&render::restore_error(&result, &what));
         Exit::of(Verdict {
             failed: result.is_err(),
             ..Verdict::default()

@@ -5,9 +5,12 @@
 //! Axes (see [`Command`], [`Shape`], [`Fault`]):
 //! - commands: `apply`, `apply FILE` (saved by `plan --out FILE`), `destroy ID`,
 //!   `destroy --prune`, `watch --once`, and a running `watch` (judged by its
-//!   cycle log, `/healthz` and the report it prints when stopped); and the
+//!   cycle log, `/healthz` and the report it prints when stopped); the
 //!   lease commands `lease`, `lease --release` and `hold` (judged by
-//!   [`lease_verdict`]);
+//!   [`lease_verdict`]); and the archive commands, in memory only:
+//!   `restore ARCHIVE --volume doomed-data-restored` (judged by
+//!   [`restore_verdict`]) and `apply --archive DIR` (judged by [`verdict`]
+//!   and the archive checks of `memory::Setup::archive_problems`);
 //! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
 //!   where one engine is faulty and the other healthy;
 //! - faults (on the faulty engine): unreachable; listing containers, volumes,
@@ -15,14 +18,21 @@
 //!   before its removal); a removal fails (the box's container); the
 //!   verification listing fails; the connection is lost at the first removal
 //!   (every later call fails); a call passes its deadline (the container listing);
-//!   creating a volume fails. Each command has the faults of the calls it
+//!   creating a volume fails; creating the helper container fails; the
+//!   upload fails; the upload is cut mid-stream; removing the helper fails;
+//!   the download fails; the download is cut mid-stream; no retained
+//!   `ca-sbx:*` image. Each command has the faults of the calls it
 //!   makes ([`Command::faults`]): the converging ones every fault but the
 //!   create; `lease` unreachable, the create, the listing of the box's
 //!   leases, the removal of its old lease, the connection lost at that
 //!   removal, the create past its deadline; `lease --release` the same but
 //!   the create (its listing past the deadline); `hold` unreachable, the
 //!   create, the removal of its lease at the end, the connection lost there,
-//!   the create past its deadline.
+//!   the create past its deadline; `restore` unreachable, the volume's
+//!   create, the helper's create, the upload, the upload cut, the helper's
+//!   removal, the upload past its deadline; `apply --archive` the helper
+//!   refused, the download failed or cut, no image (the calls of `apply`
+//!   itself are `apply`'s cells).
 //!
 //! Every cell must show ([`verdict`]): exit 1 and `converged: false` in the
 //! JSON report (a running watch: a failed cycle of the faulty engine in its
@@ -60,9 +70,24 @@
 //! (every new volume of the scope a lease of the box, everything else of the
 //! world still there).
 //!
-//! The whole matrix (6 × 3 × 10 = 180 converging cells, and 3 × (6 + 5 + 5) =
-//! 48 lease cells: 228) runs with the in-memory engine through the library's
-//! one run path (`run::run_on`), one test per command.
+//! `restore`'s cells must show, in a JSON and a human run: exit 1; an
+//! `error:` line (and the JSON `error`) naming the volume and the faulty
+//! engine; no "restored" claim, JSON `ok: false`; the volume it created
+//! gone again or named left behind (in one clause of an error); a helper
+//! left only if named left behind; no removal but of that volume and its
+//! helpers, every object of the world still there; no call on the healthy
+//! engine. `apply --archive`'s cells, beside [`verdict`]: on the faulty
+//! engine the box's volume and the leaked one still there, in
+//! `remainingVolumes` as `archiveFailed`, no volume removal, no helper
+//! left; in `DIR` nothing of the faulty engine, no partial or temporary
+//! file, only complete archive and manifest pairs (a fleet of two: the
+//! healthy engine's two volumes archived). Nothing in the world waits for a
+//! volume, so "what waits for it is skipped" is not judged here.
+//!
+//! The whole matrix (6 × 3 × 10 = 180 converging cells, 3 × (6 + 5 + 5) =
+//! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 261) runs with the
+//! in-memory engine through the library's one run path (`run::run_on`), one
+//! test per command. The archive cells have no real cell yet.
 //! A slice of it ([`REAL_SLICE`], 25 cells: 15 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
@@ -142,6 +167,33 @@
 //! In memory, B1 to B6 broke the matching cells too; under B7 all 48 held
 //! (the in-memory run hands `run_on` the faulty engine alone, so `--engine`
 //! is never resolved there): only the real cell caught it.
+//!
+//! The archive cells, since they were added: on the code of e79d455 all 12
+//! `apply --archive` cells held and all 21 `restore` cells FAILED (no error
+//! named the volume or the engine; removing the helper fails: exit 0, JSON
+//! `ok: true`, "restored volume", the helper left unnamed). Since the fix
+//! (restore's errors say "restore of volume V on engine E: ..."; a helper it
+//! cannot remove fails the restore, named left behind; a volume it cannot
+//! remove again is named left behind) all 33 hold:
+//!
+//! | command         | one engine | fleet of one | fleet of two |
+//! |-----------------|------------|--------------|--------------|
+//! | restore         | 7/7        | 7/7          | 7/7          |
+//! | apply --archive | 4/4        | 4/4          | 4/4          |
+//!
+//! Which failed when the code was broken on purpose (one break at a time,
+//! each reverted): A1 restore's failed upload ignored (`fill` drops the
+//! upload's error): the upload, upload-cut and deadline cells, 9 of 21
+//! (exit 0, `ok: true`, "restored volume", the volume there); A2 `apply`
+//! removes a volume whose archive failed (`exec::apply`): all 12 `apply
+//! --archive` cells (exit 0, `converged: true`, the volumes gone, no
+//! `archiveFailed`); A3 restore never removes the volume it created and
+//! could not fill: every cell past the volume's create, 15 of 21 (it held
+//! the helper-removal cell until "left behind" had to follow the volume's
+//! name in one clause of the error); A4 a failed archive's temporary files
+//! kept (`Cleanup` removes nothing): the download and download-cut cells,
+//! 6 of 12 (`.NAME.tar.zst.partial` left in `DIR`; the helper and no-image
+//! cells write no file).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -170,10 +222,17 @@ pub enum Command {
     /// `hold doomed --ttl 3s -- sh -c 'touch ran'` (with `--engine faulty`
     /// in a fleet of two).
     Hold,
+    /// `restore ARCHIVE --volume doomed-data-restored` (with `--engine
+    /// faulty` in a fleet): the archive made beforehand by `destroy doomed
+    /// --archive` on an engine of its own. Judged by [`restore_verdict`].
+    Restore,
+    /// `apply --archive DIR`: every managed volume archived before its
+    /// removal. Judged by [`verdict`] and the archive checks of the run.
+    ApplyArchive,
 }
 
 impl Command {
-    pub const ALL: [Command; 9] = [
+    pub const ALL: [Command; 11] = [
         Command::Apply,
         Command::ApplySaved,
         Command::DestroyId,
@@ -183,6 +242,8 @@ impl Command {
         Command::Lease,
         Command::Release,
         Command::Hold,
+        Command::Restore,
+        Command::ApplyArchive,
     ];
 
     /// The commands that converge (and end in a report).
@@ -197,6 +258,20 @@ impl Command {
 
     /// The commands that take or release leases.
     pub const LEASES: [Command; 3] = [Command::Lease, Command::Release, Command::Hold];
+
+    /// The commands of `--archive` and `restore` (in memory only: no real cell).
+    pub const ARCHIVE: [Command; 2] = [Command::Restore, Command::ApplyArchive];
+
+    /// True for `restore` and `apply --archive`.
+    pub fn archive(self) -> bool {
+        matches!(self, Command::Restore | Command::ApplyArchive)
+    }
+
+    /// True when the command runs on exactly one engine (`--engine faulty`
+    /// in a fleet of two): `lease`, `hold`, `restore`.
+    pub fn one_engine(self) -> bool {
+        self.takes_a_lease() || self == Command::Restore
+    }
 
     /// True for `lease`, `lease --release` and `hold`: judged by
     /// [`lease_verdict`].
@@ -213,7 +288,12 @@ impl Command {
     /// call the command never makes could not fail, so there is none.
     /// Taking a lease creates a volume, lists the box's leases and removes
     /// the older one; releasing lists and removes; a hold creates, then
-    /// (after its command) removes its own lease.
+    /// (after its command) removes its own lease. `restore` creates the
+    /// volume, a helper, uploads into it and removes the helper (each call
+    /// goes through the same connection: unreachable; its upload past the
+    /// deadline). `apply --archive` makes every call of `apply`, which its
+    /// cells do not repeat, and the archive's: the helper, the download
+    /// (failed, or cut mid-stream), and the image it needs present.
     pub fn faults(self) -> &'static [Fault] {
         const CONVERGING: &[Fault] = &[
             Fault::Unreachable,
@@ -250,6 +330,21 @@ impl Command {
                 Fault::LostMidApply,
                 Fault::Deadline,
             ],
+            Command::Restore => &[
+                Fault::Unreachable,
+                Fault::Create,
+                Fault::CreateHelper,
+                Fault::Upload,
+                Fault::UploadCut,
+                Fault::HelperRemoval,
+                Fault::Deadline,
+            ],
+            Command::ApplyArchive => &[
+                Fault::CreateHelper,
+                Fault::Download,
+                Fault::DownloadCut,
+                Fault::NoImage,
+            ],
             _ => CONVERGING,
         }
     }
@@ -265,20 +360,30 @@ impl Command {
             Command::Lease => "lease",
             Command::Release => "lease --release",
             Command::Hold => "hold",
+            Command::Restore => "restore",
+            Command::ApplyArchive => "apply --archive",
         }
     }
 
     /// The subcommand and its arguments (`saved`: the plan file of `apply
     /// FILE`; `hold`'s command touches `ran` beside it).
     pub fn args(self, shape: Shape, saved: &str) -> Vec<String> {
-        let one = if self.takes_a_lease() && shape == Shape::FleetOfTwo {
+        let one = if (self.takes_a_lease() && shape == Shape::FleetOfTwo)
+            || (self == Command::Restore && shape != Shape::One)
+        {
             vec!["--engine".to_string(), FAULTY.to_string()]
         } else {
             Vec::new()
         };
         let ran = std::path::Path::new(saved).with_file_name("ran");
         let touch = format!("touch '{}'", ran.display());
+        let archive = std::path::Path::new(saved).with_file_name(ARCHIVE_FILE);
+        let archive = archive.display().to_string();
+        let dir = std::path::Path::new(saved).with_file_name(ARCHIVE_DIR);
+        let dir = dir.display().to_string();
         let args: &[&str] = match self {
+            Command::Restore => &["restore", &archive, "--volume", RESTORED],
+            Command::ApplyArchive => &["apply", "--archive", &dir],
             Command::Lease => &["lease", BOX, "--ttl", "10m"],
             Command::Release => &["lease", "--release", BOX],
             Command::Hold => &["hold", BOX, "--ttl", "3s", "--", "sh", "-c", &touch],
@@ -307,7 +412,7 @@ impl Command {
     /// True when the leaked volume is to go too (every converging command
     /// but `destroy ID`; the lease commands remove leases only).
     pub fn removes_leaks(self) -> bool {
-        self != Command::DestroyId && !self.leases()
+        self != Command::DestroyId && !self.leases() && self != Command::Restore
     }
 }
 
@@ -367,12 +472,26 @@ pub enum Fault {
     /// The container listing passes its deadline (the lease commands: their
     /// first call, the create of `lease` and `hold`, the listing of `lease --release`).
     Deadline,
-    /// Creating a volume (a lease) fails.
+    /// Creating a volume (a lease; `restore`'s volume) fails.
     Create,
+    /// Creating the helper container fails (the engine refuses it).
+    CreateHelper,
+    /// `restore`'s upload into the helper fails.
+    Upload,
+    /// `restore`'s upload is cut mid-stream (part of the tar is in the volume).
+    UploadCut,
+    /// Removing `restore`'s helper container fails.
+    HelperRemoval,
+    /// `--archive`'s download from the helper fails.
+    Download,
+    /// `--archive`'s download is cut mid-stream.
+    DownloadCut,
+    /// No `ca-sbx:*` image is present (none is pulled): no helper can be made.
+    NoImage,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 18] = [
         Fault::Unreachable,
         Fault::ListContainers,
         Fault::ListVolumes,
@@ -384,6 +503,13 @@ impl Fault {
         Fault::LostMidApply,
         Fault::Deadline,
         Fault::Create,
+        Fault::CreateHelper,
+        Fault::Upload,
+        Fault::UploadCut,
+        Fault::HelperRemoval,
+        Fault::Download,
+        Fault::DownloadCut,
+        Fault::NoImage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -399,6 +525,13 @@ impl Fault {
             Fault::LostMidApply => "connection lost mid-apply",
             Fault::Deadline => "a call passes its deadline",
             Fault::Create => "creating a volume fails",
+            Fault::CreateHelper => "creating the helper fails",
+            Fault::Upload => "the upload fails",
+            Fault::UploadCut => "the upload is cut mid-stream",
+            Fault::HelperRemoval => "removing the helper fails",
+            Fault::Download => "the download fails",
+            Fault::DownloadCut => "the download is cut mid-stream",
+            Fault::NoImage => "no retained image",
         }
     }
 }
@@ -452,6 +585,12 @@ pub const BOX: &str = "doomed";
 pub const FAULTY: &str = "faulty";
 /// The healthy engine's name in a fleet of two.
 pub const HEALTHY: &str = "healthy";
+/// The volume `restore` makes (`--volume`): none of the world's.
+pub const RESTORED: &str = "doomed-data-restored";
+/// `restore`'s archive (its manifest beside it), in the cell's folder.
+pub const ARCHIVE_FILE: &str = "doomed-data.tar.zst";
+/// `apply --archive`'s folder, in the cell's folder.
+pub const ARCHIVE_DIR: &str = "archives";
 
 // ----- what every cell must show ---------------------------------------------------
 
@@ -495,6 +634,8 @@ pub struct Seen {
     pub watch: Option<WatchSeen>,
     /// A lease command's runs (they print no report).
     pub lease: Option<LeaseSeen>,
+    /// `restore`'s runs (it prints no report).
+    pub restore: Option<RestoreSeen>,
     /// Both streams of every run, for messages.
     pub dump: String,
 }
@@ -721,11 +862,145 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
     problems
 }
 
+/// One run of `restore`, and what the engines held after it.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreRunSeen {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The faulty engine's volumes and containers (names) before and after.
+    pub volumes_before: BTreeSet<String>,
+    pub volumes: BTreeSet<String>,
+    pub containers_before: BTreeSet<String>,
+    pub containers: BTreeSet<String>,
+    /// The faulty engine's removals (`Remove(Kind) target`) and the
+    /// helpers it made (IDs).
+    pub removals: Vec<String>,
+    pub helpers: BTreeSet<String>,
+    /// The healthy engine's calls (a fleet of two; `--engine faulty`: none).
+    pub healthy_calls: Vec<String>,
+}
+
+/// `restore`'s two runs: `--format json` and `--format human`.
+#[derive(Debug, Clone, Default)]
+pub struct RestoreSeen {
+    pub json: RestoreRunSeen,
+    pub human: RestoreRunSeen,
+}
+
+/// Every way `restore`'s runs break the cell's promises. Both runs: exit 1;
+/// an `error:` line naming the volume and the faulty engine; no "restored"
+/// claim (JSON: `ok: false`, no `restored`, its `error` naming the volume
+/// and the engine). Nothing touched but what restore made: no volume
+/// created but [`RESTORED`], and that one gone again unless an error line
+/// names it left behind (in one clause: "volume NAME ... left behind"); no
+/// helper left unless an error line names it so ("helper container ID ...
+/// left behind"); no removal but of that volume and the helpers it made; every
+/// volume and container of the world still there; no call on the healthy
+/// engine (`--engine faulty`).
+pub fn restore_verdict(cell: Cell, seen: &RestoreSeen) -> Vec<String> {
+    let faulty = cell.shape.faulty();
+    let engine = format!("engine {faulty}");
+    let mut problems = Vec::new();
+    for (format, run) in [("json", &seen.json), ("human", &seen.human)] {
+        let mut p = |m: String| problems.push(format!("{format} run: {m}"));
+        if run.exit != Some(1) {
+            p(format!("exit {:?}, not 1", run.exit));
+        }
+        let errors: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .collect();
+        if !errors
+            .iter()
+            .any(|l| l.contains(RESTORED) && l.contains(&engine))
+        {
+            p(format!(
+                "no error line names volume {RESTORED} and {engine}: {errors:?}"
+            ));
+        }
+        if run.stdout.contains("restored volume") || run.stderr.contains("restored volume") {
+            p("claims the volume restored".into());
+        }
+        if format == "json" {
+            match serde_json::from_str::<serde_json::Value>(&run.stdout) {
+                Err(e) => p(format!("no JSON document: {e}")),
+                Ok(doc) => {
+                    if doc["ok"] != false {
+                        p(format!("JSON ok is {}, not false", doc["ok"]));
+                    }
+                    if !doc["restored"].is_null() {
+                        p(format!("JSON claims restored: {}", doc["restored"]));
+                    }
+                    let error = doc["error"].as_str().unwrap_or_default();
+                    if !(error.contains(RESTORED) && error.contains(&engine)) {
+                        p(format!(
+                            "the JSON error does not name volume {RESTORED} and {engine}: {error:?}"
+                        ));
+                    }
+                }
+            }
+        }
+        // An error line names `what` left behind: "left behind" follows
+        // it in the same clause (up to the next `;` or `:`).
+        let left_behind = |what: &str| {
+            errors.iter().any(|l| {
+                l.split(what).skip(1).any(|after| {
+                    after
+                        .split([';', ':'])
+                        .next()
+                        .unwrap_or("")
+                        .contains("left behind")
+                })
+            })
+        };
+        if run.volumes.contains(RESTORED) && !left_behind(&format!("volume {RESTORED}")) {
+            p(format!(
+                "volume {RESTORED} is there, not named as left behind: {errors:?}"
+            ));
+        }
+        for v in run.volumes.difference(&run.volumes_before) {
+            if v != RESTORED {
+                p(format!("created volume {v}"));
+            }
+        }
+        for v in run.volumes_before.difference(&run.volumes) {
+            p(format!("volume {v} is gone"));
+        }
+        for c in run.containers_before.difference(&run.containers) {
+            p(format!("container {c} is gone"));
+        }
+        for h in run.containers.difference(&run.containers_before) {
+            if !left_behind("helper container ") {
+                p(format!(
+                    "container {h} (a helper) is left, not named as left behind: {errors:?}"
+                ));
+            }
+        }
+        for r in &run.removals {
+            let made = r == &format!("Remove(Volume) {RESTORED}")
+                || r.strip_prefix("Remove(Container) ")
+                    .is_some_and(|id| run.helpers.contains(id));
+            if !made {
+                p(format!("{r} is out of bounds"));
+            }
+        }
+        if !run.healthy_calls.is_empty() {
+            p(format!("{HEALTHY} was called: {:?}", run.healthy_calls));
+        }
+    }
+    problems
+}
+
 /// Every way `seen` breaks the cell's promises, as lines (empty: the cell holds).
 /// `healthy`: what the healthy engine's part must have removed (fleet of two).
 pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<String> {
     if let Some(lease) = &seen.lease {
         return lease_verdict(cell, lease);
+    }
+    if let Some(restore) = &seen.restore {
+        return restore_verdict(cell, restore);
     }
 
     let mut problems = Vec::new();
@@ -924,7 +1199,7 @@ real_slice! {
 /// lease commands together every shape and every fault of theirs.
 #[test]
 fn the_real_slice_covers_every_command_shape_and_fault() {
-    for command in Command::ALL {
+    for command in Command::ALL.into_iter().filter(|c| !c.archive()) {
         assert!(
             REAL_SLICE.iter().any(|c| c.command == command),
             "no real cell runs {}",
@@ -932,8 +1207,13 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
         );
     }
     for command in Command::ALL {
+        let groups = [
+            &Command::CONVERGING[..],
+            &Command::LEASES[..],
+            &Command::ARCHIVE[..],
+        ];
         assert!(
-            Command::CONVERGING.contains(&command) != Command::LEASES.contains(&command),
+            groups.iter().filter(|g| g.contains(&command)).count() == 1,
             "{} is in neither group or in both",
             command.name()
         );
@@ -979,7 +1259,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
         );
     }
     let all = Cell::all();
-    assert_eq!(all.len(), 6 * 3 * 10 + 3 * (6 + 5 + 5));
+    assert_eq!(all.len(), 6 * 3 * 10 + 3 * (6 + 5 + 5) + 3 * (7 + 4));
     assert!(REAL_SLICE.iter().all(|c| all.contains(c)));
 }
 
@@ -1419,6 +1699,7 @@ mod real {
                     .on("POST", "/volumes/create")
                     .always()
                     .respond(500, &message),
+                other => unreachable!("no real cell has the fault {}", other.name()),
             }
         }
 
@@ -1756,6 +2037,7 @@ mod real {
             human: Some(human_out.stdout.clone()),
             watch: None,
             lease: None,
+            restore: None,
             dump,
         };
         (seen, problems, json.healthy_removals())
@@ -1804,6 +2086,7 @@ mod real {
             report: Err("a lease command prints no report".into()),
             human: None,
             watch: None,
+            restore: None,
             lease: Some(LeaseSeen {
                 json: json_seen,
                 human: human_seen,
@@ -1868,6 +2151,7 @@ mod real {
             human: None,
             watch: Some(watch),
             lease: None,
+            restore: None,
             dump: format!("{}{}", output_dump("watch", &out), world.requests()),
         };
         (seen, problems, world.healthy_removals())
@@ -1992,6 +2276,16 @@ async fn memory_hold() {
     memory_command(Command::Hold).await;
 }
 
+#[tokio::test]
+async fn memory_restore() {
+    memory_command(Command::Restore).await;
+}
+
+#[tokio::test]
+async fn memory_apply_archive() {
+    memory_command(Command::ApplyArchive).await;
+}
+
 mod memory {
     //! One cell through the library's one run path (`run::run_on`) on
     //! in-memory engines: the same world on every engine, the fault scripted
@@ -2012,8 +2306,8 @@ mod memory {
     use tokio_util::sync::CancellationToken;
 
     use super::{
-        Cell, Command, Fault, LeaseRunSeen, LeaseSeen, Removals, Seen, Shape, WatchSeen, BOX,
-        FAULTY, HEALTHY, OLD_LEASE,
+        Cell, Command, Fault, LeaseRunSeen, LeaseSeen, Removals, RestoreRunSeen, RestoreSeen, Seen,
+        Shape, WatchSeen, ARCHIVE_DIR, ARCHIVE_FILE, BOX, FAULTY, HEALTHY, OLD_LEASE,
     };
 
     /// Every engine call's deadline; a delayed call is held far longer.
@@ -2192,10 +2486,59 @@ mod memory {
         }
     }
 
+    /// Where a cut stream stops: inside the first 1024 bytes of any tar.
+    const CUT: usize = 512;
+
+    /// Scripts the cell's fault on `engine`: `restore`'s and `--archive`'s
+    /// calls on any target (the helper's ID is made up at run time; every
+    /// managed volume is archived); no image is the world's (see [`Setup::new`]).
+    fn inject_archive(engine: &MemoryEngine, command: Command, fault: Fault) {
+        let fail = |op: Op, call: &str| {
+            engine.inject(
+                op,
+                None,
+                FaultAction::Fail(failure(call, fault)),
+                usize::MAX,
+            )
+        };
+        match fault {
+            Fault::Unreachable => engine.disconnect(),
+            Fault::Create => fail(Op::Create(Kind::Volume), "create volume"),
+            Fault::CreateHelper => fail(Op::CreateHelper, "create helper container"),
+            Fault::Upload => fail(Op::Upload, "fill the helper"),
+            Fault::UploadCut => engine.inject(
+                Op::Upload,
+                None,
+                FaultAction::CutAfter(CUT, failure("fill the helper", fault)),
+                usize::MAX,
+            ),
+            Fault::HelperRemoval => fail(Op::Remove(Kind::Container), "remove helper container"),
+            Fault::Download => fail(Op::Download, "read the helper"),
+            Fault::DownloadCut => engine.inject(
+                Op::Download,
+                None,
+                FaultAction::CutAfter(CUT, failure("read the helper", fault)),
+                usize::MAX,
+            ),
+            Fault::Deadline => {
+                engine.inject(Op::Upload, None, FaultAction::Delay(HELD), usize::MAX)
+            }
+            Fault::NoImage => {}
+            other => unreachable!(
+                "{} makes no call that {} breaks",
+                command.name(),
+                other.name()
+            ),
+        }
+    }
+
     /// Scripts the cell's fault on `engine`.
     fn inject(engine: &MemoryEngine, command: Command, fault: Fault) {
         if command.leases() {
             return inject_lease(engine, command, fault);
+        }
+        if command.archive() {
+            return inject_archive(engine, command, fault);
         }
         let fail = |op: Op, target: Option<&str>, call: &str| {
             engine.inject(
@@ -2237,7 +2580,10 @@ mod memory {
                 FaultAction::Delay(HELD),
                 usize::MAX,
             ),
-            Fault::Create => unreachable!("no converging command creates"),
+            other => unreachable!(
+                "no converging command makes the call {} breaks",
+                other.name()
+            ),
         }
     }
 
@@ -2282,21 +2628,21 @@ mod memory {
                 state.push_str(&format!("\n[[engine]]\nname = \"{HEALTHY}\"\n"));
             }
             std::fs::write(dir.path().join("state.toml"), state).expect("write state file");
-            let engine = |name: &str| {
-                Arc::new(
-                    MemoryEngine::new(if cell.command.leases() {
-                        lease_world()
-                    } else {
-                        world()
-                    })
-                    .named(name)
-                    .with_deadline(DEADLINE),
-                )
+            let engine = |name: &str, no_image: bool| {
+                let mut w = if cell.command.leases() {
+                    lease_world()
+                } else {
+                    world()
+                };
+                if no_image {
+                    w.images.clear();
+                }
+                Arc::new(MemoryEngine::new(w).named(name).with_deadline(DEADLINE))
             };
             Setup {
                 cell,
-                faulty: engine(cell.shape.faulty()),
-                healthy: cell.shape.healthy().map(engine),
+                faulty: engine(cell.shape.faulty(), cell.fault == Fault::NoImage),
+                healthy: cell.shape.healthy().map(|h| engine(h, false)),
                 dir,
             }
         }
@@ -2307,7 +2653,17 @@ mod memory {
 
         /// The config of `sandboxctl --state ... --format FORMAT <args>`, resolved as the CLI does.
         fn config(&self, format: &str, args: &[String]) -> sandboxctl::cli::config::Config {
-            let state = self.path("state.toml");
+            self.config_of("state.toml", format, args)
+        }
+
+        /// The config of a run with the state file `file` of the cell's folder.
+        fn config_of(
+            &self,
+            file: &str,
+            format: &str,
+            args: &[String],
+        ) -> sandboxctl::cli::config::Config {
+            let state = self.path(file);
             let mut argv: Vec<String> = ["sandboxctl", "--state", &state, "--format", format]
                 .iter()
                 .map(|a| a.to_string())
@@ -2327,7 +2683,7 @@ mod memory {
             if let Some(h) = self
                 .healthy
                 .as_ref()
-                .filter(|_| !self.cell.command.takes_a_lease())
+                .filter(|_| !self.cell.command.one_engine())
             {
                 all.push(h.clone());
             }
@@ -2405,8 +2761,119 @@ mod memory {
             problems
         }
 
+        /// `restore`'s archive: `destroy doomed --archive` on an engine of
+        /// its own (one engine), the volume's archive and manifest copied to
+        /// [`ARCHIVE_FILE`] and its manifest name.
+        async fn make_archive(&self) {
+            let state = format!("[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{SCOPE}\" }}\n");
+            std::fs::write(self.path("maker.toml"), state).expect("write state file");
+            let made = self.path("made");
+            let args: Vec<String> = ["destroy", BOX, "--archive", &made]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            let config = self.config_of("maker.toml", "json", &args);
+            let maker = MemoryEngine::new(world());
+            maker.set_content(VOLUME, tar_of(&[("a.txt", 3000), ("b/c.bin", 5000)]));
+            let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(maker)];
+            let mut sink = Shared::default();
+            let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+            assert_eq!(exit, Exit::Success, "{}{}", sink.stdout(), sink.stderr());
+            let archive = files(std::path::Path::new(&made))
+                .into_iter()
+                .find(|f| {
+                    let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                    name.starts_with(&format!("{VOLUME}-")) && name.ends_with(".tar.zst")
+                })
+                .expect("the volume's archive");
+            let manifest = sandboxctl::exec::archive::manifest_path(&archive);
+            let target = self.dir.path().join(ARCHIVE_FILE);
+            std::fs::copy(&archive, &target).expect("copy the archive");
+            std::fs::copy(&manifest, sandboxctl::exec::archive::manifest_path(&target))
+                .expect("copy the manifest");
+        }
+
+        /// `apply --archive`'s checks of the faulty engine's part (`report`:
+        /// the JSON run's stdout): its volumes still there and named
+        /// `archiveFailed`, no helper left, no archive of it written, and in
+        /// the folder only complete archive and manifest pairs (a fleet of
+        /// two: the healthy engine's two volumes).
+        fn archive_problems(&self, report: Option<&str>) -> Vec<String> {
+            if self.cell.command != Command::ApplyArchive {
+                return Vec::new();
+            }
+            let faulty = self.cell.shape.faulty();
+            let mut problems = Vec::new();
+            let world = self.faulty.world();
+            for v in [VOLUME, LEAK] {
+                if !world.volumes.iter().any(|w| w.name == v) {
+                    problems.push(format!("{faulty}: volume {v} is gone, its archive failed"));
+                }
+            }
+            for c in &world.containers {
+                if c.name.starts_with("ca-sbx-helper") {
+                    problems.push(format!("{faulty}: helper {} is left", c.name));
+                }
+            }
+            let dir = self.dir.path().join(ARCHIVE_DIR);
+            let all = files(&dir);
+            for f in &all {
+                let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                let rel = f.strip_prefix(&dir).unwrap().display().to_string();
+                if f.starts_with(dir.join(faulty)) {
+                    problems.push(format!("an archive file of {faulty}: {rel}"));
+                }
+                if let Some(base) = name.strip_suffix(".tar.zst") {
+                    if !f.with_file_name(format!("{base}.json")).exists() {
+                        problems.push(format!("archive {rel} has no manifest"));
+                    }
+                } else if let Some(base) = name.strip_suffix(".json") {
+                    if !f.with_file_name(format!("{base}.tar.zst")).exists() {
+                        problems.push(format!("manifest {rel} has no archive"));
+                    }
+                } else {
+                    problems.push(format!("{rel} is no archive nor manifest"));
+                }
+            }
+            if self.healthy.is_some() {
+                for v in [VOLUME, LEAK] {
+                    let archived = all.iter().any(|f| {
+                        f.starts_with(dir.join(HEALTHY))
+                            && f.file_name()
+                                .unwrap()
+                                .to_string_lossy()
+                                .starts_with(&format!("{v}-"))
+                    });
+                    if !archived {
+                        problems.push(format!("{HEALTHY}: no archive of {v}"));
+                    }
+                }
+            }
+            if let Some(report) = report {
+                let doc: serde_json::Value = serde_json::from_str(report).unwrap_or_default();
+                for v in [VOLUME, LEAK] {
+                    let named = doc["remainingVolumes"].as_array().is_some_and(|left| {
+                        left.iter().any(|l| {
+                            l["engine"] == faulty
+                                && l["name"] == v
+                                && l["reason"]["code"] == "archiveFailed"
+                        })
+                    });
+                    if !named {
+                        problems.push(format!(
+                            "the report names no archiveFailed volume {v} of {faulty}"
+                        ));
+                    }
+                }
+            }
+            problems
+        }
+
         /// `plan --out` while healthy (`apply FILE`), then the fault.
         async fn prepare(&self) {
+            if self.cell.command == Command::Restore {
+                self.make_archive().await;
+            }
             if self.cell.command == Command::ApplySaved {
                 let plan = ["plan".to_string(), "--out".into(), self.path("plan.json")];
                 let config = self.config("json", &plan);
@@ -2431,7 +2898,9 @@ mod memory {
                 .args(self.cell.shape, &self.path("plan.json"))
         }
 
-        /// What was touched outside what the command may remove, on every engine.
+        /// What was touched outside what the command may remove, on every
+        /// engine (`apply --archive`: on the faulty one no volume, whose
+        /// archives fail; and the helpers it made, on every engine).
         fn touched_outside(&self) -> Vec<String> {
             let mut allowed = vec![
                 format!("Remove(Container) {CONTAINER_ID}"),
@@ -2441,11 +2910,21 @@ mod memory {
             if self.cell.command.removes_leaks() {
                 allowed.push(format!("Remove(Volume) {LEAK}"));
             }
+            let before: BTreeSet<String> = world().containers.into_iter().map(|c| c.id).collect();
             let mut problems = Vec::new();
             let engines = std::iter::once(&self.faulty).chain(self.healthy.as_ref());
             for engine in engines {
+                let archive_failed =
+                    self.cell.command == Command::ApplyArchive && engine.name() != HEALTHY;
                 for call in engine.calls() {
-                    if call.starts_with("Remove") && !allowed.contains(&call) {
+                    let helper = self.cell.command.archive()
+                        && call
+                            .strip_prefix("Remove(Container) ")
+                            .is_some_and(|id| !before.contains(id));
+                    let volume = call.starts_with("Remove(Volume)");
+                    if call.starts_with("Remove")
+                        && ((!allowed.contains(&call) && !helper) || (archive_failed && volume))
+                    {
                         problems.push(format!("engine {}: {call} is out of bounds", engine.name()));
                     }
                 }
@@ -2465,6 +2944,7 @@ mod memory {
         fn fault_missed(&self, output: &str) -> Option<String> {
             let evidence = match self.cell.fault {
                 Fault::Unreachable | Fault::LostMidApply => "the connection was lost",
+                Fault::NoImage => "no ca-sbx:* image",
                 Fault::Deadline => "no answer within",
                 _ => "matrix fault",
             };
@@ -2508,6 +2988,9 @@ mod memory {
         if cell.command.leases() {
             return run_lease(cell).await;
         }
+        if cell.command == Command::Restore {
+            return run_restore(cell).await;
+        }
         let json = Setup::new(cell);
         json.prepare().await;
         let mut problems = Vec::new();
@@ -2525,12 +3008,15 @@ mod memory {
             }
             problems.extend(human.touched_outside());
             problems.extend(human.healthy_left());
+            problems.extend(json.archive_problems(Some(&json_out.stdout())));
+            problems.extend(human.archive_problems(None));
             Seen {
                 exit: Some(exit.code()),
                 report: serde_json::from_str(&json_out.stdout()).map_err(|e| e.to_string()),
                 human: Some(human_out.stdout()),
                 watch: None,
                 lease: None,
+                restore: None,
                 dump: format!(
                     "=== json run: exit {}\n--- stdout\n{}--- stderr\n{}=== human run\n--- stdout\n{}--- stderr\n{}",
                     exit.code(),
@@ -2580,7 +3066,109 @@ mod memory {
             report: Err("a lease command prints no report".into()),
             human: None,
             watch: None,
+            restore: None,
             lease: Some(LeaseSeen { json, human }),
+            dump,
+        };
+        (seen, problems, Removals::default())
+    }
+
+    /// Every file under `dir`, at any depth (none if it does not exist).
+    fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                out.extend(files(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    /// A tar of files of these names and sizes (so a cut stream is cut mid-file).
+    fn tar_of(entries: &[(&str, usize)]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, size) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(*size as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, &vec![b'x'; *size][..])
+                .expect("tar entry");
+        }
+        b.into_inner().expect("tar")
+    }
+
+    /// Runs `restore`'s cell in memory: the JSON run and the human run,
+    /// each on fresh engines, with what the faulty engine held before and
+    /// after each, its removals, and the healthy engine's calls.
+    async fn run_restore(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let mut problems = Vec::new();
+        let mut runs = Vec::new();
+        let mut dump = String::new();
+        for format in ["json", "human"] {
+            let setup = Setup::new(cell);
+            setup.prepare().await;
+            let names = |w: &World| {
+                let volumes: BTreeSet<String> = w.volumes.iter().map(|v| v.name.clone()).collect();
+                let containers: BTreeSet<String> =
+                    w.containers.iter().map(|c| c.name.clone()).collect();
+                let ids: BTreeSet<String> = w.containers.iter().map(|c| c.id.clone()).collect();
+                (volumes, containers, ids)
+            };
+            let (volumes_before, containers_before, ids_before) = names(&setup.faulty.world());
+            let (exit, out) = once(&setup, format).await;
+            problems.extend(setup.fault_missed(&(out.stdout() + &out.stderr())));
+            let (volumes, containers, _) = names(&setup.faulty.world());
+            let removals: Vec<String> = setup
+                .faulty
+                .calls()
+                .into_iter()
+                .filter(|c| c.starts_with("Remove"))
+                .collect();
+            let helpers = removals
+                .iter()
+                .filter_map(|c| c.strip_prefix("Remove(Container) "))
+                .filter(|id| !ids_before.contains(*id))
+                .map(str::to_string)
+                .collect();
+            dump.push_str(&format!(
+                "=== {format} run: exit {}\n--- stdout\n{}--- stderr\n{}",
+                exit.code(),
+                out.stdout(),
+                out.stderr()
+            ));
+            runs.push(RestoreRunSeen {
+                exit: Some(exit.code()),
+                stdout: out.stdout(),
+                stderr: out.stderr(),
+                volumes_before,
+                volumes,
+                containers_before,
+                containers,
+                removals,
+                helpers,
+                healthy_calls: setup
+                    .healthy
+                    .as_ref()
+                    .map(|h| h.calls())
+                    .unwrap_or_default(),
+            });
+        }
+        let human = runs.pop().expect("two runs");
+        let json = runs.pop().expect("two runs");
+        let seen = Seen {
+            exit: json.exit,
+            report: Err("restore prints no report".into()),
+            human: None,
+            watch: None,
+            lease: None,
+            restore: Some(RestoreSeen { json, human }),
             dump,
         };
         (seen, problems, Removals::default())
@@ -2648,6 +3236,7 @@ mod memory {
             human: None,
             watch: Some(WatchSeen { log, healthz }),
             lease: None,
+            restore: None,
             dump: format!(
                 "=== watch: exit {}\n--- stdout\n{}--- stderr\n{}",
                 exit.code(),

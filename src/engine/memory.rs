@@ -234,7 +234,8 @@ pub enum FaultAction {
     /// unreachable engine's do, and open event streams end.
     Disconnect,
     /// A download streams this many bytes, then fails with this error (the
-    /// connection dropped mid-stream). Other calls are served normally.
+    /// connection dropped mid-stream); an upload takes this many bytes (at
+    /// least), keeps them, then fails with it. Other calls are served normally.
     CutAfter(usize, EngineError),
 }
 
@@ -414,7 +415,19 @@ impl MemoryEngine {
         target: &str,
         serve: impl FnOnce(&mut World) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
-        match self.enter(op, target) {
+        let fault = self.enter(op, target);
+        self.act(fault, op, target, serve).await
+    }
+
+    /// Serves one call under the fault `enter` picked for it.
+    async fn act<T>(
+        &self,
+        fault: Option<FaultAction>,
+        op: Op,
+        target: &str,
+        serve: impl FnOnce(&mut World) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        match fault {
             None | Some(FaultAction::Pass) => serve(&mut self.world.lock().unwrap()),
             Some(FaultAction::Fail(e)) => Err(e),
             Some(FaultAction::Disconnect) => {
@@ -678,8 +691,13 @@ impl Engine for MemoryEngine {
 
     async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
         let call = format!("fill {path} of container {container}");
+        let fault = self.enter(Op::Upload, container);
+        let cut = match &fault {
+            Some(FaultAction::CutAfter(n, e)) => Some((*n, e.clone())),
+            _ => None,
+        };
         let volume = self
-            .call(Op::Upload, container, |_| Ok(()))
+            .act(fault, Op::Upload, container, |_| Ok(()))
             .await
             .and_then(|()| self.mounted(container, &call))?;
         let mut tar = tar;
@@ -695,6 +713,12 @@ impl Engine for MemoryEngine {
                 )
             })?;
             all.extend_from_slice(&chunk);
+            if let Some((n, e)) = cut.as_ref().filter(|(n, _)| all.len() > *n) {
+                // The connection dropped mid-stream: what came is in the volume.
+                all.truncate(*n);
+                self.set_content(&volume, all);
+                return Err(e.clone());
+            }
         }
         self.set_content(&volume, all);
         Ok(())

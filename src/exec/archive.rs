@@ -607,6 +607,18 @@ pub enum RestoreError {
     Engine(EngineError),
     #[error("{0}")]
     Archive(ArchiveError),
+    #[error("its helper container {helper} could not be removed and is left behind (it mounts volume {volume}): {error}")]
+    HelperLeft {
+        volume: String,
+        helper: String,
+        error: Box<EngineError>,
+    },
+    #[error("{error}; volume {volume}, which restore created, could not be removed again and is left behind: {removal}")]
+    LeftBehind {
+        volume: String,
+        error: Box<RestoreError>,
+        removal: Box<EngineError>,
+    },
     #[error("volume {volume} was filled, but {what}: the manifest says {expected}, the archive held {actual}")]
     Mismatch {
         volume: String,
@@ -708,10 +720,19 @@ pub async fn restore(
     }
     let volume_key = ObjectKey::new(engine.name(), Kind::Volume, &name);
     let filled = fill(engine, archive, &name, &image, &manifest, scope_labels).await;
-    if filled.is_err() {
-        let _ = engine.remove(&volume_key).await;
-    }
-    let (entries, bytes) = filled?;
+    let (entries, bytes) = match filled {
+        Ok(counts) => counts,
+        Err(error) => {
+            return Err(match engine.remove(&volume_key).await {
+                Ok(()) => error,
+                Err(removal) => RestoreError::LeftBehind {
+                    volume: name,
+                    error: Box::new(error),
+                    removal: Box::new(removal),
+                },
+            })
+        }
+    };
     for (what, expected, actual) in [
         ("its entry count differs", manifest.file_count, entries),
         ("its size differs", manifest.uncompressed_size, bytes),
@@ -761,10 +782,15 @@ async fn fill(
             .boxed();
     let put = engine.upload(&id, "/", body).await;
     let counted = reader.await;
-    let _ = engine
+    let removed = engine
         .remove(&ObjectKey::new(engine.name(), Kind::Container, &id))
         .await;
     put.map_err(RestoreError::Engine)?;
+    removed.map_err(|error| RestoreError::HelperLeft {
+        volume: volume.to_string(),
+        helper: id.clone(),
+        error: Box::new(error),
+    })?;
     let tar = counted
         .map_err(|e| RestoreError::Archive(ArchiveError::Tar(e.to_string())))?
         .map_err(|e| RestoreError::Archive(ArchiveError::io("read", archive, e)))?;

@@ -1408,6 +1408,7 @@ mod tests {
             keep_volumes: vec![],
             grace: Some(60),
             max_lease: None,
+            archive: None,
         };
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "la", "va"]);

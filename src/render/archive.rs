@@ -37,13 +37,18 @@ fn declare(r: &Restored) -> String {
 }
 
 /// What `restore` prints on stdout (human: on success only; JSON: always).
-pub(crate) fn restored(result: &Result<Restored, RestoreError>, format: Format) -> String {
+/// `what`: the restore, as errors name it (volume and engine).
+pub(crate) fn restored(
+    result: &Result<Restored, RestoreError>,
+    what: &str,
+    format: Format,
+) -> String {
     if format == Format::Json {
         return json(&Doc {
             ok: result.is_ok(),
             restored: result.as_ref().ok(),
             declare: result.as_ref().ok().map(declare),
-            error: result.as_ref().err().map(|e| e.to_string()),
+            error: result.as_ref().err().map(|e| format!("{what}: {e}")),
         });
     }
     let Ok(r) = result else {
@@ -65,9 +70,9 @@ pub(crate) fn restored(result: &Result<Restored, RestoreError>, format: Format) 
 }
 
 /// What `restore` prints on stderr: the error, if any.
-pub(crate) fn restore_error(result: &Result<Restored, RestoreError>) -> String {
+pub(crate) fn restore_error(result: &Result<Restored, RestoreError>, what: &str) -> String {
     match result {
-        Err(e) => format!("error: {}\n", escape(&e.to_string())),
+        Err(e) => format!("error: {}\n", escape(&format!("{what}: {e}"))),
         Ok(_) => String::new(),
     }
 }
@@ -85,13 +90,14 @@ mod tests {
             file_count: 3,
             uncompressed_size: 2048,
         };
-        let text = restored(&Ok(r), Format::Human);
+        let text = restored(&Ok(r), "x", Format::Human);
         assert!(text.contains("keep = [\"v\"]"), "{text}");
         assert!(text.contains("id = \"b\""), "{text}");
         let failed = Err(RestoreError::Exists("v".into()));
-        assert!(restore_error(&failed).starts_with("error: volume v exists"));
+        assert!(restore_error(&failed, "restore of volume v on engine e")
+            .starts_with("error: restore of volume v on engine e: volume v exists"));
         let doc: serde_json::Value =
-            serde_json::from_str(&restored(&failed, Format::Json)).unwrap();
+            serde_json::from_str(&restored(&failed, "x", Format::Json)).unwrap();
         assert_eq!(doc["ok"], false);
     }
 }

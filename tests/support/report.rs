@@ -104,6 +104,15 @@ pub enum Reason {
         error: String,
         text: String,
     },
+    /// `--archive`: the volume's archive failed, so it stays.
+    ArchiveFailed {
+        error: String,
+        text: String,
+    },
+    /// A leftover archive helper container.
+    ArchiveHelper {
+        text: String,
+    },
     Changed {
         detail: String,
         text: String,
@@ -150,6 +159,8 @@ impl Reason {
             | Reason::HeldByUnmanaged { text, .. }
             | Reason::WaitsForBlocked { text, .. }
             | Reason::RemovalFailed { text, .. }
+            | Reason::ArchiveFailed { text, .. }
+            | Reason::ArchiveHelper { text }
             | Reason::Changed { text, .. }
             | Reason::WaitsForFailed { text, .. }
             | Reason::Interrupted { text }
@@ -508,6 +519,9 @@ pub struct EngineSummary {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Report {
     pub converged: bool,
+    /// `--archive`: the volumes archived (`volume`, `path`, `sha256`, `bytes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archived: Vec<serde_json::Value>,
     #[serde(default)]
     pub now: Option<String>,
     pub removed: Removed,
