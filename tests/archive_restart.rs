@@ -399,34 +399,14 @@ fn archived_paths(report: &serde_json::Value) -> BTreeSet<PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_restart_mid_archive_exits_1_naming_what_is_left_and_the_next_run_converges() {
-    scenario(Helpers::Tolerated).await;
+    // Every helper run 1 knew the ID of and could not remove is named (in
+    // the failure of the volume it was made for; that volume stays).
+    scenario().await;
 }
 
-/// The same restart, also requiring that run 1's report names every helper
-/// container it made, knew the ID of, and could not remove: those whose
-/// volume's archive stands under its final name (so `archive_volume`
-/// returned `Ok` after `create_helper` answered with the ID). Fails today:
-/// `archive_volume` (src/exec/archive.rs) ignores the helper's removal
-/// error (`let _ = engine.remove(&helper_key).await`), so a helper left by
-/// an engine that went away is in neither `failures` nor
-/// `remainingContainers`; the next run removes it (`archiveHelper`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 16: run 1's report does not name a helper whose removal failed (src/exec/archive.rs drops the error)"]
-async fn an_engine_restart_mid_archive_names_the_helpers_it_leaves() {
-    scenario(Helpers::MustBeNamed).await;
-}
-
-/// Whether a helper left by run 1 must be named by its report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Helpers {
-    /// Printed, not required: a helper the engine made while its answer was
-    /// lost cannot be named, and today none is.
-    Tolerated,
-    /// Required when run 1 knew its ID (see the ignored test).
-    MustBeNamed,
-}
-
-async fn scenario(helper_policy: Helpers) {
+/// The restart scenario. A helper the engine made while its answer was lost
+/// cannot be named (printed only); one whose ID run 1 knew must be.
+async fn scenario() {
     let Some(engine) = SecondDockerd::new().start().await else {
         return;
     };
@@ -584,7 +564,13 @@ async fn scenario(helper_policy: Helpers) {
         let known = mounts
             .iter()
             .any(|m| archived_volumes1.contains(m.as_str()));
-        let named_here = named.contains(&name) || named.contains(id);
+        // Named as an object of the report, or by its full ID in the
+        // failure of the volume it was made for.
+        let named_here = named.contains(&name)
+            || named.contains(id)
+            || failures
+                .iter()
+                .any(|f| f["error"].as_str().is_some_and(|e| e.contains(id.as_str())));
         eprintln!(
             "archive_restart: helper {name} ({id}) left after run 1, state {:?}, mounting {mounts:?} (archived by run 1: {known}); named by the report: {named_here}; run 1's failures about its volume: {about:?}",
             c.state.and_then(|s| s.status)
@@ -594,7 +580,7 @@ async fn scenario(helper_policy: Helpers) {
         }
         helper_names.insert(name);
     }
-    if helper_policy == Helpers::MustBeNamed {
+    {
         assert!(
             known_unnamed.is_empty(),
             "run 1 archived these helpers' volumes (so it had their IDs) but its report names neither the helpers nor their removal's failure: {known_unnamed:?}\n{}",

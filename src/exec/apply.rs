@@ -187,7 +187,9 @@ async fn remove(
             .await
             {
                 Ok(a) => archived = Some(a),
-                Err(e) => return (Outcome::ArchiveFailed(e.to_string()), None),
+                // An archive that stands (its helper could not be removed)
+                // is reported as archived; the volume stays either way.
+                Err(e) => return (Outcome::ArchiveFailed(e.to_string()), e.archived().cloned()),
             }
         }
     }

@@ -121,20 +121,29 @@ pub enum ArchiveError {
     #[error(
         "{}helper container {helper} could not be removed: {error} (it is labeled ca.sandbox.role=archive-helper: the next run removes it){}",
         earlier.as_ref().map(|e| format!("{e}; then the ")).unwrap_or_else(|| "the ".into()),
-        archive.as_ref().map(|a| format!("; the archive {a} stands complete")).unwrap_or_default()
+        archived.as_ref().map(|a| format!("; the archive {} stands complete", a.path.display())).unwrap_or_default()
     )]
     HelperLeft {
         /// The helper's full ID.
         helper: String,
-        error: EngineError,
+        error: Box<EngineError>,
         /// The archive written before, if it stands under its final name.
-        archive: Option<String>,
+        archived: Option<Box<Archived>>,
         /// What failed before, if anything did.
         earlier: Option<String>,
     },
 }
 
 impl ArchiveError {
+    /// The archive that stands complete despite the error (its helper could
+    /// not be removed), to be reported as archived.
+    pub fn archived(&self) -> Option<&Archived> {
+        match self {
+            ArchiveError::HelperLeft { archived, .. } => archived.as_deref(),
+            _ => None,
+        }
+    }
+
     fn io(what: &'static str, path: &Path, e: io::Error) -> Self {
         ArchiveError::Io {
             what,
@@ -252,8 +261,8 @@ pub async fn archive_volume(
                 Ok(()) => first,
                 Err(error) => ArchiveError::HelperLeft {
                     helper: id,
-                    error,
-                    archive: None,
+                    error: Box::new(error),
+                    archived: None,
                     earlier: Some(first.to_string()),
                 },
             });
@@ -283,19 +292,22 @@ pub async fn archive_volume(
     // labeled (the next run removes it), and named: the volume then stays.
     match (written, remove_helper(engine, &helper_key).await) {
         (written, Ok(())) => written,
-        (written, Err(error)) => Err(ArchiveError::HelperLeft {
+        (Ok(archived), Err(error)) => Err(ArchiveError::HelperLeft {
             helper: id,
-            error,
-            archive: written
-                .as_ref()
-                .ok()
-                .map(|a| a.path.display().to_string()),
-            earlier: written.err().map(|e| e.to_string()),
+            error: Box::new(error),
+            archived: Some(Box::new(archived)),
+            earlier: None,
+        }),
+        (Err(first), Err(error)) => Err(ArchiveError::HelperLeft {
+            helper: id,
+            error: Box::new(error),
+            archived: None,
+            earlier: Some(first.to_string()),
         }),
     }
 }
 
-/// Removes a helper container; one already gone is removed.
+/// Removes a helper container; one already gone counts as removed.
 async fn remove_helper(engine: &dyn Engine, key: &ObjectKey) -> Result<(), EngineError> {
     match engine.remove(key).await {
         Err(e) if !e.is_not_found() => Err(e),
@@ -1147,6 +1159,39 @@ mod tests {
         engine.inject(Op::CreateHelper, None, FaultAction::Fail(boom()), 1);
         let report = run(&engine, &goal(dir.path())).await;
         assert_left_intact(&engine, dir.path(), &report);
+    }
+
+    #[tokio::test]
+    async fn a_helper_that_cannot_be_removed_is_named_and_its_volume_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        // The box's container goes; the helper's removal then fails.
+        engine.inject(Op::Remove(Kind::Container), None, FaultAction::Pass, 1);
+        engine.inject(
+            Op::Remove(Kind::Container),
+            None,
+            FaultAction::Fail(boom()),
+            1,
+        );
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(!report.converged, "{report:?}");
+        assert_eq!(engine.world().volumes.len(), 1, "the volume stays");
+        let helper = &engine.world().containers[0];
+        assert_eq!(
+            helper.labels.get(ROLE_LABEL).map(String::as_str),
+            Some(ARCHIVE_HELPER_ROLE)
+        );
+        // The archive stands and is reported; the failure names the helper.
+        assert_eq!(report.archived.len(), 1, "{report:?}");
+        assert!(PathBuf::from(&report.archived[0].path).exists());
+        let error = &report.failures[0].error;
+        assert!(
+            error.contains(&format!(
+                "helper container {} could not be removed",
+                helper.id
+            )),
+            "{error}"
+        );
     }
 
     #[tokio::test]
