@@ -1033,12 +1033,8 @@ mod tests {
         Arc::new(MemoryEngine::with_boxes(name, boxes))
     }
 
-    /// A config for `argv` (after the program name) with a state file of `state`.
-    fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
-        config_of(state, argv)
-    }
-
-    fn config_of(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+    /// `argv` (after the program name) resolved with a state file of `state`.
+    fn resolved(state: &str, argv: &[&str]) -> (tempfile::TempDir, anyhow::Result<Config>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.toml");
         std::fs::write(&path, state).unwrap();
@@ -1049,7 +1045,13 @@ mod tests {
             .unwrap()
             .into_args()
             .unwrap();
-        (dir, resolve(args).unwrap())
+        (dir, resolve(args))
+    }
+
+    /// A config for `argv` (after the program name) with a state file of `state`.
+    fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+        let (dir, config) = resolved(state, argv);
+        (dir, config.unwrap())
     }
 
     const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
@@ -1153,17 +1155,7 @@ mod tests {
 
     /// The error of resolving `argv` with a state file of `state`.
     fn refused(state: &str, argv: &[&str]) -> String {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.toml");
-        std::fs::write(&path, state).unwrap();
-        let path = path.display().to_string();
-        let mut all = vec!["sandboxctl", "--state", &path];
-        all.extend_from_slice(argv);
-        let args = crate::cli::Cli::try_parse_from(all)
-            .unwrap()
-            .into_args()
-            .unwrap();
-        format!("{:#}", resolve(args).unwrap_err())
+        format!("{:#}", resolved(state, argv).1.unwrap_err())
     }
 
     #[test]
@@ -1239,7 +1231,7 @@ mod tests {
         assert_eq!(doc["ok"], true);
         assert_eq!(doc["boxes"][1]["box"], "y");
         assert_eq!(engine.world().volumes.len(), 2);
-        let (_dir, config) = config_of("", &["lease", "--release", "x", "y"]);
+        let (_dir, config) = self::config("", &["lease", "--release", "x", "y"]);
         let mut sink = Buffers::default();
         let exit = run_on(
             &config,

@@ -494,10 +494,7 @@ impl MemoryEngine {
 
 /// The world's clock now: the real time moved by its skew (Unix milliseconds).
 fn engine_now_ms(w: &World) -> i64 {
-    let real = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
+    let real = crate::model::time::unix_ms(std::time::SystemTime::now());
     real.saturating_add(w.clock_skew.saturating_mul(1000))
 }
 

@@ -219,10 +219,7 @@ pub fn scope_labels(scope: &crate::model::Scope) -> Labels {
 
 /// Now, Unix seconds (this machine's clock: an archive's name and time).
 fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    crate::model::time::unix_ms(std::time::SystemTime::now()).div_euclid(1000)
 }
 
 /// Archives `volume` (as just inspected: its labels and creation time go in

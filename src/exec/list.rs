@@ -109,12 +109,7 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
 /// the call, so only the part of the difference beyond half the round trip is
 /// skew (a slow answer from a loaded engine is not taken for a clock behind).
 pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
-    let local_ms = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    };
+    let local_ms = || crate::model::time::unix_ms(std::time::SystemTime::now());
     let before = local_ms();
     let engine_ms = engine.clock().await?;
     let after = local_ms();

@@ -16,3 +16,11 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
     i64::try_from(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs()).ok()
 }
+
+/// A time as Unix milliseconds (before 1970 counts as 0). Takes the time:
+/// reading the clock is the caller's business.
+pub(crate) fn unix_ms(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -133,15 +133,7 @@ fn hold_line(
     fields: serde_json::Value,
 ) -> String {
     match format {
-        Format::Json => {
-            let mut v = serde_json::json!({ "time": time, "event": event });
-            if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), fields) {
-                map.extend(extra);
-            }
-            let mut s = v.to_string();
-            s.push('\n');
-            s
-        }
+        Format::Json => crate::render::log::json_line(time, event, fields),
         _ => format!("sandboxctl hold: {human}\n"),
     }
 }

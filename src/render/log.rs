@@ -15,6 +15,17 @@ use crate::render::table::{kind_counts, name_cell, plural};
 use crate::render::Format;
 use crate::text::{escape, escape_lines};
 
+/// One JSON log line: `time`, `event`, then `fields` (an object), and a newline.
+pub(crate) fn json_line(time: &str, event: &str, fields: serde_json::Value) -> String {
+    let mut v = serde_json::json!({ "time": time, "event": event });
+    if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), fields) {
+        map.extend(extra);
+    }
+    let mut s = v.to_string();
+    s.push('\n');
+    s
+}
+
 /// One watch log line: the time, then what happened. Human text (`human`,
 /// in which the caller escaped every fragment it did not write itself, so
 /// its only line breaks are its own), or a JSON object per line with
@@ -27,15 +38,7 @@ fn log_line(
     fields: serde_json::Value,
 ) -> String {
     match format {
-        Format::Json => {
-            let mut v = serde_json::json!({ "time": time, "event": event });
-            if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), fields) {
-                map.extend(extra);
-            }
-            let mut s = v.to_string();
-            s.push('\n');
-            s
-        }
+        Format::Json => json_line(time, event, fields),
         _ => format!("{time} {human}\n"),
     }
 }
