@@ -1182,7 +1182,7 @@ mod tests {
         );
         let e = refused("", &["hold", "b", "--ttl", "25h", "--", "true"]);
         assert!(
-            e.contains("at most 1day ([policy] max_lease, the default)"),
+            e.contains("at most 24h ([policy] max_lease, the default)"),
             "{e}"
         );
         for argv in [

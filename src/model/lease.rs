@@ -87,9 +87,20 @@ pub fn parse_ttl(text: &str, max_lease: u64) -> Result<u64, TtlError> {
     Ok(secs)
 }
 
-/// Seconds in the shortest words humantime gives (`15m`, `1h 30m`, `24h`).
+/// Seconds in hours, minutes and seconds, as a ttl is written (`15m`,
+/// `1h30m`, `24h`, `90s`), which `parse_ttl` reads back.
 pub fn words(secs: u64) -> String {
-    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
 }
 
 /// A ttl as a lease label carries it: whole seconds with a unit (`900s`),
@@ -171,6 +182,20 @@ mod tests {
         let mut plain = labels.clone();
         plain.remove(LEASE_TTL_LABEL);
         assert!(!is_lease_of(&scope, "a b", &plain), "not a lease");
+    }
+
+    #[test]
+    fn words_read_back_as_the_same_ttl() {
+        for (secs, text) in [
+            (86_400, "24h"),
+            (5400, "1h30m"),
+            (900, "15m"),
+            (90, "1m30s"),
+            (0, "0s"),
+        ] {
+            assert_eq!(words(secs), text);
+        }
+        assert_eq!(parse_ttl(&words(5430), DEFAULT_MAX_LEASE), Ok(5430));
     }
 
     #[test]
