@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec};
+use crate::support::proxy::Proxy;
 
 /// One entry of a volume as its tar shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +145,18 @@ async fn remove_container(sbx: &Sandbox, id: &str) {
 
 #[tokio::test]
 async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
-    let Some(sbx) = Sandbox::new("archive-round-trip").await else {
+    round_trip("archive-round-trip", false).await;
+}
+
+/// The same, with the box's container still running: the volume is read
+/// through it once stopped (no helper), rooted at its mount.
+#[tokio::test]
+async fn archive_through_the_box_container_then_restore_round_trips() {
+    round_trip("archive-round-trip-box", true).await;
+}
+
+async fn round_trip(test: &str, box_container: bool) {
+    let Some(sbx) = Sandbox::new(test).await else {
         return;
     };
     let volume = sbx.volume(VolumeSpec::new().in_box("gone")).await;
@@ -163,6 +175,19 @@ async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
     assert_eq!(before["empty"].size, 0);
     assert_eq!(before["random.bin"].size, 100 * 1024 * 1024);
     assert!(before.contains_key("with space\nand newline"), "{before:?}");
+    let running = if box_container {
+        let c = sbx
+            .container(
+                ContainerSpec::new()
+                    .in_box("gone")
+                    .volume(&volume)
+                    .run(Run::Running),
+            )
+            .await;
+        Some(c.id.clone())
+    } else {
+        None
+    };
 
     // Archive it: box `gone` is undeclared, grace 0.
     let dir = tempfile::tempdir().unwrap();
@@ -189,6 +214,18 @@ async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
     );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    // Through the box's container, rooted at its mount, with no helper made;
+    // else through a helper.
+    let root = if box_container { "0" } else { "ca-sbx-volume" };
+    assert_eq!(manifest["root"], root, "{}", out.dump());
+    if let Some(id) = &running {
+        assert!(!sbx.container_exists(id).await);
+        assert!(
+            !out.stderr.contains("helper") && helpers(&sbx).await == 0,
+            "{}",
+            out.dump()
+        );
+    }
     assert_eq!(manifest["sha256"], archived["sha256"]);
     assert_eq!(manifest["volume"], volume.as_str());
     assert_eq!(manifest["box"], "gone");
@@ -485,4 +522,48 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
     .unwrap();
     let sha = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
     assert_eq!(manifest["sha256"].as_str(), Some(sha.as_str()));
+}
+
+/// A restore whose engine stops answering during the upload fails within the
+/// call deadline (it does not hang), and takes back the volume it created.
+#[tokio::test]
+async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
+    let Some(sbx) = Sandbox::new("archive-restore-deadline").await else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("slow")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbx.cli().state_toml("").run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        dir.path().to_str().unwrap(),
+    ]);
+    out.success();
+    let path = out.json()["archived"][0]["path"]
+        .as_str()
+        .expect("an archive")
+        .to_string();
+    assert!(!sbx.volume_exists(&volume).await);
+    let proxy = Proxy::start();
+    proxy
+        .on("PUT", "/archive")
+        .delay(std::time::Duration::from_secs(120));
+    let started = std::time::Instant::now();
+    let out =
+        sbx.cli()
+            .docker_host(&proxy.docker_host())
+            .run_with(["--timeout", "2", "restore", &path]);
+    out.expect_code(1);
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "{took:?}\n{}",
+        out.dump()
+    );
+    assert!(out.stderr.contains(&volume), "{}", out.dump());
+    assert!(!sbx.volume_exists(&volume).await, "{}", out.dump());
+    assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
+    eprintln!("{}", out.stderr);
 }

@@ -207,14 +207,22 @@ fn check_archive(path: &Path, volume_index: &BTreeMap<String, usize>) -> String 
         path.display(),
         found.keys().collect::<Vec<_>>()
     );
+    // Rooted at the helper's mount, or at the box's own mount when it was
+    // read through its stopped container.
+    let root = manifest["root"].as_str().expect("a root");
+    assert!(
+        ["ca-sbx-volume", "0"].contains(&root),
+        "{}: root {root}",
+        path.display()
+    );
     assert_eq!(
-        found.get("ca-sbx-volume/id.txt"),
+        found.get(&format!("{root}/id.txt")),
         Some(&id),
         "{}",
         path.display()
     );
     assert!(
-        found.get("ca-sbx-volume/data.bin") == Some(&data),
+        found.get(&format!("{root}/data.bin")) == Some(&data),
         "{}: data.bin differs",
         path.display()
     );

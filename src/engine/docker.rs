@@ -7,7 +7,7 @@
 //! policy (what a 404 or an object in use means for the run is `apply`'s) or
 //! filter on the client.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use bollard::Docker;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::connect::{describe, error_chain, is_connect_failure, whole_seconds};
-use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, HELPER_MOUNT};
+use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream};
 use crate::engine::endpoint::Endpoint;
 use crate::model::{short_id, ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
 
@@ -272,7 +272,7 @@ impl Engine for DockerEngine {
             ),
             network_disabled: Some(true),
             host_config: Some(bollard::models::HostConfig {
-                binds: Some(vec![format!("{}:{HELPER_MOUNT}", helper.volume)]),
+                binds: Some(vec![format!("{}:{}", helper.volume, helper.mount)]),
                 network_mode: Some("none".to_string()),
                 ..Default::default()
             }),
@@ -290,6 +290,40 @@ impl Engine for DockerEngine {
             )
             .await?;
         Ok(created.id)
+    }
+
+    async fn stop(&self, container: &str) -> Result<(), EngineError> {
+        let kill = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
+        // A container that does not run answers 409 (Podman: 500); the wait
+        // below tells whether it is there and stopped.
+        let _ = self
+            .call(format!("kill container {}", short_id(container)), || {
+                self.docker.kill_container(container, Some(kill.clone()))
+            })
+            .await;
+        let wait = bollard::query_parameters::WaitContainerOptionsBuilder::new()
+            .condition("not-running")
+            .build();
+        let waited = self
+            .call(
+                format!("wait for container {}", short_id(container)),
+                || {
+                    let mut first = self.docker.wait_container(container, Some(wait.clone()));
+                    async move {
+                        match first.next().await {
+                            // A non-zero exit status is an error to bollard: here it
+                            // only says the container stopped.
+                            Some(Err(BollardError::DockerContainerWaitError { .. })) | None => {
+                                Ok(())
+                            }
+                            Some(Err(e)) => Err(e),
+                            Some(Ok(_)) => Ok(()),
+                        }
+                    }
+                },
+            )
+            .await;
+        waited
     }
 
     fn download(&self, container: &str, path: &str) -> TarStream {
@@ -333,12 +367,37 @@ impl Engine for DockerEngine {
             .path(path)
             .build();
         let call = format!("fill {path} of container {}", short_id(container));
-        // One request whose body is the stream: not retried, and not bounded
-        // by the call deadline (a large volume takes long).
-        self.docker
-            .upload_to_container(container, Some(options), bollard::body_try_stream(tar))
-            .await
-            .map_err(|e| map_error(&call, &self.endpoint, self.timeout, e))
+        // One request whose body is the stream: not retried. It may take as
+        // long as it takes while it moves; it fails once neither a chunk was
+        // taken from the body nor the answer came within the call deadline
+        // (an engine that stopped reading, or never answers).
+        let moved = std::sync::Arc::new(std::sync::Mutex::new(tokio::time::Instant::now()));
+        let seen = moved.clone();
+        let body = tar.inspect(move |_| *seen.lock().unwrap() = tokio::time::Instant::now());
+        let put = self.docker.upload_to_container(
+            container,
+            Some(options),
+            bollard::body_try_stream(body),
+        );
+        tokio::pin!(put);
+        loop {
+            let idle_until = *moved.lock().unwrap() + self.timeout;
+            tokio::select! {
+                done = &mut put => {
+                    return done.map_err(|e| map_error(&call, &self.endpoint, self.timeout, e));
+                }
+                () = tokio::time::sleep_until(idle_until) => {
+                    if moved.lock().unwrap().elapsed() >= self.timeout {
+                        return Err(EngineError::new(
+                            call,
+                            ErrorKind::Timeout {
+                                seconds: whole_seconds(self.timeout),
+                            },
+                        ));
+                    }
+                }
+            }
+        }
     }
 
     async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
@@ -607,15 +666,24 @@ pub(crate) fn parse_time_ms(text: &str) -> Option<i64> {
     Some(unix(t)? - shift * 1000)
 }
 
-/// Names of the mounts of type `volume` (named volumes; bind mounts and tmpfs are not volumes).
-fn volume_mounts(mounts: Option<Vec<MountPoint>>) -> BTreeSet<String> {
-    mounts
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.typ.as_deref() == Some("volume"))
-        .filter_map(|m| m.name)
-        .filter(|n| !n.is_empty())
-        .collect()
+/// The mounts of type `volume` (named volumes; bind mounts and tmpfs are not
+/// volumes): each name with its first destination (sorted), empty if none.
+fn volume_mounts(mounts: Option<Vec<MountPoint>>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::<String, String>::new();
+    for m in mounts.unwrap_or_default() {
+        if m.typ.as_deref() != Some("volume") {
+            continue;
+        }
+        let Some(name) = m.name.filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let path = m.destination.unwrap_or_default();
+        let entry = out.entry(name).or_insert_with(|| path.clone());
+        if entry.is_empty() || (!path.is_empty() && path < *entry) {
+            *entry = path;
+        }
+    }
+    out
 }
 
 /// The container's own name: Docker lists `/name` (and `/other/alias` for links).
@@ -657,7 +725,7 @@ fn container_object(
     labels: Labels,
     created: Option<i64>,
     image: Option<String>,
-    volumes: BTreeSet<String>,
+    volumes: BTreeMap<String, String>,
     networks: BTreeSet<String>,
     joins: Vec<Join>,
 ) -> Object {
@@ -667,7 +735,7 @@ fn container_object(
     o.created = created;
     o.image = image;
     o.depends_on = volumes
-        .iter()
+        .keys()
         .map(|v| ObjectKey::new(engine, Kind::Volume, v))
         .chain(
             networks
@@ -678,6 +746,7 @@ fn container_object(
     o.depends_on.sort();
     o.joins = joins;
     o.joins.sort();
+    o.mounts = volumes.into_iter().filter(|(_, p)| !p.is_empty()).collect();
     o
 }
 

@@ -115,6 +115,14 @@ impl Engine for LazyEngine {
         self.shared.seen(result).await
     }
 
+    async fn stop(&self, container: &str) -> Result<(), EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.stop(container).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
     fn download(&self, container: &str, path: &str) -> TarStream {
         let shared = self.shared.clone();
         let (container, path) = (container.to_string(), path.to_string());

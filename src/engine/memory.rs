@@ -37,6 +37,10 @@ pub struct ContainerInfo {
     /// Names of the named volumes it mounts.
     #[serde(default)]
     pub mounts: BTreeSet<String>,
+    /// Where it mounts some of them (volume name to path), as Docker reports
+    /// a mount's destination; a volume without one is read through a helper.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub paths: BTreeMap<String, String>,
     /// IDs of the networks it is attached to.
     #[serde(default)]
     pub networks: BTreeSet<String>,
@@ -69,6 +73,7 @@ impl ContainerInfo {
             state: default_state(),
             labels,
             mounts: BTreeSet::new(),
+            paths: BTreeMap::new(),
             networks: BTreeSet::new(),
             network_mode: None,
             pid_mode: None,
@@ -113,6 +118,12 @@ impl ContainerInfo {
             })
             .collect();
         o.joins.sort();
+        o.mounts = self
+            .paths
+            .iter()
+            .filter(|(v, _)| self.mounts.contains(*v))
+            .map(|(v, p)| (v.clone(), p.clone()))
+            .collect();
         o
     }
 }
@@ -207,6 +218,8 @@ pub enum Op {
     Create(Kind),
     /// Creating a helper container (target: the volume it mounts).
     CreateHelper,
+    /// Stopping a container (target: the container).
+    Stop,
     /// Reading a container's path as a tar stream (target: the container).
     Download,
     /// Putting a tar stream into a container (target: the container).
@@ -464,15 +477,27 @@ impl MemoryEngine {
         }
     }
 
-    /// The volume a helper container mounts, or why there is none.
-    fn mounted(&self, container: &str, call: &str) -> Result<String, EngineError> {
+    /// The volume a container mounts at `path` (a mount without a recorded
+    /// path is at [`HELPER_MOUNT`]; no path: its first volume), or why there
+    /// is none.
+    fn mounted(
+        &self,
+        container: &str,
+        path: Option<&str>,
+        call: &str,
+    ) -> Result<String, EngineError> {
         let world = self.world.lock().unwrap();
         let c = world
             .containers
             .iter()
             .find(|c| c.id == container)
             .ok_or_else(|| not_found(call.to_string(), Kind::Container))?;
-        c.mounts.iter().next().cloned().ok_or_else(|| {
+        let at = |v: &&String| match (c.paths.get(*v), path) {
+            (_, None) => true,
+            (Some(p), Some(path)) => p == path,
+            (None, Some(path)) => path == HELPER_MOUNT,
+        };
+        c.mounts.iter().find(at).cloned().ok_or_else(|| {
             EngineError::new(
                 call.to_string(),
                 ErrorKind::Other {
@@ -508,6 +533,7 @@ fn call_name(op: Op, target: &str) -> String {
         Op::Clock => "read the engine's clock (info)".into(),
         Op::Create(kind) => format!("create {kind} {target}"),
         Op::CreateHelper => format!("create a helper container for volume {target}"),
+        Op::Stop => format!("stop container {target}"),
         Op::Download => format!("read {HELPER_MOUNT} of container {target}"),
         Op::Upload => format!("fill / of container {target}"),
     }
@@ -644,9 +670,26 @@ impl Engine for MemoryEngine {
                 ContainerInfo::new(&id, &format!("ca-sbx-helper-{n}"), helper.labels.clone());
             c.state = "created".into();
             c.mounts.insert(helper.volume.clone());
+            c.paths.insert(helper.volume.clone(), helper.mount.clone());
             c.image = Some(helper.image.clone());
             w.containers.push(c);
             Ok(id.clone())
+        })
+        .await
+    }
+
+    async fn stop(&self, container: &str) -> Result<(), EngineError> {
+        let call = call_name(Op::Stop, container);
+        self.call(Op::Stop, container, |w| {
+            let c = w
+                .containers
+                .iter_mut()
+                .find(|c| c.id == container)
+                .ok_or_else(|| not_found(call, Kind::Container))?;
+            if c.state == "running" {
+                c.state = "exited".into();
+            }
+            Ok(())
         })
         .await
     }
@@ -666,13 +709,10 @@ impl Engine for MemoryEngine {
             Some(FaultAction::Fail(e)) | Some(FaultAction::DoThenFail(e)) => return failed(e),
             Some(FaultAction::VanishFirst) | Some(FaultAction::Delay(_)) => None,
         };
-        let volume = match self.mounted(container, &call) {
+        let volume = match self.mounted(container, Some(path), &call) {
             Ok(v) => v,
             Err(e) => return failed(e),
         };
-        if path != HELPER_MOUNT {
-            return failed(not_found(call, Kind::Container));
-        }
         let mut tar = self.content(&volume);
         let tail = cut.as_ref().map(|(n, e)| {
             tar.truncate(*n);
@@ -696,7 +736,7 @@ impl Engine for MemoryEngine {
         let volume = self
             .act(fault, Op::Upload, container, |_| Ok(()))
             .await
-            .and_then(|()| self.mounted(container, &call))?;
+            .and_then(|()| self.mounted(container, None, &call))?;
         let mut tar = tar;
         let mut all = Vec::new();
         while let Some(chunk) = tar.next().await {

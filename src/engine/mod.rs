@@ -30,13 +30,15 @@ pub mod memory;
 pub const HELPER_MOUNT: &str = "/ca-sbx-volume";
 
 /// A helper container: created from `image` (already present; never pulled),
-/// never started, with the named volume `volume` mounted at [`HELPER_MOUNT`],
+/// never started, with the named volume `volume` mounted at `mount` (an
+/// absolute path: [`HELPER_MOUNT`] to archive; the archive's root to restore),
 /// no network, carrying `labels` (the scope's, so a crash leaves it
 /// reclaimable by label alone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Helper {
     pub image: String,
     pub volume: String,
+    pub mount: String,
     pub labels: Labels,
 }
 
@@ -82,6 +84,11 @@ pub trait Engine: Send + Sync {
     /// Creates a [`Helper`] container (never started) and returns its ID.
     /// Only archiving and restoring create one; the caller removes it.
     async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError>;
+
+    /// Stops `container` (`SIGKILL`, as a forced removal would, then waits
+    /// until it no longer runs); one already stopped is fine. An archive reads
+    /// a volume through the box's container only once it is stopped.
+    async fn stop(&self, container: &str) -> Result<(), EngineError>;
 
     /// `path` of `container` as a tar stream (`GET /containers/{id}/archive`):
     /// entries are named after the last element of `path`. Not bounded by the

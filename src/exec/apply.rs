@@ -2,20 +2,22 @@
 //!
 //! Owns what one step does (remove; a volume is re-checked just before, and
 //! archived first when its step says so: removed only once its archive stands
-//! under its final name) and
+//! under its final name; a container whose step reads volumes is stopped,
+//! they are archived through it, then it is removed) and
 //! the error policy as a pure function (`next`: a typed engine error in, what
 //! to do next out: the shape of kube-rs's error policy). The scheduling is the
 //! generic walk in `walk.rs`. Must not remove anything the plan does not name,
 //! retry a failed removal, or print.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError, ErrorKind};
-use crate::exec::archive::{archive_volume, Archived};
+use crate::exec::archive::{archive_through, archive_volume, Archived};
 use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
 use crate::model::Outcome;
@@ -80,7 +82,8 @@ pub struct Applied {
     pub outcomes: Vec<Outcome>,
     /// True if the run stopped starting removals because it was interrupted.
     pub interrupted: bool,
-    /// The archives written, with the index of the step whose removal they preceded.
+    /// The archives written, with the index of the volume's step (whose
+    /// removal they preceded).
     pub archived: Vec<(usize, Archived)>,
 }
 
@@ -99,11 +102,13 @@ pub async fn apply(
 ) -> Applied {
     let scope = plan.scope();
     let name = engine.name();
+    // Volume steps already archived through their container.
+    let read = Mutex::new(BTreeSet::new());
     let walked = walk(
         &plan.dependencies(),
         options.parallelism,
         |i| (plan.steps[i].object.kind == Kind::Container, i),
-        |(o, _): &(Outcome, Option<Archived>)| o.is_success(),
+        |(o, _): &(Outcome, Vec<(usize, Archived)>)| o.is_success(),
         || cancel.is_cancelled(),
         |i| {
             observer.on(&Event::Started {
@@ -112,12 +117,14 @@ pub async fn apply(
             })
         },
         |i, w| {
-            if let Walked::Ran((_, Some(archived))) = w {
-                observer.on(&Event::Archived {
-                    engine: name,
-                    step: &plan.steps[i],
-                    archived,
-                });
+            if let Walked::Ran((_, archives)) = w {
+                for (v, archived) in archives {
+                    observer.on(&Event::Archived {
+                        engine: name,
+                        step: &plan.steps[*v],
+                        archived,
+                    });
+                }
             }
             let outcome = as_outcome(w.clone());
             observer.on(&Event::Finished {
@@ -126,18 +133,19 @@ pub async fn apply(
                 outcome: &outcome,
             });
         },
-        |i| remove(engine, plan, &plan.steps[i], &scope, options),
+        |i| remove(engine, plan, i, &scope, options, &read),
     )
     .await;
     let interrupted = walked.iter().any(|w| matches!(w, Walked::Cancelled));
     let mut archived = Vec::new();
     let mut outcomes = Vec::with_capacity(walked.len());
-    for (i, w) in walked.into_iter().enumerate() {
-        if let Walked::Ran((_, Some(a))) = &w {
-            archived.push((i, a.clone()));
+    for w in walked {
+        if let Walked::Ran((_, archives)) = &w {
+            archived.extend(archives.iter().cloned());
         }
         outcomes.push(as_outcome(w));
     }
+    archived.sort_by_key(|(v, _)| *v);
     Applied {
         outcomes,
         interrupted,
@@ -145,7 +153,7 @@ pub async fn apply(
     }
 }
 
-fn as_outcome(w: Walked<(Outcome, Option<Archived>)>) -> Outcome {
+fn as_outcome<A>(w: Walked<(Outcome, A)>) -> Outcome {
     match w {
         Walked::Ran((o, _)) => o,
         Walked::Skipped(i) => Outcome::Skipped(i + 1),
@@ -153,29 +161,41 @@ fn as_outcome(w: Walked<(Outcome, Option<Archived>)>) -> Outcome {
     }
 }
 
-/// Carries out one step: its outcome, and the archive written before the
-/// removal when the step archives (whatever the removal's outcome then).
+/// Carries out step `i`: its outcome, and the archives written before the
+/// removal (with their volume's step index), whatever the removal's outcome
+/// then. `read` holds the volume steps already archived through their
+/// container: those are removed without a second archive.
 async fn remove(
     engine: &dyn Engine,
     plan: &Plan,
-    step: &Step,
+    i: usize,
     scope: &Scope,
     options: &ApplyOptions,
-) -> (Outcome, Option<Archived>) {
+    read: &Mutex<BTreeSet<usize>>,
+) -> (Outcome, Vec<(usize, Archived)>) {
     let _permit = match &options.budget {
         Some(budget) => Some(budget.acquire().await.expect("the budget is never closed")),
         None => None,
     };
+    let step = &plan.steps[i];
     let key = step.object.key();
-    let mut archived = None;
+    let mut archived = Vec::new();
+    if key.kind == Kind::Container && !step.reads.is_empty() {
+        if let Err(outcome) =
+            read_through(engine, plan, step, scope, options, read, &mut archived).await
+        {
+            return (outcome, archived);
+        }
+    }
+    let through_container = read.lock().unwrap().contains(&i);
     if key.kind == Kind::Volume {
         // Volumes have no ID, so a name may have been reused since the listing:
         // look again right before removing, and remove only the volume planned.
         let now = match recheck(engine, &key, step, scope).await {
             Ok(now) => now,
-            Err(done) => return (done, None),
+            Err(done) => return (done, archived),
         };
-        if let Some(dir) = &step.archive {
+        if let Some(dir) = step.archive.as_ref().filter(|_| !through_container) {
             // No archive, no removal: the volume stays, and what waits for it too.
             match archive_volume(
                 engine,
@@ -186,10 +206,13 @@ async fn remove(
             )
             .await
             {
-                Ok(a) => archived = Some(a),
+                Ok(a) => archived.push((i, a)),
                 // An archive that stands (its helper could not be removed)
                 // is reported as archived; the volume stays either way.
-                Err(e) => return (Outcome::ArchiveFailed(e.to_string()), e.archived().cloned()),
+                Err(e) => {
+                    archived.extend(e.archived().cloned().map(|a| (i, a)));
+                    return (Outcome::ArchiveFailed(e.to_string()), archived);
+                }
             }
         }
     }
@@ -201,6 +224,53 @@ async fn remove(
         },
     };
     (outcome, archived)
+}
+
+/// A container step's reads: stops the container, then archives each volume
+/// it reads through it (each volume re-checked first, as its own step does).
+/// `Err` is the step's outcome when it must end here: the container gone or
+/// not stoppable, or an archive failed (the container then stays, stopped,
+/// and the volume with it: the next run reads it again).
+async fn read_through(
+    engine: &dyn Engine,
+    plan: &Plan,
+    step: &Step,
+    scope: &Scope,
+    options: &ApplyOptions,
+    read: &Mutex<BTreeSet<usize>>,
+    archived: &mut Vec<(usize, Archived)>,
+) -> Result<(), Outcome> {
+    let key = step.object.key();
+    if let Err(e) = engine.stop(&key.id).await {
+        // Gone already: its volumes are archived through helpers at their steps.
+        return Err(match next(key.kind, &e) {
+            Next::Done(outcome) => outcome,
+            Next::WaitUntilGone => wait_until_gone(engine, &key, options).await,
+        });
+    }
+    let dir = step.archive.as_deref().unwrap_or_default();
+    for r in &step.reads {
+        let v = r.step - 1;
+        let volume = &plan.steps[v];
+        let vkey = volume.object.key();
+        // Gone or changed: the volume's own step finds the same and says so.
+        let Ok(now) = recheck(engine, &vkey, volume, scope).await else {
+            continue;
+        };
+        match archive_through(engine, &key.id, &r.path, &now, std::path::Path::new(dir)).await {
+            Ok(a) => {
+                read.lock().unwrap().insert(v);
+                archived.push((v, a));
+            }
+            Err(e) => {
+                return Err(Outcome::ArchiveFailed(format!(
+                    "volume {} (read at {} of this container): {e}",
+                    r.volume, r.path
+                )))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The volume as it is now, or `Err(outcome)` when it must not be removed

@@ -237,6 +237,7 @@ pub async fn archive_volume(
     let helper = Helper {
         image,
         volume: volume.name.clone(),
+        mount: HELPER_MOUNT.to_string(),
         labels: helper_labels(scope_labels, box_id.as_deref()),
     };
     let id = engine
@@ -265,26 +266,7 @@ pub async fn archive_volume(
             });
         }
     }
-    let now = now_secs();
-    let manifest = Manifest {
-        version: MANIFEST_VERSION,
-        engine: engine.name().to_string(),
-        volume: volume.name.clone(),
-        labels: volume.labels.clone(),
-        created_at: volume.created.map(crate::model::time::rfc3339),
-        box_id: box_id.clone(),
-        archive: String::new(),
-        sha256: String::new(),
-        size: 0,
-        uncompressed_size: 0,
-        file_count: 0,
-        time: crate::model::time::rfc3339(now),
-        format: "tar+zstd".into(),
-        root: HELPER_MOUNT.trim_start_matches('/').to_string(),
-    };
-    let folder = folder(dir, engine.name(), box_id.as_deref());
-    let base = format!("{}-{}", path_element(&volume.name), stamp(now));
-    let written = stream_to_file(engine, &id, folder, base, manifest).await;
+    let written = write_from(engine, &id, HELPER_MOUNT, volume, dir).await;
     // Whatever became of the archive. A helper that could not be removed is
     // labeled (the next run removes it), and named: the volume then stays.
     match (written, remove_helper(engine, &helper_key).await) {
@@ -304,6 +286,54 @@ pub async fn archive_volume(
     }
 }
 
+/// Archives `volume` (as just inspected) into `dir`, reading it at `path` of
+/// `container`, the box's own container that mounts it there, which the
+/// caller has stopped. The tar's entries are rooted at `path`'s last element
+/// (the manifest's `root`). The container and the volume are left as they are.
+pub async fn archive_through(
+    engine: &dyn Engine,
+    container: &str,
+    path: &str,
+    volume: &Object,
+    dir: &Path,
+) -> Result<Archived, ArchiveError> {
+    write_from(engine, container, path, volume, dir).await
+}
+
+/// Streams `path` of `container` (where `volume` is mounted) into `dir`:
+/// the manifest made, the archive written and both renamed.
+async fn write_from(
+    engine: &dyn Engine,
+    container: &str,
+    path: &str,
+    volume: &Object,
+    dir: &Path,
+) -> Result<Archived, ArchiveError> {
+    let root = crate::model::mount_root(path)
+        .ok_or_else(|| ArchiveError::Tar(format!("mount path {path:?} names no folder")))?;
+    let box_id = volume.box_id().map(str::to_string);
+    let now = now_secs();
+    let manifest = Manifest {
+        version: MANIFEST_VERSION,
+        engine: engine.name().to_string(),
+        volume: volume.name.clone(),
+        labels: volume.labels.clone(),
+        created_at: volume.created.map(crate::model::time::rfc3339),
+        box_id: box_id.clone(),
+        archive: String::new(),
+        sha256: String::new(),
+        size: 0,
+        uncompressed_size: 0,
+        file_count: 0,
+        time: crate::model::time::rfc3339(now),
+        format: "tar+zstd".into(),
+        root,
+    };
+    let folder = folder(dir, engine.name(), box_id.as_deref());
+    let base = format!("{}-{}", path_element(&volume.name), stamp(now));
+    stream_to_file(engine, container, path, folder, base, manifest).await
+}
+
 /// Removes a helper container; one already gone counts as removed.
 async fn remove_helper(engine: &dyn Engine, key: &ObjectKey) -> Result<(), EngineError> {
     match engine.remove(key).await {
@@ -319,17 +349,18 @@ enum Chunk {
     End,
 }
 
-/// Streams the helper's mount into the archive and renames it (see the module header).
+/// Streams `path` of `container` into the archive and renames it (see the module header).
 async fn stream_to_file(
     engine: &dyn Engine,
-    helper: &str,
+    container: &str,
+    path: &str,
     folder: PathBuf,
     base: String,
     manifest: Manifest,
 ) -> Result<Archived, ArchiveError> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(IN_FLIGHT);
     let writer = tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest));
-    let mut stream = engine.download(helper, HELPER_MOUNT);
+    let mut stream = engine.download(container, path);
     let mut failed = None;
     while let Some(chunk) = stream.next().await {
         match chunk {
@@ -662,6 +693,12 @@ pub fn read_manifest(archive: &Path) -> Result<Manifest, RestoreError> {
             m.version
         )));
     }
+    if crate::model::mount_root(&format!("/{}", m.root)).as_deref() != Some(m.root.as_str()) {
+        return Err(fail(format!(
+            "root {:?} is not one folder name",
+            crate::text::escape(&m.root)
+        )));
+    }
     Ok(m)
 }
 
@@ -774,9 +811,13 @@ async fn fill(
     manifest: &Manifest,
     scope_labels: &Labels,
 ) -> Result<(u64, u64), RestoreError> {
+    // The archive's entries are rooted at `root`: mount the volume there, so
+    // putting the tar at `/` fills the volume, its root folder included.
+    let mount = format!("/{}", manifest.root);
     let helper = Helper {
         image: image.to_string(),
         volume: volume.to_string(),
+        mount,
         labels: helper_labels(scope_labels, manifest.box_id.as_deref()),
     };
     let id = engine
@@ -1032,6 +1073,128 @@ mod tests {
         assert!(pos(helper) < pos("Remove(Volume) v"));
     }
 
+    /// Box `b` whose container runs and tells where it mounts `v`: `/data`.
+    fn engine_through(images: Vec<ImageInfo>) -> MemoryEngine {
+        let engine = engine_with(images);
+        let mut world = engine.world();
+        world.containers[0].state = "running".into();
+        world.containers[0].paths.insert("v".into(), "/data".into());
+        let engine = MemoryEngine::new(world);
+        engine.set_content("v", sample_tar());
+        engine
+    }
+
+    #[tokio::test]
+    async fn reads_a_volume_through_its_stopped_container_before_removing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_through(vec![image()]);
+        let listed = crate::exec::list::inventory(&engine, &Scope::default())
+            .await
+            .unwrap();
+        let plan = crate::plan::Plan::build(&goal(dir.path()), &listed, NOW);
+        let (c, v) = (&plan.steps[0], &plan.steps[1]);
+        assert_eq!(c.reads.len(), 1, "{plan:?}");
+        assert_eq!(
+            (c.reads[0].volume.as_str(), c.reads[0].path.as_str()),
+            ("v", "/data")
+        );
+        assert_eq!((c.reads[0].step, v.archived_by), (2, Some(1)));
+        plan.validate().unwrap();
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        assert_eq!(report.archived.len(), 1);
+        let calls = engine.calls();
+        assert!(
+            !calls.iter().any(|c| c.starts_with("CreateHelper")),
+            "{calls:?}"
+        );
+        let pos = |c: &str| {
+            calls
+                .iter()
+                .position(|x| x == c)
+                .unwrap_or_else(|| panic!("{c} in {calls:?}"))
+        };
+        // Stopped, read, removed; then the volume.
+        assert!(pos("Stop c1") < pos("Download c1"));
+        assert!(pos("Download c1") < pos("Remove(Container) c1"));
+        assert!(pos("Remove(Container) c1") < pos("Remove(Volume) v"));
+        let path = PathBuf::from(&report.archived[0].path);
+        let m = read_manifest(&path).unwrap();
+        assert_eq!(m.root, "data");
+        assert_eq!(m.sha256, sha256_file(&path).unwrap());
+        // Restored through a helper that mounts the volume at the archive's root.
+        let r = restore(&engine, &path, None, &scope_labels(&Scope::default()))
+            .await
+            .unwrap();
+        assert_eq!(r.volume, "v");
+        assert_eq!(engine.content("v"), sample_tar());
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_through_the_container_leaves_it_stopped_and_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_through(vec![image()]);
+        engine.inject(Op::Download, None, FaultAction::CutAfter(70_000, boom()), 1);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(!report.converged);
+        assert!(report.archived.is_empty());
+        let world = engine.world();
+        assert_eq!(world.containers.len(), 1, "the container stays");
+        assert_eq!(world.containers[0].state, "exited", "stopped");
+        assert_eq!(world.volumes.len(), 1, "the volume stays");
+        assert_eq!(engine.content("v"), sample_tar());
+        assert_eq!(files(dir.path()), Vec::<String>::new());
+        assert!(matches!(
+            report.remaining.containers[0].reason,
+            Reason::ArchiveFailed { .. }
+        ));
+        assert!(
+            report.failures[0].error.contains("volume v (read at /data"),
+            "{report:?}"
+        );
+        // The next run reads it again and converges.
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        assert_eq!(report.archived.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_container_gone_before_its_read_leaves_the_volume_to_a_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_through(vec![image()]);
+        engine.inject(Op::Stop, None, FaultAction::VanishFirst, 1);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        assert_eq!(report.archived.len(), 1, "never removed unarchived");
+        assert!(engine.calls().iter().any(|c| c == "CreateHelper v"));
+        let m = read_manifest(Path::new(&report.archived[0].path)).unwrap();
+        assert_eq!(m.root, "ca-sbx-volume");
+    }
+
+    #[tokio::test]
+    async fn a_volume_two_containers_mount_is_read_through_a_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_through(vec![image()]);
+        let mut world = engine.world();
+        let mut other = ContainerInfo::new("c2", "side", box_labels("b"));
+        other.mounts.insert("v".into());
+        other.paths.insert("v".into(), "/side".into());
+        world.containers.push(other);
+        let engine = MemoryEngine::new(world);
+        engine.set_content("v", sample_tar());
+        let listed = crate::exec::list::inventory(&engine, &Scope::default())
+            .await
+            .unwrap();
+        let plan = crate::plan::Plan::build(&goal(dir.path()), &listed, NOW);
+        assert!(plan
+            .steps
+            .iter()
+            .all(|s| s.reads.is_empty() && s.archived_by.is_none()));
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        assert!(engine.calls().iter().any(|c| c == "CreateHelper v"));
+    }
+
     #[tokio::test]
     async fn the_helper_carries_the_scope_the_box_and_the_role() {
         let labels = helper_labels(&box_labels("ignored"), Some("b"));
@@ -1053,6 +1216,7 @@ mod tests {
         let helper = Helper {
             image: "sha256:feed".into(),
             volume: "v".into(),
+            mount: HELPER_MOUNT.into(),
             labels: helper_labels(&scope, v.box_id()),
         };
         let id = engine.create_helper(&helper).await.unwrap();

@@ -166,6 +166,11 @@ pub struct Object {
     pub joins: Vec<Join>,
     /// For a container: its image, as the engine names it (for the audit log).
     pub image: Option<String>,
+    /// For a container: where it mounts each named volume (volume name to
+    /// the first destination path, sorted), when the engine reports it. An
+    /// archive may read a volume through the container that mounts it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mounts: BTreeMap<String, String>,
 }
 
 impl Object {
@@ -180,6 +185,7 @@ impl Object {
             depends_on: Vec::new(),
             joins: Vec::new(),
             image: None,
+            mounts: BTreeMap::new(),
         }
     }
 
@@ -190,6 +196,21 @@ impl Object {
     /// The box this object belongs to, if it carries `ca.sandbox.id`.
     pub fn box_id(&self) -> Option<&str> {
         self.labels.get(BOX_ID_LABEL).map(String::as_str)
+    }
+}
+
+/// The last element of an absolute mount path (`/home/u/work` -> `work`):
+/// Docker roots a container path's archive at it. `None` when the path is not
+/// absolute or does not end in a plain name.
+pub fn mount_root(path: &str) -> Option<String> {
+    use std::path::{Component, Path};
+    let p = Path::new(path);
+    if !p.is_absolute() {
+        return None;
+    }
+    match p.components().next_back()? {
+        Component::Normal(name) => name.to_str().map(str::to_string),
+        _ => None,
     }
 }
 

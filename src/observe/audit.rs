@@ -720,6 +720,8 @@ mod tests {
             why: Reason::NoBoxLabel,
             waits_for: vec![],
             archive: None,
+            reads: vec![],
+            archived_by: None,
         };
         let in_use = crate::model::EngineError::new(
             "remove volume v2",

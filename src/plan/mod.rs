@@ -123,6 +123,51 @@ impl ArchivePolicy {
     }
 }
 
+/// A volume archived before it goes is read through the box's own container
+/// when exactly one listed container mounts it, that container goes in this
+/// plan, is not a helper, and the engine said where it mounts the volume:
+/// the container's step stops it, reads the volume, then removes it (the
+/// volume's step already waits for it). Otherwise a helper reads the volume
+/// once its users are gone. The container's step takes the volume's `archive`.
+fn read_through_users(steps: &mut [Step], objects: &[&Object]) {
+    let at: BTreeMap<ObjectKey, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.object.key(), i))
+        .collect();
+    for v in 0..steps.len() {
+        if steps[v].object.kind != Kind::Volume || steps[v].archive.is_none() {
+            continue;
+        }
+        let key = steps[v].object.key();
+        let users: Vec<&&Object> = objects
+            .iter()
+            .filter(|o| o.kind() == Kind::Container && o.depends_on.contains(&key))
+            .collect();
+        let [user] = users[..] else { continue };
+        if is_archive_helper(user) {
+            continue;
+        }
+        let Some(path) = user.mounts.get(&steps[v].object.name) else {
+            continue;
+        };
+        if crate::model::mount_root(path).is_none() {
+            continue;
+        }
+        let Some(&c) = at.get(&user.key) else {
+            continue;
+        };
+        let read = Read {
+            step: steps[v].step,
+            volume: steps[v].object.name.clone(),
+            path: path.clone(),
+        };
+        steps[c].reads.push(read);
+        steps[c].archive = steps[v].archive.clone();
+        steps[v].archived_by = Some(steps[c].step);
+    }
+}
+
 /// True for a helper container a run made to archive or restore a volume.
 fn is_archive_helper(o: &Object) -> bool {
     o.kind() == Kind::Container
@@ -265,9 +310,29 @@ pub struct Step {
     pub(crate) why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
-    /// A volume archived into this directory before it is removed.
+    /// A volume archived into this directory before it is removed; for a
+    /// container with `reads`, where those volumes are archived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
+    /// A container's: the volumes read through it once it is stopped and
+    /// before it is removed (see [`read_through_users`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<Read>,
+    /// A volume's: the step of the container it is read through. Should
+    /// that read not happen (the container already gone), the volume is
+    /// archived through a helper instead: never removed unarchived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_by: Option<usize>,
+}
+
+/// A volume archived through the container that mounts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Read {
+    /// The volume's own step.
+    pub step: usize,
+    pub volume: String,
+    /// Where the container mounts it.
+    pub path: String,
 }
 
 /// An object that is kept or blocked, with the reason.
@@ -777,10 +842,13 @@ impl Plan {
                     why: why[n.index()].take().expect("each node once"),
                     waits_for,
                     archive: goal.archive().and_then(|a| a.dir_for(object)),
+                    reads: Vec::new(),
+                    archived_by: None,
                 }
             })
             .collect();
         steps.sort_by_key(|s| s.step);
+        read_through_users(&mut steps, &objects);
         // Only an engine that reports impossible namespace joins makes a cycle;
         // such objects are not ordered, so they are not attempted.
         for n in cyclic {
@@ -886,6 +954,21 @@ impl Plan {
                     "step {} waits for step {w}, which is not before it; the file was edited or damaged: make a new plan with `sandboxctl plan --out`",
                     s.step
                 ));
+            }
+            for r in &s.reads {
+                let read = self.steps.get(r.step.wrapping_sub(1));
+                let linked = read.is_some_and(|v| {
+                    v.object.kind == Kind::Volume
+                        && v.object.name == r.volume
+                        && v.waits_for.contains(&s.step)
+                        && v.archived_by == Some(s.step)
+                });
+                if s.object.kind != Kind::Container || s.archive.is_none() || !linked {
+                    return Err(format!(
+                        "step {} reads volume step {} that does not wait for it; the file was edited or damaged: make a new plan with `sandboxctl plan --out`",
+                        s.step, r.step
+                    ));
+                }
             }
         }
         Ok(())

@@ -73,6 +73,8 @@ pub(crate) fn plan_of_two() -> Plan {
             why: leaked("a"),
             waits_for: vec![],
             archive: None,
+            reads: vec![],
+            archived_by: None,
         },
         Step {
             step: 2,
@@ -80,6 +82,8 @@ pub(crate) fn plan_of_two() -> Plan {
             why: leaked("a"),
             waits_for: vec![1],
             archive: None,
+            reads: vec![],
+            archived_by: None,
         },
     ];
     plan.blocked = vec![Noted {
@@ -123,6 +127,8 @@ pub(crate) fn hostile_plan() -> Plan {
         why: leaked(EVIL_BOX),
         waits_for: vec![],
         archive: None,
+        reads: vec![],
+        archived_by: None,
     }];
     plan
 }

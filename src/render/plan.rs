@@ -51,6 +51,24 @@ fn noted_rows<'a>(items: impl IntoIterator<Item = &'a Noted>) -> Vec<Vec<String>
 
 /// The plan as a person reads it: removals in order with why and what each
 /// waits for, then what is blocked, kept and retained, then a summary line.
+/// What a step does about archives: a container stops and is read, a volume
+/// read through its container goes once that is done, any other volume is
+/// archived through a helper.
+fn archive_words(s: &Step, dir: &str) -> String {
+    if !s.reads.is_empty() {
+        let reads: Vec<String> = s
+            .reads
+            .iter()
+            .map(|r| format!("volume {} (at {})", escape(&r.volume), escape(&r.path)))
+            .collect();
+        format!("stop, archive {} to {dir}, then remove", reads.join(", "))
+    } else if let Some(by) = s.archived_by {
+        format!("archived to {dir} by step {by}, then remove")
+    } else {
+        format!("archive to {dir}, then remove")
+    }
+}
+
 pub fn plan_human(plan: &Plan) -> String {
     let scope: Vec<String> = plan.scope.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut out = format!("Scope: {}\n", escape(&scope.join(", ")));
@@ -71,7 +89,7 @@ pub fn plan_human(plan: &Plan) -> String {
                 }
                 if let Some(dir) = &s.archive {
                     // The last cell: the folder is shown whole (up to the last cell's limit).
-                    row.push(format!("archive to {dir}, then remove"));
+                    row.push(archive_words(s, dir));
                 }
                 row
             })
@@ -297,6 +315,19 @@ mod tests {
         insta::with_settings!({snapshot_path => "../../snapshots"}, {
             insta::assert_snapshot!("plan_archive_human", plan_human(&plan));
             insta::assert_snapshot!("plan_archive_json", plan_json(&plan));
+        });
+        // Read through the box's own container: it stops, is read, then goes.
+        plan.steps[0].archive = plan.steps[1].archive.clone();
+        plan.steps[0].reads = vec![crate::plan::Read {
+            step: 2,
+            volume: "data-a".into(),
+            path: "/home/sbx/work".into(),
+        }];
+        plan.steps[1].archived_by = Some(1);
+        plan.validate().unwrap();
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!("plan_archive_through_container_human", plan_human(&plan));
+            insta::assert_snapshot!("plan_archive_through_container_json", plan_json(&plan));
         });
     }
 

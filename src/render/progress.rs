@@ -97,6 +97,8 @@ mod tests {
             why: Reason::NoBoxLabel,
             waits_for: vec![],
             archive: None,
+            reads: vec![],
+            archived_by: None,
         }
     }
 
