@@ -34,7 +34,9 @@
 #   BENCH_REPEAT     rounds                                   [5]
 #   BENCH_RTT_MS     round trip added, ms                     [20]
 #   BENCH_CREATE_P   concurrent `docker run` while creating   [8]
-#   BENCH_SSH_VARIANTS  extra sandboxctl contenders NAME=VAR=VALUE  []
+#   BENCH_SSH_VARIANTS  extra sandboxctl contenders, NAME=/path/to/sandboxctl or NAME=VAR=VALUE []
+#   BENCH_MAX_STARTUPS  sshd's MaxStartups instead of its default (e.g. 100:30:200, room
+#                       for the docker CLI's one connection per removal)  []
 #   SANDBOXCTL       sandboxctl binary [target/release/sandboxctl, built if missing]
 set -euo pipefail
 export LC_ALL=C
@@ -150,6 +152,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 SetEnv DOCKER_HOST=unix:///var/run/docker.sock
+${BENCH_MAX_STARTUPS:+MaxStartups $BENCH_MAX_STARTUPS}
 EOF
     cat >"$WORK/ssh_config" <<EOF
 Host *
@@ -246,7 +249,7 @@ report() {
     wb=$(awk -F'\t' '$1 == "docker-cli" { print $3 }' "$RAW" | median)
     echo
     echo "N = $N running boxes (container + named volume), $REPEAT interleaved round(s), median wall time, over $ADDR."
-    echo "Round trip: $DELAY_HOW; \`ssh true\` (a full connection) $SSH_TRUE s. sshd: stock limits (MaxStartups 10:30:100, MaxSessions 10)."
+    echo "Round trip: $DELAY_HOW; \`ssh true\` (a full connection) $SSH_TRUE s. sshd: MaxStartups ${BENCH_MAX_STARTUPS:-10:30:100 (stock)}, MaxSessions 10 (stock)."
     echo "Machine: $(nproc) CPUs, Docker $(DOCKER_HOST= docker version -f '{{.Server.Version}}'), docker CLI $(docker version -f '{{.Client.Version}}' 2>/dev/null), $(ssh -V 2>&1 | cut -d, -f1); sandboxctl $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src || echo '+changes')."
     echo
     echo "| contender | wall s (median) | vs docker CLI | runs (s) | ok | ssh processes left |"
@@ -260,6 +263,7 @@ report() {
             'BEGIN { printf "| %s | %s | %.2f | %s | %s | %s |\n", c, w, w / b, r, o, s }'
     done
     echo
+    echo "sshd dropped $(grep -c 'past MaxStartups' "$WORK/sshd.log" || true) connections past MaxStartups over the whole run."
     echo "ok: exit 0 and the scope empty afterwards. docker-cli: \`docker rm -f \$(docker ps -aq --filter ...)\` then \`docker volume rm \$(docker volume ls -q --filter ...)\`;"
     echo "sandboxctl: \`sandboxctl -H $ADDR --scope <scope> --state <empty> apply\` at its default parallelism."
 }

@@ -351,7 +351,9 @@ fn ssh_leftovers(sshd: &Sshd) -> Vec<String> {
             break;
         }
         if Instant::now() >= deadline {
-            left.push(format!("sshd sessions still running 10 s later: {sessions:?}"));
+            left.push(format!(
+                "sshd sessions still running 10 s later: {sessions:?}"
+            ));
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -463,7 +465,10 @@ async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
     assert_eq!(dropped_past_max_startups(&sshd), 0, "{}", sshd.log_tail(40));
     // Authenticated once per run (a second master only past 10 sessions at once).
     let logins = authentications(&sshd);
-    assert!((5..=10).contains(&logins), "{logins} authentications for 5 runs");
+    assert!(
+        (5..=10).contains(&logins),
+        "{logins} authentications for 5 runs"
+    );
     assert_docker0();
 }
 
@@ -587,13 +592,20 @@ async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
             "no docker on the remote",
             no_docker.docker_host(),
             no_docker.wrapper_path(),
-            vec!["docker: not found", "exit status 127", "install the docker CLI there"],
+            vec![
+                "docker: not found",
+                "exit status 127",
+                "install the docker CLI there",
+            ],
         ),
         (
             "a remote docker printing escapes",
             hostile.docker_host(),
             hostile.wrapper_path(),
-            vec!["engine gone \\u{1b}[2J\\u{1b}]0;pwned\\u{7} sorry", "exit status 1"],
+            vec![
+                "engine gone \\u{1b}[2J\\u{1b}]0;pwned\\u{7} sorry",
+                "exit status 1",
+            ],
         ),
     ];
     for (what, host, path, words) in cases {
@@ -608,8 +620,16 @@ async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
             for w in &words {
                 assert!(said.contains(w), "{what}: no {w:?} in:\n{}", out.dump());
             }
-            assert!(said.contains(&format!("cannot reach the Docker engine at {host}")), "{what}: {}", out.dump());
-            assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{what}: raw escape in:\n{}", out.dump());
+            assert!(
+                said.contains(&format!("cannot reach the Docker engine at {host}")),
+                "{what}: {}",
+                out.dump()
+            );
+            assert!(
+                !said.contains('\u{1b}') && !said.contains('\u{7}'),
+                "{what}: raw escape in:\n{}",
+                out.dump()
+            );
             assert!(!said.contains("Converged"), "{what}: {}", out.dump());
         }
     }

@@ -147,8 +147,7 @@ impl DockerEngine {
                 Ok(Err(e))
                     if self.requests.is_some()
                         && attempt < SSH_ATTEMPTS
-                        && super::ssh::failure_in(&e)
-                            .is_some_and(|f| f.never_reached_engine()) =>
+                        && super::ssh::failure_in(&e).is_some_and(|f| f.never_reached_engine()) =>
                 {
                     tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
                 }

@@ -27,11 +27,11 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
@@ -172,16 +172,32 @@ impl SshFailure {
             .rsplit_once(':')
             .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
             .map_or(self.target.as_str(), |(h, _)| h);
-        if s.contains("host key verification failed") || s.contains("remote host identification has changed") {
+        if s.contains("host key verification failed")
+            || s.contains("remote host identification has changed")
+        {
             format!("the remote's host key is unknown or changed: check it, then add it to ~/.ssh/known_hosts (e.g. by running `ssh{port} {login}` once)")
-        } else if s.contains("permission denied") || s.contains("too many authentication failures") {
+        } else if s.contains("permission denied") || s.contains("too many authentication failures")
+        {
             "ssh could not authenticate: load the key into the agent (`ssh-add`) or name it with IdentityFile in ~/.ssh/config, and check the user".to_string()
-        } else if s.contains("could not resolve hostname") || s.contains("name or service not known") {
+        } else if s.contains("could not resolve hostname")
+            || s.contains("name or service not known")
+        {
             "the host name does not resolve: check the ssh:// address or its `Host` entry in ~/.ssh/config".to_string()
-        } else if s.contains("connection refused") || s.contains("timed out") || s.contains("no route to host") || s.contains("network is unreachable") {
+        } else if s.contains("connection refused")
+            || s.contains("timed out")
+            || s.contains("no route to host")
+            || s.contains("network is unreachable")
+        {
             "no sshd answers there: check the host and port and that sshd runs".to_string()
-        } else if self.status == Some(127) || s.contains("not found") || s.contains("no such file") {
+        } else if self.status == Some(127)
+            || s.contains("docker: not found")
+            || s.contains("command not found")
+        {
             "the remote has no `docker` command on the PATH of a non-interactive ssh session: install the docker CLI there (18.09 or later, for `docker system dial-stdio`)".to_string()
+        } else if s.contains("cannot connect to the docker daemon")
+            || s.contains("permission denied while trying to connect")
+        {
+            "the remote docker CLI cannot reach its engine: check that dockerd runs there and that the ssh user may use its socket (the docker group)".to_string()
         } else if s.contains("kex_exchange_identification") {
             "sshd dropped the connection before authentication (its MaxStartups, or a firewall): retry later, or raise MaxStartups".to_string()
         } else {
@@ -376,8 +392,12 @@ async fn try_master(shared: &Shared) -> Result<Master, SshFailure> {
         stderr,
         answered: false,
     };
-    let dir = private_dir()
-        .map_err(|e| failure(None, format!("cannot create a folder for the control socket: {e}")))?;
+    let dir = private_dir().map_err(|e| {
+        failure(
+            None,
+            format!("cannot create a folder for the control socket: {e}"),
+        )
+    })?;
     let socket = dir.join("m");
     let mut command = ssh_command(shared);
     command
@@ -698,5 +718,83 @@ impl AsyncWrite for SshStream {
 impl Connection for SshStream {
     fn connected(&self) -> Connected {
         Connected::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_as_the_docker_cli_reads_them() {
+        let t = SshTarget::parse("ssh://root@10.0.0.5:2222").unwrap();
+        assert_eq!(
+            (t.user.as_deref(), t.host.as_str(), t.port),
+            (Some("root"), "10.0.0.5", Some(2222))
+        );
+        assert_eq!(
+            t.args(),
+            ["-l", "root", "-p", "2222", "--", "10.0.0.5"].map(String::from)
+        );
+        assert_eq!(t.to_string(), "root@10.0.0.5:2222");
+        let t = SshTarget::parse("ssh://ci-1/").unwrap();
+        assert_eq!(t.args(), ["--", "ci-1"].map(String::from));
+        let t = SshTarget::parse("ssh://me%40corp@[::1]:22").unwrap();
+        assert_eq!(t.user.as_deref(), Some("me@corp"));
+        assert_eq!(t.host, "::1");
+        assert_eq!(t.to_string(), "me@corp@[::1]:22");
+        for bad in [
+            "ssh://",
+            "ssh://me:secret@h",
+            "ssh://h/path",
+            "ssh://h?x=1",
+            "ssh://h:99999",
+        ] {
+            assert!(SshTarget::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    fn failure(status: i32, stderr: &str) -> SshFailure {
+        SshFailure {
+            target: "root@h:2222".to_string(),
+            status: Some(status),
+            stderr: stderr.to_string(),
+            answered: false,
+        }
+    }
+
+    #[test]
+    fn failures_say_what_to_do_and_which_may_be_sent_again() {
+        let text = [
+            failure(255, "Host key verification failed."),
+            failure(255, "root@h: Permission denied (publickey)."),
+            failure(255, "ssh: Could not resolve hostname h: Name or service not known"),
+            failure(255, "ssh: connect to host h port 2222: Connection refused"),
+            failure(127, "sh: 1: docker: not found"),
+            failure(255, "kex_exchange_identification: Connection closed by remote host"),
+            failure(1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"),
+            failure(1, "something else"),
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+        insta::with_settings!({snapshot_path => "../../snapshots"}, { insta::assert_snapshot!(text) });
+        assert!(failure(
+            255,
+            "kex_exchange_identification: read: Connection reset by peer"
+        )
+        .never_reached_engine());
+        assert!(failure(
+            255,
+            "mux_client_request_session: session request failed: Session open refused by peer"
+        )
+        .never_reached_engine());
+        let answered = SshFailure {
+            answered: true,
+            ..failure(255, "kex_exchange_identification: x")
+        };
+        assert!(!answered.never_reached_engine());
+        assert!(!failure(255, "Host key verification failed.").never_reached_engine());
     }
 }
