@@ -111,6 +111,7 @@ pub struct Podman {}
 pub struct SshServer {
     target: Option<Engine>,
     max_startups: Option<String>,
+    max_sessions: Option<u32>,
     remote_docker_host: Option<String>,
     remote_docker: RemoteDocker,
 }
@@ -279,6 +280,7 @@ impl SshServer {
         SshServer {
             target: Some(target.clone()),
             max_startups: None,
+            max_sessions: None,
             remote_docker_host: None,
             remote_docker: RemoteDocker::Cli,
         }
@@ -290,6 +292,7 @@ impl SshServer {
         SshServer {
             target: None,
             max_startups: None,
+            max_sessions: None,
             remote_docker_host: Some(docker_host.to_string()),
             remote_docker: RemoteDocker::Cli,
         }
@@ -299,6 +302,12 @@ impl SshServer {
     /// in front of another engine, say); the target is still kept alive.
     pub fn remote_docker_host(mut self, host: &str) -> Self {
         self.remote_docker_host = Some(host.to_string());
+        self
+    }
+
+    /// sshd's `MaxSessions` (sessions per connection; unset: sshd's default 10).
+    pub fn max_sessions(mut self, value: u32) -> Self {
+        self.max_sessions = Some(value);
         self
     }
 
@@ -444,8 +453,8 @@ impl Sshd {
     }
 
     /// A host name that only the wrapper's ssh config knows (`Host ALIAS`
-    /// with `HostName 127.0.0.1`; the port comes from `Host *`), for clients
-    /// that cannot take a port in an `ssh://` URL (bollard 0.21.1).
+    /// with `HostName 127.0.0.1`; the port comes from `Host *`): shows that
+    /// a client honours the ssh config.
     pub fn alias(&self) -> String {
         ssh_alias(self.inner.port)
     }
@@ -1100,6 +1109,7 @@ fn start_sshd(server: SshServer) -> Sshd {
     let SshServer {
         target,
         max_startups,
+        max_sessions,
         remote_docker_host,
         remote_docker,
     } = server;
@@ -1143,7 +1153,10 @@ fn start_sshd(server: SshServer) -> Sshd {
              StrictModes no\n\
              SetEnv DOCKER_HOST={host}\n\
              ForceCommand {d}/remote-command\n\
-             {startups}",
+             {startups}{sessions}",
+            sessions = max_sessions
+                .map(|m| format!("MaxSessions {m}\n"))
+                .unwrap_or_default(),
             host = remote_docker_host
                 .or_else(|| target.as_ref().map(Engine::socket_host))
                 .expect("an sshd has a target engine or a DOCKER_HOST"),
