@@ -88,10 +88,13 @@
 //! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 261) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
 //! test per command. The archive cells have no real cell yet.
-//! A slice of it ([`REAL_SLICE`], 25 cells: 15 converging cells with every
+//! A slice of it ([`REAL_SLICE`], 32 cells: 15 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
-//! lease commands) runs the built binary against the real engine: the faulty
+//! lease commands; 7 cells of the real-only shape [`Shape::SshPort`], one
+//! engine reached as `ssh://root@127.0.0.1:PORT` through an sshd of the
+//! cell's own, which also fail when an `ssh` process outlives the run)
+//! runs the built binary against the real engine: the faulty
 //! engine is the main Docker engine behind the fault proxy
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.

@@ -6,12 +6,13 @@
 //!
 //! Authenticates once and multiplexes (OpenSSH connection sharing): the
 //! first connection starts a master (`ssh -M -N`, its control socket in a
-//! private folder), and every connection is a session on it, a few
-//! milliseconds instead of a full handshake. A master carries at most
+//! private folder), and every connection is a session on it: a channel
+//! instead of a full handshake and authentication. A master carries at most
 //! [`SESSIONS_PER_MASTER`] sessions (a stock sshd's `MaxSessions`); the
 //! connections past that use a second master. At most [`CONNECTIONS`]
-//! connections are open at once. A server that refuses a session (a lower
-//! `MaxSessions`) lowers its master's share for the rest of the run.
+//! connections are open at once. When a server with a lower `MaxSessions`
+//! refuses a session, ssh connects on its own for it; should it report the
+//! refusal instead, that master's share is lowered for the rest of the run.
 //!
 //! Owns the `ssh` command lines (user `-l`, port `-p`; `~/.ssh/config`, the
 //! agent and known hosts are ssh's own business, honoured because it is the
