@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 use crate::support::cli::{Cli, Output};
 use crate::support::docker::{SLEEP, TEST_IMAGE};
 use crate::support::engines::{
-    link_exists, main_host, unique_scope, Corner, CurrentDocker, Engine, Podman, SecondDockerd,
-    SshServer, TlsDockerd,
+    link_exists, main_host, unique_scope, Corner, CurrentDocker, Engine, Podman, RemoteDocker,
+    SecondDockerd, SshServer, Sshd, TlsDockerd,
 };
 use crate::support::proxy::Proxy;
 
@@ -332,47 +332,116 @@ async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
 
 // ----- 3. ssh ----------------------------------------------------------------
 
-/// `ssh://root@ALIAS` (a `Host` alias carrying the port in the ssh config the
-/// `ssh` wrapper on `PATH` uses) reaches the second dockerd through
-/// `docker system dial-stdio`: plan names it, apply cleans there. An ssh URL
-/// with a port is refused with the workaround, not tried.
+/// The most connections sandboxctl keeps to one engine over ssh (`engine::ssh::CONNECTIONS`).
+const SSH_CONNECTIONS: usize = 12;
+
+/// After a run: no `ssh` client of this sshd's config is left (they die with
+/// sandboxctl), and within a few seconds no session either (the remote side
+/// ends when its client does). Returns what is left, empty when all is well.
+fn ssh_leftovers(sshd: &Sshd) -> Vec<String> {
+    let mut left = Vec::new();
+    // The kernel kills them as sandboxctl exits (PR_SET_PDEATHSIG); on a
+    // loaded machine that can take a moment to show.
+    let started = Instant::now();
+    let mut clients = sshd.clients();
+    while !clients.is_empty() && started.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(50));
+        clients = sshd.clients();
+    }
+    if !clients.is_empty() {
+        left.push(format!(
+            "ssh clients still running 3 s after the run: {clients:?}"
+        ));
+    } else if started.elapsed() > Duration::from_millis(100) {
+        eprintln!("ssh clients gone {:?} after the run", started.elapsed());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let sessions = sshd.session_processes();
+        if sessions.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            left.push(format!(
+                "sshd sessions still running 10 s later: {sessions:?}"
+            ));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    left
+}
+
+/// How many times a client authenticated (one per ssh connection, not per session).
+fn authentications(sshd: &Sshd) -> usize {
+    sshd.log_tail(10_000)
+        .lines()
+        .filter(|l| l.contains("Accepted publickey"))
+        .count()
+}
+
+/// How many connections sshd dropped before authentication (`MaxStartups`).
+fn dropped_past_max_startups(sshd: &Sshd) -> usize {
+    sshd.log_tail(10_000)
+        .lines()
+        .filter(|l| l.contains("past MaxStartups"))
+        .count()
+}
+
+/// `ssh://root@127.0.0.1:PORT` (the port in the URL, nothing in any ssh
+/// config for it but the key) reaches the second dockerd through a stock sshd
+/// and `docker system dial-stdio`: plan names it, destroy, apply and
+/// `watch --once` clean there. The sshd's forced command records that every
+/// session ran `docker system dial-stdio` and came in on that port; no
+/// connection was dropped past MaxStartups; after every run no ssh process
+/// is left, here or on the remote side.
 #[tokio::test]
-async fn ssh_reaches_the_engine_through_dial_stdio() {
+async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
     let Some(engine) = second().await else { return };
-    // Room for every connection at once: see the next test for a stock sshd.
-    let sshd = SshServer::to(&engine)
-        .max_startups("100:30:200")
-        .start()
-        .await;
+    let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh");
     let corner = Corner::on(&engine, &scope);
-    let (gone, lv) = tokio::join!(corner.add_box("gone", true), corner.leaked_volume("lv"));
-    let host = sshd.alias_host();
+    let (gone, victim, lv) = tokio::join!(
+        corner.add_box("gone", true),
+        corner.add_box("victim", false),
+        corner.leaked_volume("lv")
+    );
+    let host = sshd.docker_host();
+    assert_eq!(host, format!("ssh://root@127.0.0.1:{}", sshd.port()));
     let run = cli(&corner, "")
         .docker_host(&host)
         .env("PATH", sshd.wrapper_path());
+    let check = |what: &str, out: &Output| {
+        assert_eq!(
+            out.code,
+            Some(0),
+            "{what}: {}\nsshd log:\n{}",
+            out.dump(),
+            sshd.log_tail(20)
+        );
+        let left = ssh_leftovers(&sshd);
+        assert!(left.is_empty(), "{what}: {left:?}");
+    };
 
     let out = run.run_with(["plan"]);
-    assert_eq!(
-        out.code,
-        Some(0),
-        "{}\nsshd log:\n{}",
-        out.dump(),
-        sshd.log_tail(20)
-    );
+    check("plan", &out);
     assert_eq!(
         first_line(&out),
         format!("Engine: {host} (from DOCKER_HOST)")
     );
     assert!(out.stdout.contains(&lv), "{}", out.dump());
-    let out = run.run_with(["--format", "json", "apply"]);
+
+    let out = run.run_with(["--format", "json", "destroy", "victim"]);
+    check("destroy", &out);
+    let report = out.json();
+    assert_eq!(report["converged"], true, "{report:#}");
     assert_eq!(
-        out.code,
-        Some(0),
-        "{}\nsshd log:\n{}",
-        out.dump(),
-        sshd.log_tail(20)
+        names(&report, "removed", "containers", "id"),
+        vec![victim.container.clone()]
     );
+
+    let out = run.run_with(["--format", "json", "apply"]);
+    check("apply", &out);
     eprintln!("apply over ssh took {:?}", out.elapsed);
     let report = out.json();
     assert_eq!(report["converged"], true, "{report:#}");
@@ -382,23 +451,43 @@ async fn ssh_reaches_the_engine_through_dial_stdio() {
     );
     assert_eq!(corner.remaining().await, Vec::<String>::new());
 
-    let with_port = sshd.docker_host();
-    let out = run.docker_host(&with_port).run_with(["plan"]);
-    out.expect_code(1);
-    let hint = format!("Port {}", sshd.port());
+    let lw = corner.leaked_volume("lw").await;
+    // Older than the grace, so this cycle reaps it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let out = run.run_with(["--format", "json", "watch", "--once", "--grace", "1s"]);
+    check("watch --once", &out);
+    assert!(out.stdout.contains(&lw), "{}", out.dump());
+    assert_eq!(corner.remaining().await, Vec::<String>::new());
+
+    // A `Host` alias of the ssh config (which carries the port) works as well.
+    let out = run.docker_host(&sshd.alias_host()).run_with(["plan"]);
+    check("plan by alias", &out);
+
+    let commands = sshd.remote_commands();
     assert!(
-        out.stderr.contains("ssh:// addresses with a port") && out.stderr.contains(&hint),
-        "{}",
-        out.dump()
+        commands.len() >= 5 && commands.len() <= 5 * SSH_CONNECTIONS,
+        "{commands:?}"
+    );
+    for c in &commands {
+        assert_eq!(c.command, "docker system dial-stdio", "{commands:?}");
+        assert_eq!(c.server_port, sshd.port(), "{commands:?}");
+    }
+    eprintln!("ssh: {} dial-stdio sessions for 5 runs", commands.len());
+    assert_eq!(dropped_past_max_startups(&sshd), 0, "{}", sshd.log_tail(40));
+    // Authenticated once per run (a second master only past 10 sessions at once).
+    let logins = authentications(&sshd);
+    assert!(
+        (5..=10).contains(&logins),
+        "{logins} authentications for 5 runs"
     );
     assert_docker0();
 }
 
-/// Over ssh every Engine API request is an `ssh` process and session of its
-/// own (bollard's transport), and apply removes up to 12 objects at once by
-/// default: more unauthenticated connections than a stock sshd accepts at once
-/// (`MaxStartups 10:30:100`), so sshd drops some ("past MaxStartups"). Every
-/// object must still be removed and the run converge.
+/// apply removes up to 12 objects at once by default, more than a stock
+/// sshd's `MaxStartups` (10) unauthenticated connections and `MaxSessions`
+/// (10) sessions per connection: sandboxctl authenticates once (a second
+/// master past 10 sessions), so sshd drops nothing, every object is removed
+/// and the run converges.
 #[tokio::test]
 async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything() {
     let Some(engine) = second().await else { return };
@@ -406,33 +495,203 @@ async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everythin
     let scope = unique_scope("eng-ssh-many");
     let corner = Corner::on(&engine, &scope);
     let mut leaks = Vec::new();
-    for i in 0..16 {
+    for i in 0..24 {
         leaks.push(corner.leaked_volume(&format!("lv{i}")).await);
     }
     let out = cli(&corner, "")
-        .docker_host(&sshd.alias_host())
+        .docker_host(&sshd.docker_host())
         .env("PATH", sshd.wrapper_path())
         .run_with(["--format", "json", "apply"]);
-    let dropped = sshd
-        .log_tail(400)
-        .lines()
-        .filter(|l| l.contains("past MaxStartups"))
-        .count();
+    let dropped = dropped_past_max_startups(&sshd);
+    let sessions = sshd.remote_commands().len();
+    let logins = authentications(&sshd);
     eprintln!(
-        "ssh: apply of 16 volumes took {:?}; sshd dropped {dropped} connections",
+        "ssh: apply of 24 volumes took {:?}; {logins} authentications, {sessions} dial-stdio sessions; sshd dropped {dropped}",
         out.elapsed
+    );
+    assert_eq!(out.code, Some(0), "{}", out.dump());
+    assert_eq!(
+        names(&out.json(), "removed", "volumes", "name"),
+        sorted(leaks)
+    );
+    assert_eq!(corner.remaining().await, Vec::<String>::new());
+    assert_eq!(dropped, 0, "{}", sshd.log_tail(40));
+    assert!((1..=2).contains(&logins), "{logins} authentications");
+    assert!(
+        (1..=2 * SSH_CONNECTIONS).contains(&sessions),
+        "{sessions} sessions"
+    );
+    let left = ssh_leftovers(&sshd);
+    assert!(left.is_empty(), "{left:?}");
+    assert_docker0();
+}
+
+/// A server with a lower `MaxSessions` (2) than the 10 sessions a master is
+/// given refuses sessions; ssh then connects on its own for them (measured:
+/// more authentications), and the run still removes everything and
+/// converges, leaving no process behind.
+#[tokio::test]
+async fn ssh_apply_through_an_sshd_with_few_sessions_still_converges() {
+    let Some(engine) = second().await else { return };
+    let sshd = SshServer::to(&engine).max_sessions(2).start().await;
+    let scope = unique_scope("eng-ssh-sessions");
+    let corner = Corner::on(&engine, &scope);
+    let mut leaks = Vec::new();
+    for i in 0..12 {
+        leaks.push(corner.leaked_volume(&format!("lv{i}")).await);
+    }
+    let out = cli(&corner, "")
+        .docker_host(&sshd.docker_host())
+        .env("PATH", sshd.wrapper_path())
+        .run_with(["--format", "json", "apply"]);
+    eprintln!(
+        "ssh, MaxSessions 2: apply of 12 volumes took {:?}; {} authentications, {} sessions",
+        out.elapsed,
+        authentications(&sshd),
+        sshd.remote_commands().len()
     );
     assert_eq!(
         out.code,
         Some(0),
-        "{}\nsshd dropped {dropped} connections past MaxStartups",
-        out.dump()
+        "{}
+sshd log:
+{}",
+        out.dump(),
+        sshd.log_tail(30)
     );
     assert_eq!(
         names(&out.json(), "removed", "volumes", "name"),
         sorted(leaks)
     );
     assert_eq!(corner.remaining().await, Vec::<String>::new());
+    let left = ssh_leftovers(&sshd);
+    assert!(left.is_empty(), "{left:?}");
+    assert_docker0();
+}
+
+/// An `ssh` wrapper in a folder of its own that runs the sshd's client config
+/// with `extra` options first (the first value of an option wins).
+fn ssh_wrapper(sshd: &Sshd, dir: &Path, extra: &str) -> String {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("create wrapper folder");
+    let wrapper = bin.join("ssh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/ssh {extra} -F {}/ssh_config \"$@\"\n",
+            sshd.dir().display()
+        ),
+    )
+    .expect("write wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod wrapper");
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Every way ssh can fail before the engine answers fails the run (exit 1,
+/// no "Converged", the objects untouched) with ssh's own words, escaped, and
+/// what to do: an unknown host key, authentication refused, no `docker` on
+/// the remote, and a remote `docker` that prints terminal escapes.
+#[tokio::test]
+async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
+    let Some(engine) = second().await else { return };
+    let (sshd, no_docker, hostile) = tokio::join!(
+        SshServer::to(&engine).start(),
+        SshServer::to(&engine)
+            .remote_docker(RemoteDocker::Missing)
+            .start(),
+        SshServer::to(&engine)
+            .remote_docker(RemoteDocker::Script(
+                "#!/bin/sh\nprintf 'engine gone \\033[2J\\033]0;pwned\\007 sorry\\n' >&2\nexit 1\n"
+                    .to_string()
+            ))
+            .start()
+    );
+    let scope = unique_scope("eng-ssh-fail");
+    let corner = Corner::on(&engine, &scope);
+    let lv = corner.leaked_volume("lv").await;
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let strict = ssh_wrapper(
+        &sshd,
+        &scratch.path().join("strict"),
+        &format!(
+            "-o StrictHostKeyChecking=yes -o UserKnownHostsFile={}/empty_known_hosts",
+            scratch.path().display()
+        ),
+    );
+    let port = sshd.port();
+    let cases: Vec<(&str, String, String, Vec<&str>)> = vec![
+        (
+            "unknown host key",
+            sshd.docker_host(),
+            strict,
+            vec![
+                "Host key verification failed.",
+                "exit status 255",
+                "known_hosts",
+            ],
+        ),
+        (
+            "authentication refused",
+            format!("ssh://sbx-no-such-user@127.0.0.1:{port}"),
+            sshd.wrapper_path(),
+            vec!["Permission denied (publickey)", "ssh-add"],
+        ),
+        (
+            "no docker on the remote",
+            no_docker.docker_host(),
+            no_docker.wrapper_path(),
+            vec![
+                "docker: not found",
+                "exit status 127",
+                "install the docker CLI there",
+            ],
+        ),
+        (
+            "a remote docker printing escapes",
+            hostile.docker_host(),
+            hostile.wrapper_path(),
+            vec![
+                "engine gone \\u{1b}[2J\\u{1b}]0;pwned\\u{7} sorry",
+                "exit status 1",
+            ],
+        ),
+    ];
+    for (what, host, path, words) in cases {
+        for command in [&["plan"][..], &["apply"][..]] {
+            let out = cli(&corner, "")
+                .docker_host(&host)
+                .env("PATH", &path)
+                .run_with(command.iter().copied());
+            out.expect_code(1);
+            let said = format!("{}{}", out.stdout, out.stderr);
+            eprintln!("{what}, {command:?}: {}", out.stderr.trim());
+            for w in &words {
+                assert!(said.contains(w), "{what}: no {w:?} in:\n{}", out.dump());
+            }
+            assert!(
+                said.contains(&format!("cannot reach the Docker engine at {host}")),
+                "{what}: {}",
+                out.dump()
+            );
+            assert!(
+                !said.contains('\u{1b}') && !said.contains('\u{7}'),
+                "{what}: raw escape in:\n{}",
+                out.dump()
+            );
+            assert!(!said.contains("Converged"), "{what}: {}", out.dump());
+        }
+    }
+    assert_eq!(corner.remaining().await, vec![format!("volume/{lv}")]);
+    for s in [&sshd, &no_docker, &hostile] {
+        let left = ssh_leftovers(s);
+        assert!(left.is_empty(), "{left:?}");
+    }
     assert_docker0();
 }
 

@@ -88,10 +88,13 @@
 //! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 261) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
 //! test per command. The archive cells have no real cell yet.
-//! A slice of it ([`REAL_SLICE`], 25 cells: 15 converging cells with every
+//! A slice of it ([`REAL_SLICE`], 32 cells: 15 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
-//! lease commands) runs the built binary against the real engine: the faulty
+//! lease commands; 7 cells of the real-only shape [`Shape::SshPort`], one
+//! engine reached as `ssh://root@127.0.0.1:PORT` through an sshd of the
+//! cell's own, which also fail when an `ssh` process outlives the run)
+//! runs the built binary against the real engine: the faulty
 //! engine is the main Docker engine behind the fault proxy
 //! (`support::proxy`), the healthy one the harness's shared second dockerd
 //! (`support::engines`) behind a proxy that only records.
@@ -426,23 +429,39 @@ pub enum Shape {
     /// `faulty`, then `healthy` (in that order, so that the healthy engine's
     /// cycle is the last one a watch runs).
     FleetOfTwo,
+    /// No `[[engine]]`: the one engine is `default`, reached as
+    /// `ssh://root@127.0.0.1:PORT` through an sshd of the test's own (the
+    /// faulty engine behind it, as the remote's `DOCKER_HOST`). Real cells
+    /// only: in memory it is [`Shape::One`] (the transport is what differs).
+    SshPort,
 }
 
 impl Shape {
     pub const ALL: [Shape; 3] = [Shape::One, Shape::FleetOfOne, Shape::FleetOfTwo];
+    /// Shapes with real cells only (see [`Shape::SshPort`]).
+    pub const REAL_ONLY: [Shape; 1] = [Shape::SshPort];
+
+    /// The in-memory shape whose cells this shape's real cells stand for.
+    pub fn in_memory(self) -> Shape {
+        match self {
+            Shape::SshPort => Shape::One,
+            other => other,
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             Shape::One => "one engine",
             Shape::FleetOfOne => "fleet of one",
             Shape::FleetOfTwo => "fleet of two",
+            Shape::SshPort => "one engine over ssh://user@host:PORT",
         }
     }
 
     /// The faulty engine's name in reports.
     pub fn faulty(self) -> &'static str {
         match self {
-            Shape::One => "default",
+            Shape::One | Shape::SshPort => "default",
             Shape::FleetOfOne | Shape::FleetOfTwo => FAULTY,
         }
     }
@@ -1192,6 +1211,13 @@ real_slice! {
     real_hold_one_removal: Hold / One / Removal;
     real_hold_fleet2_lost_mid_apply: Hold / FleetOfTwo / LostMidApply;
     real_hold_fleet1_create: Hold / FleetOfOne / Create;
+    real_apply_ssh_removal: Apply / SshPort / Removal;
+    real_destroy_id_ssh_inspect: DestroyId / SshPort / Inspect;
+    real_apply_saved_ssh_deadline: ApplySaved / SshPort / Deadline;
+    real_destroy_prune_ssh_lost_mid_apply: DestroyPrune / SshPort / LostMidApply;
+    real_watch_once_ssh_unreachable: WatchOnce / SshPort / Unreachable;
+    real_watch_ssh_list_volumes: Watch / SshPort / ListVolumes;
+    real_lease_ssh_create: Lease / SshPort / Create;
 }
 
 /// The slice holds every command, shape and fault at least once: the
@@ -1258,9 +1284,20 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
             fault.name()
         );
     }
+    for shape in Shape::REAL_ONLY {
+        assert!(
+            REAL_SLICE.iter().any(|c| c.shape == shape),
+            "no real cell on {}",
+            shape.name()
+        );
+    }
     let all = Cell::all();
     assert_eq!(all.len(), 6 * 3 * 10 + 3 * (6 + 5 + 5) + 3 * (7 + 4));
-    assert!(REAL_SLICE.iter().all(|c| all.contains(c)));
+    assert!(REAL_SLICE.iter().all(|c| all.contains(&Cell::new(
+        c.command,
+        c.shape.in_memory(),
+        c.fault
+    ))));
 }
 
 mod real {
@@ -1283,12 +1320,16 @@ mod real {
     };
     use crate::support::cli::{Cli, Output, Running};
     use crate::support::docker::{Run, Sandbox, VolumeSpec, SCOPE_KEY};
-    use crate::support::engines::{Corner, Engine, SecondDockerd};
+    use crate::support::engines::{Corner, Engine, SecondDockerd, SshServer, Sshd};
     use crate::support::lease::{LEASE_PREFIX, LEASE_TTL};
     use crate::support::proxy::Proxy;
 
     /// The `--timeout` of a deadline cell: the delayed listing fails after it.
     const DEADLINE_SECS: &str = "2";
+    /// The same over ssh: `--timeout` bounds connecting too, and the first
+    /// connection (a handshake, a session, the remote docker CLI starting)
+    /// can take more than 2 s on a loaded machine.
+    const SSH_DEADLINE_SECS: &str = "20";
     /// How long a delayed call is held (far past the deadline).
     const HELD: Duration = Duration::from_secs(60);
     /// How long a run may take before the test fails.
@@ -1533,6 +1574,8 @@ mod real {
         saved: String,
         /// A lease command's lease volumes (on every engine of the world).
         leases: Option<LeaseObjects>,
+        /// [`Shape::SshPort`]: the sshd in front of the faulty engine.
+        sshd: Option<Sshd>,
     }
 
     impl World {
@@ -1545,6 +1588,10 @@ mod real {
                 .await
                 .expect("the engine answered (run checks first)");
             let faulty = Proxy::start();
+            let sshd = match cell.shape {
+                Shape::SshPort => Some(SshServer::to_host(&faulty.docker_host()).start().await),
+                _ => None,
+            };
             let leases = cell
                 .command
                 .leases()
@@ -1573,7 +1620,7 @@ mod real {
             };
             let (main, healthy) = tokio::join!(main, healthy);
             let mut state = sbx.scope_toml();
-            if cell.shape != Shape::One {
+            if !matches!(cell.shape, Shape::One | Shape::SshPort) {
                 state.push_str(&format!(
                     "\n[[engine]]\nname = \"{}\"\nhost = \"{}\"\n",
                     super::FAULTY,
@@ -1588,13 +1635,24 @@ mod real {
                 ));
             }
             let mut cli = Cli::new()
-                .docker_host(&faulty.docker_host())
+                .docker_host(
+                    &sshd
+                        .as_ref()
+                        .map_or_else(|| faulty.docker_host(), Sshd::docker_host),
+                )
                 .env_remove("DOCKER_CONTEXT")
                 .state_toml(&state)
                 .args(["--format", format])
                 .deadline(RUN_DEADLINE);
             if cell.fault == Fault::Deadline {
-                cli = cli.args(["--timeout", DEADLINE_SECS]);
+                let secs = match cell.shape {
+                    Shape::SshPort => SSH_DEADLINE_SECS,
+                    _ => DEADLINE_SECS,
+                };
+                cli = cli.args(["--timeout", secs]);
+            }
+            if let Some(sshd) = &sshd {
+                cli = cli.env("PATH", sshd.wrapper_path());
             }
             let saved = cli.dir().join("plan.json").display().to_string();
             World {
@@ -1606,6 +1664,21 @@ mod real {
                 cli,
                 saved,
                 leases,
+                sshd,
+            }
+        }
+
+        /// [`Shape::SshPort`]: an `ssh` client of the run still running
+        /// after it ended (none may outlive the run).
+        fn ssh_left(&self) -> Vec<String> {
+            let Some(sshd) = &self.sshd else {
+                return Vec::new();
+            };
+            let clients = sshd.clients();
+            if clients.is_empty() {
+                Vec::new()
+            } else {
+                vec![format!("ssh clients outlived the run: {clients:?}")]
             }
         }
 
@@ -2019,6 +2092,7 @@ mod real {
         let (json_out, human_out) = (json_run.wait(), human_run.wait());
         let mut problems = Vec::new();
         for (world, out) in [(&json, &json_out), (&human, &human_out)] {
+            problems.extend(world.ssh_left());
             problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
             problems.extend(world.touched_outside().await);
             problems.extend(world.healthy_left().await);
@@ -2061,6 +2135,7 @@ mod real {
             (&json, &json_out, &json_before),
             (&human, &human_out, &human_before),
         ] {
+            problems.extend(world.ssh_left());
             problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
             problems.extend(world.lease_touched_outside(before).await);
             runs.push(LeaseRunSeen {
@@ -2142,6 +2217,7 @@ mod real {
         terminate(&running);
         let out = running.wait();
         watch.log = super::json_lines(&out.stderr);
+        problems.extend(world.ssh_left());
         problems.extend(world.fault_missed(&out.stderr));
         problems.extend(world.touched_outside().await);
         problems.extend(world.healthy_left().await);

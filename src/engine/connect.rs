@@ -16,6 +16,7 @@ use bollard::models::SystemVersion;
 use bollard::{BollardRequest, ClientVersion, Docker, API_DEFAULT_VERSION};
 
 use crate::engine::endpoint::{Endpoint, Tls};
+use crate::engine::ssh::{SshPool, SshTarget};
 
 /// Stands in for "no file" where bollard wants a path: it reads as an empty
 /// file, so bollard adds no CA (system roots only) or no client certificate.
@@ -25,9 +26,10 @@ const NO_FILE: &str = "/dev/null";
 ///
 /// Supported: `unix:///path`; `tcp://` and `http://` plain; TLS for `https://`
 /// and for `tcp://` when `ep.tls` is set (rustls, CA from `ca.pem` added to the
-/// system roots, client certificate when given); `ssh://[user@]host` through
-/// the `ssh` binary and `docker system dial-stdio` on the remote (bollard's
-/// `ssh` feature; it cannot pass a port: see [`ssh_address`]).
+/// system roots, client certificate when given); `ssh://[user@]host[:port]`
+/// through the `ssh` on `PATH` and `docker system dial-stdio` on the remote
+/// (our own transport, `engine::ssh`; the probe's connection is kept for the
+/// requests that follow).
 ///
 /// TLS that cannot be done (unverified TLS, a missing or empty `ca.pem`, half
 /// a client key pair, TLS over a unix socket or ssh, a server that does not
@@ -53,7 +55,15 @@ pub(crate) async fn connect_versioned(
     timeout: Duration,
 ) -> Result<(Docker, SystemVersion), String> {
     let secs = whole_seconds(timeout);
-    let probe = open(ep, secs, API_DEFAULT_VERSION)?;
+    // One ssh pool for the probe and the client after it: the connection the
+    // probe authenticated serves the run.
+    let ssh = match ep.host.get(..6) {
+        Some(s) if s.eq_ignore_ascii_case("ssh://") && ep.tls.is_none() => {
+            Some(SshPool::new(&SshTarget::parse(&ep.host)?, secs))
+        }
+        _ => None,
+    };
+    let probe = open(ep, secs, API_DEFAULT_VERSION, ssh.as_ref())?;
     let server = match tokio::time::timeout(timeout, probe.version()).await {
         Err(_) | Ok(Err(BollardError::RequestTimeoutError)) => {
             return Err(format!("no answer to the API version check within {secs}s"))
@@ -76,7 +86,7 @@ pub(crate) async fn connect_versioned(
     } else {
         *API_DEFAULT_VERSION
     };
-    let docker = open(ep, secs, &version)?;
+    let docker = open(ep, secs, &version, ssh.as_ref())?;
     Ok((
         docker.with_request_modifier(move |req| with_version_prefix(req, &version)),
         server,
@@ -140,7 +150,12 @@ fn has_version_prefix(target: &str) -> bool {
 }
 
 /// The bollard client for `ep`, not yet connected (bollard connects per request).
-fn open(ep: &Endpoint, secs: u64, version: &ClientVersion) -> Result<Docker, String> {
+fn open(
+    ep: &Endpoint,
+    secs: u64,
+    version: &ClientVersion,
+    ssh: Option<&SshPool>,
+) -> Result<Docker, String> {
     let host = ep.host.as_str();
     let scheme = host
         .split_once("://")
@@ -162,8 +177,15 @@ fn open(ep: &Endpoint, secs: u64, version: &ClientVersion) -> Result<Docker, Str
         }
         "ssh" => {
             refuse_tls("ssh:// connections are encrypted by ssh, not TLS")?;
-            let address = ssh_address(host)?;
-            Docker::connect_with_ssh(&address, secs, version, None)
+            let made;
+            let pool = match ssh {
+                Some(pool) => pool,
+                None => {
+                    made = SshPool::new(&SshTarget::parse(host)?, secs);
+                    &made
+                }
+            };
+            pool.client(secs, version)
         }
         "http" if ep.tls.is_some() => {
             return Err(format!(
@@ -257,33 +279,12 @@ fn read_pem(path: &Path, what: &str) -> Result<String, String> {
     })
 }
 
-/// The address bollard's ssh transport can use. bollard 0.21.1 hands
-/// `user@host:port` to `ssh` as a host name (the port is not split off), so an
-/// address with a port is refused here with a workaround instead of failing
-/// obscurely on every request.
-fn ssh_address(host: &str) -> Result<String, String> {
-    let rest = &host["ssh://".len().min(host.len())..];
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.is_empty() {
-        return Err("ssh:// address without a host".to_string());
-    }
-    let host_part = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if let Some((name, port)) = host_part.rsplit_once(':') {
-        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(format!(
-                "ssh:// addresses with a port are not supported (bollard passes \"{host_part}\" to ssh as a host name); add `Host {name}` with `Port {port}` to ~/.ssh/config and use ssh://{}{name}",
-                authority
-                    .rsplit_once('@')
-                    .map(|(user, _)| format!("{user}@"))
-                    .unwrap_or_default()
-            ));
-        }
-    }
-    Ok(format!("ssh://{authority}"))
-}
-
 /// A one-line detail for a failed version negotiation, with a hint for TLS.
 fn failure_detail(ep: &Endpoint, err: &BollardError) -> String {
+    // ssh's own words when ssh is why: its failure says what to do.
+    if let Some(failure) = crate::engine::ssh::failure_in(err) {
+        return failure.to_string();
+    }
     // TLS first: hyper reports a failed client-side handshake as a connect error.
     let text = error_chain(err);
     if ep.tls.is_some() || ep.host.to_ascii_lowercase().starts_with("https://") {
@@ -432,18 +433,6 @@ mod tests {
         assert_eq!(whole_seconds(Duration::from_secs(5)), 5);
     }
 
-    #[test]
-    fn ssh_addresses() {
-        assert_eq!(ssh_address("ssh://me@h").unwrap(), "ssh://me@h");
-        assert_eq!(ssh_address("ssh://h/").unwrap(), "ssh://h");
-        let err = ssh_address("ssh://me@h:2222").unwrap_err();
-        assert!(
-            err.contains("Port 2222") && err.ends_with("use ssh://me@h"),
-            "{err}"
-        );
-        assert!(ssh_address("ssh://").is_err());
-    }
-
     fn endpoint(host: &str, tls: Option<Tls>) -> Endpoint {
         Endpoint {
             host: host.to_string(),
@@ -494,7 +483,7 @@ mod tests {
         ];
         let text = cases
             .iter()
-            .map(|ep| match open(ep, 1, API_DEFAULT_VERSION) {
+            .map(|ep| match open(ep, 1, API_DEFAULT_VERSION, None) {
                 Ok(_) => format!("{}: connected", ep.host),
                 Err(e) => format!("{}: {e}", ep.host),
             })

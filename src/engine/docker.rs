@@ -47,15 +47,13 @@ pub struct DockerEngine {
     /// Podman waits a container's stop timeout on a forced removal; killing
     /// first avoids the wait.
     podman: bool,
-    /// Requests in flight at once, for transports that cost a process per
-    /// request (ssh: bollard runs one `ssh` per request, and a stock sshd drops
-    /// connections past `MaxStartups` 10).
+    /// Requests in flight at once over ssh: as many as the transport keeps
+    /// connections open (`engine::ssh::CONNECTIONS`), so a request never
+    /// waits inside the transport without a deadline of its own.
     requests: Option<tokio::sync::Semaphore>,
 }
 
-/// Requests in flight at once over `ssh://` (see `DockerEngine::requests`).
-const SSH_REQUESTS: usize = 2;
-/// Tries of a request whose ssh connection was refused before it reached the engine.
+/// Tries of a request whose ssh connection or session sshd turned away.
 const SSH_ATTEMPTS: u64 = 4;
 
 impl DockerEngine {
@@ -93,7 +91,7 @@ impl DockerEngine {
             endpoint: ep.host.clone(),
             timeout,
             podman,
-            requests: ssh.then(|| tokio::sync::Semaphore::new(SSH_REQUESTS)),
+            requests: ssh.then(|| tokio::sync::Semaphore::new(super::ssh::CONNECTIONS)),
         })
     }
 
@@ -142,13 +140,14 @@ impl DockerEngine {
             attempt += 1;
             match tokio::time::timeout(self.timeout, request()).await {
                 Ok(Ok(value)) => return Ok(value),
-                // Over ssh a connection can be refused at key exchange (sshd's
-                // MaxStartups): the request never reached the engine, so
-                // sending it again is safe. Nothing else is ever retried.
+                // Over ssh, sshd can turn a connection or a session away
+                // (MaxStartups, MaxSessions): the request never reached the
+                // engine, so sending it again is safe. Nothing else is ever
+                // retried.
                 Ok(Err(e))
                     if self.requests.is_some()
                         && attempt < SSH_ATTEMPTS
-                        && is_connect_failure(&e) =>
+                        && super::ssh::failure_in(&e).is_some_and(|f| f.never_reached_engine()) =>
                 {
                     tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
                 }
@@ -555,6 +554,14 @@ fn map_error(call: &str, endpoint: &str, timeout: Duration, err: BollardError) -
         BollardError::SocketNotFoundError(path) => ErrorKind::Unreachable {
             endpoint: endpoint.to_string(),
             detail: format!("{call}: socket {path} does not exist"),
+        },
+        // ssh ended the connection: its own words say why and what to do.
+        other if super::ssh::failure_in(&other).is_some() => ErrorKind::Unreachable {
+            endpoint: endpoint.to_string(),
+            detail: format!(
+                "{call}: {}",
+                super::ssh::failure_in(&other).expect("checked")
+            ),
         },
         // EMFILE looks like a failure to connect, but the engine is fine: we are
         // out of file descriptors (one per connection in flight).

@@ -25,6 +25,7 @@ pub mod docker;
 pub mod endpoint;
 pub(crate) mod lazy;
 pub mod memory;
+pub(crate) mod ssh;
 
 /// Where a helper container mounts the volume it reads or fills.
 pub const HELPER_MOUNT: &str = "/ca-sbx-volume";

@@ -104,11 +104,37 @@ pub struct Podman {}
 /// An sshd on a loopback port whose sessions run with `DOCKER_HOST` set to an
 /// engine's socket, so that `ssh://root@127.0.0.1:PORT` reaches that engine
 /// through `docker system dial-stdio`. Clients find the key through the `ssh`
-/// wrapper first on [`Sshd::wrapper_path`].
+/// wrapper first on [`Sshd::wrapper_path`]. Every session's command runs
+/// through a forced command that logs it with the connection's ports first
+/// (see [`Sshd::remote_commands`]).
 #[derive(Clone)]
 pub struct SshServer {
-    target: Engine,
+    target: Option<Engine>,
     max_startups: Option<String>,
+    max_sessions: Option<u32>,
+    remote_docker_host: Option<String>,
+    remote_docker: RemoteDocker,
+}
+
+/// What `docker` is on the remote side of an [`SshServer`].
+#[derive(Clone, Debug, Default)]
+pub enum RemoteDocker {
+    /// The machine's docker CLI.
+    #[default]
+    Cli,
+    /// None: the session's `PATH` holds no `docker`.
+    Missing,
+    /// A shell script standing in for it.
+    Script(String),
+}
+
+/// One command an sshd session ran, as its forced command logged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteCommand {
+    /// The port the client connected to (from `SSH_CONNECTION`).
+    pub server_port: u16,
+    /// What the client asked to run (`SSH_ORIGINAL_COMMAND`).
+    pub command: String,
 }
 
 /// A running engine. Clones share it; dropping the last one stops it.
@@ -252,9 +278,43 @@ impl SshServer {
     /// An sshd whose sessions talk to `target` (kept alive by the sshd).
     pub fn to(target: &Engine) -> Self {
         SshServer {
-            target: target.clone(),
+            target: Some(target.clone()),
             max_startups: None,
+            max_sessions: None,
+            remote_docker_host: None,
+            remote_docker: RemoteDocker::Cli,
         }
+    }
+
+    /// An sshd whose sessions talk to the engine at `docker_host` (the main
+    /// engine, or a proxy in front of it), which the harness does not own.
+    pub fn to_host(docker_host: &str) -> Self {
+        SshServer {
+            target: None,
+            max_startups: None,
+            max_sessions: None,
+            remote_docker_host: Some(docker_host.to_string()),
+            remote_docker: RemoteDocker::Cli,
+        }
+    }
+
+    /// Sessions get this `DOCKER_HOST` instead of the target's socket (a proxy
+    /// in front of another engine, say); the target is still kept alive.
+    pub fn remote_docker_host(mut self, host: &str) -> Self {
+        self.remote_docker_host = Some(host.to_string());
+        self
+    }
+
+    /// sshd's `MaxSessions` (sessions per connection; unset: sshd's default 10).
+    pub fn max_sessions(mut self, value: u32) -> Self {
+        self.max_sessions = Some(value);
+        self
+    }
+
+    /// What `docker` is on the remote side.
+    pub fn remote_docker(mut self, docker: RemoteDocker) -> Self {
+        self.remote_docker = docker;
+        self
     }
 
     /// sshd's `MaxStartups` (how many unauthenticated connections it keeps
@@ -268,7 +328,7 @@ impl SshServer {
     /// Starts it; panics with sshd's log when it does not accept connections
     /// within [`START_DEADLINE`].
     pub async fn start(self) -> Sshd {
-        tokio::task::spawn_blocking(move || start_sshd(self.target, self.max_startups))
+        tokio::task::spawn_blocking(move || start_sshd(self))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
     }
@@ -393,8 +453,8 @@ impl Sshd {
     }
 
     /// A host name that only the wrapper's ssh config knows (`Host ALIAS`
-    /// with `HostName 127.0.0.1`; the port comes from `Host *`), for clients
-    /// that cannot take a port in an `ssh://` URL (bollard 0.21.1).
+    /// with `HostName 127.0.0.1`; the port comes from `Host *`): shows that
+    /// a client honours the ssh config.
     pub fn alias(&self) -> String {
         ssh_alias(self.inner.port)
     }
@@ -421,8 +481,8 @@ impl Sshd {
     }
 
     /// The engine its sessions reach.
-    pub fn target(&self) -> &Engine {
-        &self.inner.target
+    pub fn target(&self) -> Option<&Engine> {
+        self.inner.target.as_ref()
     }
 
     /// `PATH` for clients: the folder holding the `ssh` wrapper, then `$PATH`.
@@ -442,6 +502,45 @@ impl Sshd {
     /// The last `lines` lines of sshd's log.
     pub fn log_tail(&self, lines: usize) -> String {
         tail(&self.inner.dir.join("sshd.log"), lines)
+    }
+
+    /// Every command sessions ran so far, in order, with the port they came in on.
+    pub fn remote_commands(&self) -> Vec<RemoteCommand> {
+        let text =
+            std::fs::read_to_string(self.inner.dir.join("remote-commands.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let (connection, command) = line.split_once('|')?;
+                let server_port = connection.split_whitespace().nth(3)?.parse().ok()?;
+                Some(RemoteCommand {
+                    server_port,
+                    command: command.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Living processes of sessions (sshd's own below its listener, and what
+    /// they run): empty when no client is connected.
+    pub fn session_processes(&self) -> Vec<u32> {
+        super::cli::descendants(self.inner.pid)
+    }
+
+    /// Living `ssh` clients that use this sshd's client config (the wrapper's
+    /// `-F`), whoever started them.
+    pub fn clients(&self) -> Vec<u32> {
+        let config = self.inner.dir.join("ssh_config");
+        processes_naming(&self.inner.dir)
+            .into_iter()
+            .filter(|&pid| pid != self.inner.pid && alive(pid))
+            .filter(|&pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c)
+                        .split('\0')
+                        .any(|a| a == config.to_string_lossy())
+                })
+            })
+            .collect()
     }
 
     /// How long it took until it accepted connections.
@@ -978,7 +1077,7 @@ fn remove_all_containers(host: &str) {
 // ----- sshd -----------------------------------------------------------------
 
 struct SshdInner {
-    target: Engine,
+    target: Option<Engine>,
     dir: PathBuf,
     port: u16,
     pid: u32,
@@ -1006,7 +1105,14 @@ impl Drop for SshdInner {
     }
 }
 
-fn start_sshd(target: Engine, max_startups: Option<String>) -> Sshd {
+fn start_sshd(server: SshServer) -> Sshd {
+    let SshServer {
+        target,
+        max_startups,
+        max_sessions,
+        remote_docker_host,
+        remote_docker,
+    } = server;
     // Privilege separation folder; Debian's package does not create it
     // without starting its own service. Harmless to share.
     std::fs::create_dir_all("/run/sshd").expect("create /run/sshd");
@@ -1046,8 +1152,14 @@ fn start_sshd(target: Engine, max_startups: Option<String>) -> Sshd {
              UsePAM no\n\
              StrictModes no\n\
              SetEnv DOCKER_HOST={host}\n\
-             {startups}",
-            host = target.socket_host(),
+             ForceCommand {d}/remote-command\n\
+             {startups}{sessions}",
+            sessions = max_sessions
+                .map(|m| format!("MaxSessions {m}\n"))
+                .unwrap_or_default(),
+            host = remote_docker_host
+                .or_else(|| target.as_ref().map(Engine::socket_host))
+                .expect("an sshd has a target engine or a DOCKER_HOST"),
             startups = max_startups
                 .map(|m| format!("MaxStartups {m}\n"))
                 .unwrap_or_default()
@@ -1069,6 +1181,30 @@ fn start_sshd(target: Engine, max_startups: Option<String>) -> Sshd {
             alias = ssh_alias(port)
         ),
     );
+    // The forced command: logs the connection and the command, then runs it
+    // with the remote `docker` the server was asked for.
+    let path = match &remote_docker {
+        RemoteDocker::Cli => "$PATH".to_string(),
+        RemoteDocker::Missing => format!("{d}/remote-empty"),
+        RemoteDocker::Script(script) => {
+            std::fs::create_dir_all(dir.join("remote-bin")).expect("create remote-bin");
+            write(&dir.join("remote-bin/docker"), script);
+            set_mode(&dir.join("remote-bin/docker"), 0o755);
+            format!("{d}/remote-bin:$PATH")
+        }
+    };
+    std::fs::create_dir_all(dir.join("remote-empty")).expect("create remote-empty");
+    write(
+        &dir.join("remote-command"),
+        &format!(
+            "#!/bin/sh\n\
+             echo \"$SSH_CONNECTION|$SSH_ORIGINAL_COMMAND\" >> {d}/remote-commands.log\n\
+             PATH={path}\n\
+             export PATH\n\
+             exec /bin/sh -c \"$SSH_ORIGINAL_COMMAND\"\n"
+        ),
+    );
+    set_mode(&dir.join("remote-command"), 0o755);
     std::fs::create_dir_all(dir.join("bin")).expect("create wrapper folder");
     let wrapper = dir.join("bin/ssh");
     write(
