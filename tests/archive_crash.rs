@@ -832,13 +832,13 @@ async fn trial(
     let report = out2.json();
     let removed = |kind: &str| report["removed"][kind].as_array().map_or(0, Vec::len);
     landing.run2_removed = (removed("containers"), removed("volumes"));
-    if out2.code == Some(1) && killed_at.is_some() {
+    if let (Some(1), Some(killed_at)) = (out2.code, killed_at) {
         // A helper the killed run asked for can be made by the engine
         // after the kill, and after run 2's plan: then run 2 cannot
         // remove that volume. Only that case is let through, and run 3
         // must converge.
         landing.late_helpers = world
-            .late_helpers(&report, killed_at.unwrap())
+            .late_helpers(&report, killed_at)
             .await
             .unwrap_or_else(|why| {
                 panic!(

@@ -10,7 +10,10 @@
 //! manifest's rename, the archive's rename, and an fsync of the directory. So
 //! an archive under a final name always has its manifest, and a partial
 //! archive never stands under a final name. On any failure the temporary files
-//! and the helper are removed and a typed `ArchiveError` says why.
+//! and the helper are removed and a typed `ArchiveError` says why. A writer
+//! holds a lock on each of its temporary files while it lives; before writing
+//! into a folder it sweeps what dead writers left there (`sweep`), never a
+//! living writer's file.
 //!
 //! Reads only through a helper made from an image already present (a retained
 //! `ca-sbx:*` image): never pulls. Returns typed results; never prints and
@@ -1671,7 +1674,7 @@ mod tests {
         assert_eq!(
             files(dir.path()),
             [
-                format!("default/b/.u-20250101T000000Z.tar.zst.partial"),
+                "default/b/.u-20250101T000000Z.tar.zst.partial".to_string(),
                 format!("default/b/{base}.json"),
                 format!("default/b/{base}.tar.zst"),
                 "default/other/.z-20250101T000000Z.tar.zst.partial".to_string(),
