@@ -617,14 +617,16 @@ fn write_archive(
     manifest.uncompressed_size = tar.bytes;
     manifest.file_count = tar.entries;
     let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
-    let m =
-        Partial::create(&tmp_manifest).map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?;
-    (&m.file)
-        .write_all(&json)
-        .and_then(|()| (&m.file).write_all(b"\n"))
-        .and_then(|()| m.file.sync_all())
+    // Held by the cleanup at once: on a failure its lock goes only after
+    // its removal.
+    cleanup.held.push(
+        Partial::create(&tmp_manifest).map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?,
+    );
+    let mut m = &cleanup.held[cleanup.held.len() - 1].file;
+    m.write_all(&json)
+        .and_then(|()| m.write_all(b"\n"))
+        .and_then(|()| m.sync_all())
         .map_err(|e| ArchiveError::io("write", &tmp_manifest, e))?;
-    cleanup.held.push(m);
     std::fs::rename(&tmp_manifest, &final_manifest)
         .map_err(|e| ArchiveError::io("rename", &tmp_manifest, e))?;
     // From here on a failure also takes the manifest back.
