@@ -760,19 +760,22 @@ async fn trial(
     let permit = one_at_a_time.acquire_owned().await.unwrap();
     let run = world.cli().spawn_guarded(world.args());
     let started = Instant::now();
-    let mut sent = None;
-    let mut killed_at = None;
-    if let Some(due) = due {
-        tokio::time::sleep(due).await;
-        if run.alive() {
-            sent = Some(started.elapsed());
-            killed_at = Some(std::time::SystemTime::now());
-            run.signal(libc::SIGKILL);
+    // The kill on a thread of its own: a busy runtime worker never delays it.
+    let (out, sent, killed_at) = tokio::task::spawn_blocking(move || {
+        let mut sent = None;
+        let mut killed_at = None;
+        if let Some(due) = due {
+            std::thread::sleep((started + due).saturating_duration_since(Instant::now()));
+            if run.alive() {
+                sent = Some(started.elapsed());
+                killed_at = Some(std::time::SystemTime::now());
+                run.signal(libc::SIGKILL);
+            }
         }
-    }
-    let out = tokio::task::spawn_blocking(move || run.wait())
-        .await
-        .unwrap();
+        (run.wait(), sent, killed_at)
+    })
+    .await
+    .unwrap();
     drop(permit);
     let run1 = out.elapsed;
     match (due, out.code) {
