@@ -4,6 +4,7 @@
 mod support;
 
 mod archive;
+mod archive_crash;
 mod archive_restart;
 mod cli_docker;
 mod docker_engine;

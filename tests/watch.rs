@@ -1467,7 +1467,7 @@ fn max_median(values: &[i64]) -> Option<(f64, f64)> {
     v.sort_unstable();
     let max = *v.last()?;
     let mid = v.len() / 2;
-    let median = if v.len() % 2 == 0 {
+    let median = if v.len().is_multiple_of(2) {
         (v[mid - 1] + v[mid]) as f64 / 2.0
     } else {
         v[mid] as f64
@@ -1570,7 +1570,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
                     tokio::time::sleep(POLL).await;
                 }
                 let at = SystemTime::now();
-                let run = if i % 20 == 0 {
+                let run = if i.is_multiple_of(20) {
                     Run::Exited
                 } else {
                     Run::Created
@@ -1642,7 +1642,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
             }
             // A leaked container without a box label.
             _ => {
-                let run = if i % 2 == 0 {
+                let run = if i.is_multiple_of(2) {
                     Run::Running
                 } else {
                     Run::Exited

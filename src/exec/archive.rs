@@ -10,7 +10,10 @@
 //! manifest's rename, the archive's rename, and an fsync of the directory. So
 //! an archive under a final name always has its manifest, and a partial
 //! archive never stands under a final name. On any failure the temporary files
-//! and the helper are removed and a typed `ArchiveError` says why.
+//! and the helper are removed and a typed `ArchiveError` says why. A writer
+//! holds a lock on each of its temporary files while it lives; before writing
+//! into a folder it sweeps what dead writers left there (`sweep`), never a
+//! living writer's file.
 //!
 //! Reads only through a helper made from an image already present (a retained
 //! `ca-sbx:*` image): never pulls. Returns typed results; never prints and
@@ -411,16 +414,158 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-/// Removes what it names when dropped, unless disarmed: a failure at any
-/// point leaves no temporary file and no half-named pair.
-struct Cleanup(Vec<PathBuf>);
+/// Removes what it names when dropped, unless disarmed (`paths` cleared): a
+/// failure at any point leaves no temporary file and no half-named pair. The
+/// temporary files' locks (`held`) are let go only after the removals, so no
+/// sweep takes a file this writer still means to remove or rename.
+struct Cleanup {
+    paths: Vec<PathBuf>,
+    held: Vec<Partial>,
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for p in &self.0 {
+        for p in &self.paths {
             let _ = std::fs::remove_file(p);
         }
+        // `held` is dropped after this body: the locks go last.
     }
+}
+
+/// The suffix of every temporary file a writer makes (`.<name>.partial`).
+const PARTIAL: &str = ".partial";
+
+/// A temporary file (`.<name>.partial`) under an exclusive advisory lock
+/// (`flock`) for as long as this lives: the lock says "its writer is alive".
+/// The kernel lets go of it when the writer's process ends, however it ends,
+/// so a temporary file whose lock can be taken has a dead writer (or one
+/// that has renamed it away). Dropping this unlocks; it never removes.
+#[derive(Debug)]
+struct Partial {
+    file: std::fs::File,
+}
+
+impl Partial {
+    /// Creates `path` (never an existing file) and locks it. A sweep may
+    /// take the file between its creation and the lock (it is unlocked
+    /// then): the lock is taken first, then `path` is checked to still be
+    /// this file; if a sweep removed it, it is made again (a few times).
+    fn create(path: &Path) -> io::Result<Partial> {
+        for _ in 0..3 {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)?;
+            // Blocking: a sweep holds it only while it removes it.
+            file.lock()?;
+            if same_file(path, &file)? {
+                return Ok(Partial { file });
+            }
+        }
+        Err(io::Error::other(
+            "another run's sweep kept removing this temporary file",
+        ))
+    }
+}
+
+/// Whether `path` names `file` now (same device and inode; a symlink is
+/// not followed). `Ok(false)` when `path` does not exist.
+fn same_file(path: &Path, file: &std::fs::File) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let named = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let held = file.metadata()?;
+    Ok(named.dev() == held.dev() && named.ino() == held.ino())
+}
+
+/// Opens the temporary file `path` and takes its lock if no one holds it:
+/// `Some` (locked, and `path` still names it) when its writer is dead or
+/// gone; `None` when a living writer holds it, or it is not there.
+fn take_dead(path: &Path) -> Option<std::fs::File> {
+    let file = std::fs::File::open(path).ok()?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) | Err(std::fs::TryLockError::Error(_)) => {
+            return None
+        }
+    }
+    // Its writer may have renamed it to its final name and let go since it
+    // was opened: then `path` no longer names it.
+    same_file(path, &file).ok()?.then_some(file)
+}
+
+/// Whether `name` is a temporary file a writer of this module makes:
+/// `.<base>.tar.zst.partial` or `.<base>.json.partial`.
+fn is_partial_name(name: &str) -> bool {
+    name.len() > 1
+        && name.starts_with('.')
+        && (name.ends_with(".tar.zst.partial") || name.ends_with(".json.partial"))
+}
+
+/// Removes what killed writers left in `folder` (one box's folder of one
+/// engine), never a living writer's file. Called by every writer before it
+/// writes into the folder; returns what it removed. Best effort: a file it
+/// cannot look at or remove is left (it never stands under a final name).
+///
+/// * A temporary file (`.<base>.tar.zst.partial`, `.<base>.json.partial`,
+///   a regular file) goes when its lock can be taken (see [`Partial`]).
+/// * A manifest `<base>.json` (one this module wrote: it reads as a manifest
+///   naming `<base>.tar.zst`) whose archive `<base>.tar.zst` is absent goes
+///   when its writer is dead: that writer was killed between the manifest's
+///   rename and the archive's (or during its own cleanup). Its
+///   `.<base>.tar.zst.partial`, if any, must be lockable first, and only
+///   then is the archive looked for: a living writer holds that lock until
+///   its archive stands under its final name.
+pub(crate) fn sweep(folder: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut removed = Vec::new();
+    for name in &names {
+        let path = folder.join(name);
+        if is_partial_name(name) {
+            if let Some(held) = take_dead(&path) {
+                if std::fs::remove_file(&path).is_ok() {
+                    removed.push(path);
+                }
+                drop(held);
+            }
+        } else if let Some(base) = name.strip_suffix(".json").filter(|b| !b.starts_with('.')) {
+            let archive = format!("{base}.tar.zst");
+            let partial = folder.join(format!(".{archive}{PARTIAL}"));
+            // The writer's lock first: `None` is a living writer, or no file.
+            let held = take_dead(&partial);
+            if held.is_none() && partial.exists() {
+                continue;
+            }
+            if std::fs::symlink_metadata(folder.join(&archive)).is_ok() {
+                continue;
+            }
+            let ours = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+                .is_some_and(|m| m.archive == archive);
+            if !ours {
+                continue;
+            }
+            if held.is_some() && std::fs::remove_file(&partial).is_ok() {
+                removed.push(partial);
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    removed
 }
 
 /// The writer thread: chunks in, `<base>.tar.zst` and `<base>.json` out.
@@ -431,6 +576,8 @@ fn write_archive(
     mut manifest: Manifest,
 ) -> Result<Archived, ArchiveError> {
     std::fs::create_dir_all(folder).map_err(|e| ArchiveError::io("create folder", folder, e))?;
+    // What killed writers left here goes first (never a living writer's).
+    sweep(folder);
     let final_archive = folder.join(format!("{base}.tar.zst"));
     let final_manifest = folder.join(format!("{base}.json"));
     for p in [&final_archive, &final_manifest] {
@@ -442,14 +589,21 @@ fn write_archive(
             ));
         }
     }
-    let tmp_archive = folder.join(format!(".{base}.tar.zst.partial"));
-    let tmp_manifest = folder.join(format!(".{base}.json.partial"));
-    let mut cleanup = Cleanup(vec![tmp_archive.clone(), tmp_manifest.clone()]);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp_archive)
+    let tmp_archive = folder.join(format!(".{base}.tar.zst{PARTIAL}"));
+    let tmp_manifest = folder.join(format!(".{base}.json{PARTIAL}"));
+    let mut cleanup = Cleanup {
+        paths: vec![tmp_archive.clone(), tmp_manifest.clone()],
+        held: Vec::new(),
+    };
+    // Locked until the archive stands under its final name (see `sweep`):
+    // the encoder writes through a second handle of the same open file.
+    let partial =
+        Partial::create(&tmp_archive).map_err(|e| ArchiveError::io("create", &tmp_archive, e))?;
+    let file = partial
+        .file
+        .try_clone()
         .map_err(|e| ArchiveError::io("create", &tmp_archive, e))?;
+    cleanup.held.push(partial);
     let write_err = |e| ArchiveError::io("write", &tmp_archive, e);
     let mut encoder = zstd::stream::write::Encoder::new(
         Hashing {
@@ -494,24 +648,29 @@ fn write_archive(
     manifest.uncompressed_size = tar.bytes;
     manifest.file_count = tar.entries;
     let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
-    let mut m = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp_manifest)
-        .map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?;
+    // Held by the cleanup at once: on a failure its lock goes only after
+    // its removal.
+    cleanup.held.push(
+        Partial::create(&tmp_manifest).map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?,
+    );
+    let mut m = &cleanup.held[cleanup.held.len() - 1].file;
     m.write_all(&json)
         .and_then(|()| m.write_all(b"\n"))
         .and_then(|()| m.sync_all())
         .map_err(|e| ArchiveError::io("write", &tmp_manifest, e))?;
-    drop(m);
     std::fs::rename(&tmp_manifest, &final_manifest)
         .map_err(|e| ArchiveError::io("rename", &tmp_manifest, e))?;
     // From here on a failure also takes the manifest back.
-    cleanup.0.push(final_manifest.clone());
+    cleanup.paths.push(final_manifest.clone());
     std::fs::rename(&tmp_archive, &final_archive)
         .map_err(|e| ArchiveError::io("rename", &tmp_archive, e))?;
+    // And from here the archive too, before its manifest: never an
+    // archive under a final name without its manifest.
+    cleanup
+        .paths
+        .insert(cleanup.paths.len() - 1, final_archive.clone());
     sync_dir(folder)?;
-    cleanup.0.clear();
+    cleanup.paths.clear();
     Ok(Archived {
         volume: manifest.volume,
         path: final_archive,
@@ -1507,5 +1666,186 @@ mod tests {
         assert_eq!(names, ["ca-sbx-helper-1", "v"], "{plan:?}");
         assert_eq!(plan.steps[0].why, Reason::ArchiveHelper);
         assert_eq!(plan.steps[1].waits_for, vec![1]);
+    }
+
+    /// A manifest as a writer of this module leaves it, naming `archive`.
+    fn manifest_naming(archive: &str) -> Vec<u8> {
+        serde_json::to_vec(&Manifest {
+            version: MANIFEST_VERSION,
+            engine: "default".into(),
+            volume: "v".into(),
+            labels: box_labels("b"),
+            created_at: None,
+            box_id: Some("b".into()),
+            archive: archive.into(),
+            sha256: "00".into(),
+            size: 1,
+            uncompressed_size: 1024,
+            file_count: 1,
+            time: "2026-01-01T00:00:00Z".into(),
+            format: "tar+zstd".into(),
+            root: "ca-sbx-volume".into(),
+        })
+        .unwrap()
+    }
+
+    fn names(dir: &Path, paths: &[PathBuf]) -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_held_temporary_file_is_never_swept_and_a_dead_one_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join(".v-1.tar.zst.partial");
+        let held = Partial::create(&live).unwrap();
+        (&held.file).write_all(b"in progress").unwrap();
+        // Dead writers: one never locked (as if killed before), one whose
+        // lock went with it.
+        std::fs::write(dir.path().join(".v-0.tar.zst.partial"), b"cut short").unwrap();
+        drop(Partial::create(&dir.path().join(".v-0.json.partial")).unwrap());
+        let removed = sweep(dir.path());
+        assert_eq!(
+            names(dir.path(), &removed),
+            [".v-0.json.partial", ".v-0.tar.zst.partial"]
+        );
+        assert_eq!(std::fs::read(&live).unwrap(), b"in progress");
+        assert!(sweep(dir.path()).is_empty(), "held: never swept");
+        drop(held);
+        assert_eq!(
+            names(dir.path(), &sweep(dir.path())),
+            [".v-1.tar.zst.partial"]
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_lock_held_by_another_process_keeps_the_file_until_that_process_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".v-1.tar.zst.partial");
+        std::fs::write(&path, b"another run's").unwrap();
+        // flock(1) holds the lock as long as its child runs.
+        let mut holder = std::process::Command::new("flock")
+            .arg("-x")
+            .arg(&path)
+            .args(["sleep", "60"])
+            .spawn()
+            .expect("run flock(1)");
+        let taken = |p: &Path| {
+            let f = std::fs::File::open(p).unwrap();
+            matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !taken(&path) {
+            assert!(std::time::Instant::now() < until, "flock(1) took no lock");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(sweep(dir.path()).is_empty());
+        assert!(path.exists());
+        // SIGKILL its sleep, which holds the lock too, then flock(1), by
+        // their pids: the kernel lets go of the lock.
+        let pid = holder.id();
+        let children = loop {
+            let c = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+            if !c.trim().is_empty() {
+                break c;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "flock(1) started no child"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        for child in children.split_whitespace() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", child])
+                .status();
+        }
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        assert_eq!(
+            names(dir.path(), &sweep(dir.path())),
+            [".v-1.tar.zst.partial"]
+        );
+    }
+
+    #[test]
+    fn a_manifest_without_its_archive_goes_only_once_its_writer_is_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Killed between the manifest's rename and the archive's: its
+        // temporary archive, still locked while the writer lives.
+        std::fs::write(d.join("v-1.json"), manifest_naming("v-1.tar.zst")).unwrap();
+        let held = Partial::create(&d.join(".v-1.tar.zst.partial")).unwrap();
+        assert!(sweep(d).is_empty(), "its writer is alive");
+        assert!(d.join("v-1.json").exists());
+        drop(held);
+        assert_eq!(
+            names(d, &sweep(d)),
+            [".v-1.tar.zst.partial", "v-1.json"],
+            "its writer is dead"
+        );
+        // Killed in its own cleanup: the temporary archive already gone.
+        std::fs::write(d.join("v-2.json"), manifest_naming("v-2.tar.zst")).unwrap();
+        assert_eq!(names(d, &sweep(d)), ["v-2.json"]);
+    }
+
+    #[test]
+    fn a_sweep_keeps_complete_pairs_and_files_not_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("v-1.json"), manifest_naming("v-1.tar.zst")).unwrap();
+        std::fs::write(d.join("v-1.tar.zst"), b"complete").unwrap();
+        std::fs::write(d.join("notes.json"), b"{\"mine\": true}").unwrap();
+        std::fs::write(d.join("v-3.json"), manifest_naming("other.tar.zst")).unwrap();
+        std::fs::write(d.join("x.tar.zst.partial"), b"not hidden").unwrap();
+        std::fs::write(d.join(".x.partial"), b"not a writer's").unwrap();
+        std::fs::create_dir(d.join(".dir.tar.zst.partial")).unwrap();
+        let before = files(d);
+        assert!(sweep(d).is_empty());
+        assert_eq!(files(d), before);
+    }
+
+    #[tokio::test]
+    async fn a_run_sweeps_what_killed_runs_left_in_its_folder_but_not_a_living_writers_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let box_folder = folder(dir.path(), "default", Some("b"));
+        std::fs::create_dir_all(&box_folder).unwrap();
+        // A killed run's: a manifest renamed, its archive not; and the
+        // temporary archive of another volume.
+        let old = "v-20250101T000000Z";
+        std::fs::write(
+            box_folder.join(format!("{old}.json")),
+            manifest_naming(&format!("{old}.tar.zst")),
+        )
+        .unwrap();
+        std::fs::write(box_folder.join(format!(".{old}.tar.zst.partial")), b"x").unwrap();
+        std::fs::write(box_folder.join(".w-20250101T000000Z.tar.zst.partial"), b"x").unwrap();
+        // A run still writing (its lock held).
+        let live = box_folder.join(".u-20250101T000000Z.tar.zst.partial");
+        let held = Partial::create(&live).unwrap();
+        // And a folder this run does not write into: left as it is.
+        let other = folder(dir.path(), "default", Some("other"));
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(".z-20250101T000000Z.tar.zst.partial"), b"x").unwrap();
+
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        let archive = PathBuf::from(&report.archived[0].path);
+        let base = archive.file_name().unwrap().to_string_lossy();
+        let base = base.trim_end_matches(".tar.zst");
+        assert_eq!(
+            files(dir.path()),
+            [
+                "default/b/.u-20250101T000000Z.tar.zst.partial".to_string(),
+                format!("default/b/{base}.json"),
+                format!("default/b/{base}.tar.zst"),
+                "default/other/.z-20250101T000000Z.tar.zst.partial".to_string(),
+            ]
+        );
+        drop(held);
     }
 }
