@@ -62,16 +62,25 @@ enum Next {
     Done(Outcome),
     /// Another actor is removing it: done only once the engine no longer knows it.
     WaitUntilGone,
+    /// A volume in use by these containers: if each is an archive helper of
+    /// the scope (a killed run's, made by the engine after this run listed),
+    /// they go and the volume is tried once more; otherwise the step fails.
+    HeldBy(Vec<String>),
 }
 
 /// The error policy, a pure function: a 404 is "already gone"; an in-progress
 /// removal by another actor is waited out (its volumes may go only once it is
-/// really gone); anything else (in use, refused, unreachable, timeout) fails
-/// the step, which skips everything downstream of it. Nothing is retried or forced.
-fn next(_kind: Kind, err: &EngineError) -> Next {
-    match err.kind {
+/// really gone); a volume in use is tried once more only when every holder
+/// proves to be an archive helper of the scope (a killed run's late one);
+/// anything else (in use, refused, unreachable, timeout) fails the step,
+/// which skips everything downstream of it. Nothing else is retried or forced.
+fn next(kind: Kind, err: &EngineError) -> Next {
+    match &err.kind {
         ErrorKind::NotFound { .. } => Next::Done(Outcome::AlreadyGone),
         ErrorKind::InProgress { .. } => Next::WaitUntilGone,
+        ErrorKind::InUse { holders, .. } if kind == Kind::Volume && !holders.is_empty() => {
+            Next::HeldBy(holders.clone())
+        }
         _ => Next::Done(Outcome::Failed(err.clone())),
     }
 }
@@ -221,9 +230,48 @@ async fn remove(
         Err(e) => match next(key.kind, &e) {
             Next::Done(outcome) => outcome,
             Next::WaitUntilGone => wait_until_gone(engine, &key, options).await,
+            Next::HeldBy(holders) => {
+                if remove_late_helpers(engine, &holders, scope).await {
+                    match engine.remove(&key).await {
+                        Ok(()) => Outcome::Removed,
+                        Err(e) if e.is_not_found() => Outcome::AlreadyGone,
+                        Err(e) => Outcome::Failed(e),
+                    }
+                } else {
+                    Outcome::Failed(e)
+                }
+            }
         },
     };
     (outcome, archived)
+}
+
+/// Removes the containers holding a volume when every one of them is an
+/// archive helper of the scope (checked on the client, freshly inspected):
+/// a killed run may have asked for one the engine made only after this run
+/// listed. True when they are all gone; false (nothing removed) when any is
+/// something else or cannot be looked at.
+async fn remove_late_helpers(engine: &dyn Engine, holders: &[String], scope: &Scope) -> bool {
+    let mut keys = Vec::new();
+    for id in holders {
+        let key = ObjectKey::new(engine.name(), Kind::Container, id);
+        let Ok(o) = engine.inspect(&key).await else {
+            return false;
+        };
+        let helper = o.labels.get(crate::model::ROLE_LABEL).map(String::as_str)
+            == Some(crate::model::ARCHIVE_HELPER_ROLE);
+        if !scope.manages(&o.labels) || !helper {
+            return false;
+        }
+        keys.push(o.key);
+    }
+    for key in keys {
+        match engine.remove(&key).await {
+            Err(e) if !e.is_not_found() => return false,
+            _ => {}
+        }
+    }
+    true
 }
 
 /// A container step's reads: stops the container, then archives each volume
@@ -246,6 +294,7 @@ async fn read_through(
         return Err(match next(key.kind, &e) {
             Next::Done(outcome) => outcome,
             Next::WaitUntilGone => wait_until_gone(engine, &key, options).await,
+            Next::HeldBy(_) => Outcome::Failed(e),
         });
     }
     let dir = step.archive.as_deref().unwrap_or_default();
@@ -285,7 +334,7 @@ async fn recheck(
         Err(e) => {
             return Err(match next(key.kind, &e) {
                 Next::Done(outcome) => outcome,
-                Next::WaitUntilGone => Outcome::Failed(e),
+                Next::WaitUntilGone | Next::HeldBy(_) => Outcome::Failed(e),
             })
         }
         Ok(now) => now,
@@ -363,6 +412,10 @@ mod tests {
         });
         assert_eq!(
             next(Kind::Volume, &in_use),
+            Next::HeldBy(vec!["abc".into()])
+        );
+        assert_eq!(
+            next(Kind::Network, &in_use),
             Next::Done(Outcome::Failed(in_use.clone()))
         );
         let timeout = err(ErrorKind::Timeout { seconds: 3 });

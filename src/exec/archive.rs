@@ -1354,6 +1354,61 @@ mod tests {
         assert!(engine.calls().iter().any(|c| c == "CreateHelper v"));
     }
 
+    /// A helper a killed run asked for, made by the engine only after this
+    /// run planned, holds the volume: it goes (it is one of ours, labeled),
+    /// and the volume with it. Any other holder fails the volume's step.
+    #[tokio::test]
+    async fn a_late_helper_of_the_scope_does_not_keep_a_volume() {
+        for (role, removed) in [(true, true), (false, false)] {
+            let engine = MemoryEngine::new(World {
+                volumes: vec![volume("v", "b")],
+                images: vec![image()],
+                ..World::default()
+            });
+            let goal = Goal::Reconcile {
+                boxes: vec![],
+                keep_volumes: vec![],
+                grace: None,
+                max_lease: None,
+                archive: None,
+            };
+            let listed = crate::exec::list::inventory(&engine, &Scope::default())
+                .await
+                .unwrap();
+            let plan = crate::plan::Plan::build(&goal, &listed, NOW);
+            let mut labels = helper_labels(&scope_labels(&Scope::default()), Some("b"));
+            if !role {
+                labels.remove(ROLE_LABEL);
+            }
+            let late = Helper {
+                image: "sha256:feed".into(),
+                volume: "v".into(),
+                mount: HELPER_MOUNT.into(),
+                labels,
+            };
+            engine.create_helper(&late).await.unwrap();
+            let applied = crate::exec::apply::apply(
+                &engine,
+                &plan,
+                &ApplyOptions::default(),
+                &CancellationToken::new(),
+                &Silent,
+            )
+            .await;
+            let world = engine.world();
+            if removed {
+                assert_eq!(applied.outcomes, vec![Outcome::Removed]);
+                assert!(world.volumes.is_empty() && world.containers.is_empty());
+            } else {
+                assert!(
+                    matches!(applied.outcomes[0], Outcome::Failed(_)),
+                    "{applied:?}"
+                );
+                assert_eq!((world.volumes.len(), world.containers.len()), (1, 1));
+            }
+        }
+    }
+
     #[tokio::test]
     async fn the_helper_carries_the_scope_the_box_and_the_role() {
         let labels = helper_labels(&box_labels("ignored"), Some("b"));
