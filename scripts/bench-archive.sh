@@ -122,6 +122,10 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 # "Maximum resident set size (kbytes): N" of a GNU time -v output, in MiB.
 rss_mib() { awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$1"; }
+# User + system CPU seconds of a GNU time -v output.
+cpu_s() { awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { t += $2 } END { printf "%.2f", t }' "$1"; }
+# The 1-minute load average (other agents share the machine).
+load1() { cut -d' ' -f1 /proc/loadavg; }
 
 ensure_tools() {
     local missing=()
@@ -221,7 +225,8 @@ fill() { # $1 = round
 # wall_with_fsync" to raw. The last: the idiom followed by `sync FILE` (an
 # fsync of the archive, which sandboxctl does and the idiom does not).
 run_docker_cp() { # $1 = round
-    local out=$WORK/cp-r$1.tar.zst t0 t1 t2 wall bytes
+    local out=$WORK/cp-r$1.tar.zst t0 t1 t2 wall bytes load
+    load=$(load1)
     t0=$(now)
     /usr/bin/time -v -o "$WORK/cp-r$1.time" docker cp "$HOLDER:/v" - |
         /usr/bin/time -v -o "$WORK/zstd-r$1.time" zstd -3 -q >"$out"
@@ -232,14 +237,15 @@ run_docker_cp() { # $1 = round
     bytes=$(stat -c %s "$out")
     zstd -t -q "$out" || die "round $1: docker cp | zstd made a broken archive"
     rm -f "$out"
-    echo "b $1 $wall $bytes $(rss_mib "$WORK/cp-r$1.time") $(rss_mib "$WORK/zstd-r$1.time") $(span "$t0" "$t2")" >>"$WORK/raw"
-    log "round $1 (b) docker cp | zstd -3: $wall s ($(span "$t0" "$t2") s with sync FILE), archive $(mib "$bytes") MiB, RSS docker cp $(rss_mib "$WORK/cp-r$1.time") MiB, zstd $(rss_mib "$WORK/zstd-r$1.time") MiB"
+    echo "b $1 $wall $bytes $(rss_mib "$WORK/cp-r$1.time") $(rss_mib "$WORK/zstd-r$1.time") $(span "$t0" "$t2") $(cpu_s "$WORK/cp-r$1.time") $(cpu_s "$WORK/zstd-r$1.time") $load" >>"$WORK/raw"
+    log "round $1 (b) docker cp | zstd -3: $wall s ($(span "$t0" "$t2") s with sync FILE), archive $(mib "$bytes") MiB, RSS docker cp $(rss_mib "$WORK/cp-r$1.time") MiB, zstd $(rss_mib "$WORK/zstd-r$1.time") MiB, CPU docker cp $(cpu_s "$WORK/cp-r$1.time") s, zstd $(cpu_s "$WORK/zstd-r$1.time") s, load $load"
 }
 
 # (a): sandboxctl apply --archive; appends "a round wall archive_bytes rss tar_bytes" to raw.
 run_sandboxctl() { # $1 = round
-    local dir=$WORK/archive-r$1 json=$WORK/apply-r$1.json rc=0 t0 t1
+    local dir=$WORK/archive-r$1 json=$WORK/apply-r$1.json rc=0 t0 t1 load
     mkdir -p "$dir"
+    load=$(load1)
     t0=$(now)
     /usr/bin/time -v -o "$WORK/apply-r$1.time" \
         "$BIN" --scope "$SCOPE_LABEL" --state "$EMPTY_STATE" --format json apply --archive "$dir" \
@@ -266,8 +272,8 @@ run_sandboxctl() { # $1 = round
     local wall rss
     wall=$(span "$t0" "$t1")
     rss=$(rss_mib "$WORK/apply-r$1.time")
-    echo "a $1 $wall $bytes $rss $uncompressed" >>"$WORK/raw"
-    log "round $1 (a) sandboxctl apply --archive: $wall s, archive $(mib "$bytes") MiB, peak RSS $rss MiB, tar $(mib "$uncompressed") MiB"
+    echo "a $1 $wall $bytes $rss $uncompressed $(cpu_s "$WORK/apply-r$1.time") $load" >>"$WORK/raw"
+    log "round $1 (a) sandboxctl apply --archive: $wall s, archive $(mib "$bytes") MiB, peak RSS $rss MiB, tar $(mib "$uncompressed") MiB, CPU $(cpu_s "$WORK/apply-r$1.time") s, load $load"
 }
 
 ensure_tools
