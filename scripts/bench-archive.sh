@@ -30,6 +30,10 @@
 # The table also shows the idiom's wall time up to a `sync FILE` after it
 # (same runs), since sandboxctl fsyncs its archive before it counts as written.
 #
+# Also recorded: CPU seconds (user + system, GNU time; for (b) docker cp's and
+# zstd's added) and the 1-minute load average before each run, since other
+# work shares the machine.
+#
 # Output: a markdown table on stdout (medians; MiB/s is the tar stream's size,
 # the manifest's uncompressedSize, over the median wall time), the raw runs on
 # stderr. Exits 1 if a run fails (sandboxctl not exit 0, not converged, no
@@ -301,6 +305,8 @@ B_RSS_ZSTD=$(col b 6 | median)
 A_BYTES=$(col a 4 | median)
 B_BYTES=$(col b 4 | median)
 TAR_BYTES=$(col a 6 | median)
+A_CPU=$(col a 7 | median)
+B_CPU=$(awk '$1 == "b" { printf "%.2f\n", $8 + $9 }' "$WORK/raw" | median)
 rate() { awk -v b="$TAR_BYTES" -v s="$1" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
 
 log "raw runs (kind round wall bytes rss...):"
@@ -309,11 +315,13 @@ cat "$WORK/raw" >&2
 cat <<EOF
 Volume: $SIZE MiB of incompressible bytes + $SMALL small text files; tar stream $(mib "$TAR_BYTES") MiB. $REPEAT rounds, medians; $(nproc) CPUs; Docker $(docker version --format '{{.Server.Version}}'); zstd $(zstd -V | grep -o 'v[0-9.]*').
 
-| contender | wall (s) | MiB/s | archive (MiB) | peak RSS (MiB) |
-|---|---|---|---|---|
-| \`sandboxctl apply --archive\` | $A_WALL ($(col a 3 | paste -sd' ')) | $(rate "$A_WALL") | $(mib "$A_BYTES") | $A_RSS (max $A_RSS_MAX) |
-| \`docker cp C:/v - \| zstd -3 > f\` | $B_WALL ($(col b 3 | paste -sd' ')) | $(rate "$B_WALL") | $(mib "$B_BYTES") | docker cp $B_RSS_CP, zstd $B_RSS_ZSTD |
-| the same, then \`sync f\` (fsync) | $B_WALL_SYNC ($(col b 7 | paste -sd' ')) | $(rate "$B_WALL_SYNC") | $(mib "$B_BYTES") | |
+| contender | wall (s) | MiB/s | CPU (s) | archive (MiB) | peak RSS (MiB) |
+|---|---|---|---|---|---|
+| \`sandboxctl apply --archive\` (fsync included) | $A_WALL ($(col a 3 | paste -sd' ')) | $(rate "$A_WALL") | $A_CPU | $(mib "$A_BYTES") | $A_RSS (max $A_RSS_MAX) |
+| \`docker cp C:/v - \| zstd -3 > f\` (no fsync) | $B_WALL ($(col b 3 | paste -sd' ')) | $(rate "$B_WALL") | $B_CPU | $(mib "$B_BYTES") | docker cp $B_RSS_CP, zstd $B_RSS_ZSTD |
+| the same, then \`sync f\` (fsync) | $B_WALL_SYNC ($(col b 7 | paste -sd' ')) | $(rate "$B_WALL_SYNC") | | $(mib "$B_BYTES") | |
+
+1-minute load average before each run (2 CPUs shared with other agents): sandboxctl $(col a 8 | paste -sd' '); idiom $(col b 10 | paste -sd' ').
 
 sandboxctl / idiom wall time: $(awk -v a="$A_WALL" -v b="$B_WALL" 'BEGIN { printf "%.2f", a / b }'). Goals (issue 16): RSS under 64 MiB: $(awk -v r="$A_RSS_MAX" 'BEGIN { print (r < 64 ? "met" : "missed") }'); no slower than the idiom: $(awk -v a="$A_WALL" -v b="$B_WALL" 'BEGIN { print (a <= b ? "met" : "missed") }').
 EOF
