@@ -402,21 +402,19 @@ async fn pump(
     for _ in 0..BLOCKS {
         let _ = home.try_send(Vec::new());
     }
-    // The next empty block, allocated on its first use. A writer that stops
-    // drops the blocks it holds, which come back here; the pool never closes
-    // while `home` lives, so `None` does not happen (it would end the stream).
+    // The next empty block, allocated on its first use. Every block comes
+    // back to the pool when dropped (a writer that stops drops those it
+    // holds), and the pool never closes while `home` lives: `recv` waits
+    // for one and never answers `None`.
     let mut next = async || {
-        pool.recv().await.map(|mut data| {
-            data.reserve_exact(BLOCK);
-            Block {
-                data,
-                home: home.clone(),
-            }
-        })
+        let mut data = pool.recv().await.unwrap_or_default();
+        data.reserve_exact(BLOCK);
+        Block {
+            data,
+            home: home.clone(),
+        }
     };
-    let Some(mut block) = next().await else {
-        return None;
-    };
+    let mut block = next().await;
     while let Some(chunk) = stream.next().await {
         let mut data = match chunk {
             Ok(data) => data,
@@ -429,10 +427,7 @@ async fn pump(
                 if tx.send(Chunk::Data(block)).await.is_err() {
                     return None;
                 }
-                block = match next().await {
-                    Some(b) => b,
-                    None => return None,
-                };
+                block = next().await;
             }
         }
     }
