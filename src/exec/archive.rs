@@ -4,9 +4,10 @@
 //! Owns the engine calls of both (a helper container that is never started,
 //! the tar stream out of it or into it, the helper's removal) and the files:
 //! `DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst` and its manifest
-//! `.json` beside it. The tar stream goes through a zstd encoder into a
-//! temporary file on a blocking thread, chunk by chunk (memory stays flat
-//! whatever the volume's size); then fsync, the manifest (fsynced), the
+//! `.json` beside it. The tar stream is copied into 1 MiB blocks from a pool
+//! of four, and goes through a zstd encoder (one worker thread, 2 MiB jobs)
+//! into a temporary file on a blocking thread (memory stays flat whatever
+//! the volume's size); then fsync, the manifest (fsynced), the
 //! manifest's rename, the archive's rename, and an fsync of the directory. So
 //! an archive under a final name always has its manifest, and a partial
 //! archive never stands under a final name. On any failure the temporary files
