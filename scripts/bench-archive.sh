@@ -30,6 +30,10 @@
 # The table also shows the idiom's wall time up to a `sync FILE` after it
 # (same runs), since sandboxctl fsyncs its archive before it counts as written.
 #
+# Also recorded: CPU seconds (user + system, GNU time; for (b) docker cp's and
+# zstd's added) and the 1-minute load average before each run, since other
+# work shares the machine.
+#
 # Output: a markdown table on stdout (medians; MiB/s is the tar stream's size,
 # the manifest's uncompressedSize, over the median wall time), the raw runs on
 # stderr. Exits 1 if a run fails (sandboxctl not exit 0, not converged, no
@@ -122,6 +126,10 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 # "Maximum resident set size (kbytes): N" of a GNU time -v output, in MiB.
 rss_mib() { awk -F': ' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$1"; }
+# User + system CPU seconds of a GNU time -v output.
+cpu_s() { awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { t += $2 } END { printf "%.2f", t }' "$1"; }
+# The 1-minute load average (other agents share the machine).
+load1() { cut -d' ' -f1 /proc/loadavg; }
 
 ensure_tools() {
     local missing=()
@@ -221,7 +229,8 @@ fill() { # $1 = round
 # wall_with_fsync" to raw. The last: the idiom followed by `sync FILE` (an
 # fsync of the archive, which sandboxctl does and the idiom does not).
 run_docker_cp() { # $1 = round
-    local out=$WORK/cp-r$1.tar.zst t0 t1 t2 wall bytes
+    local out=$WORK/cp-r$1.tar.zst t0 t1 t2 wall bytes load
+    load=$(load1)
     t0=$(now)
     /usr/bin/time -v -o "$WORK/cp-r$1.time" docker cp "$HOLDER:/v" - |
         /usr/bin/time -v -o "$WORK/zstd-r$1.time" zstd -3 -q >"$out"
@@ -232,14 +241,15 @@ run_docker_cp() { # $1 = round
     bytes=$(stat -c %s "$out")
     zstd -t -q "$out" || die "round $1: docker cp | zstd made a broken archive"
     rm -f "$out"
-    echo "b $1 $wall $bytes $(rss_mib "$WORK/cp-r$1.time") $(rss_mib "$WORK/zstd-r$1.time") $(span "$t0" "$t2")" >>"$WORK/raw"
-    log "round $1 (b) docker cp | zstd -3: $wall s ($(span "$t0" "$t2") s with sync FILE), archive $(mib "$bytes") MiB, RSS docker cp $(rss_mib "$WORK/cp-r$1.time") MiB, zstd $(rss_mib "$WORK/zstd-r$1.time") MiB"
+    echo "b $1 $wall $bytes $(rss_mib "$WORK/cp-r$1.time") $(rss_mib "$WORK/zstd-r$1.time") $(span "$t0" "$t2") $(cpu_s "$WORK/cp-r$1.time") $(cpu_s "$WORK/zstd-r$1.time") $load" >>"$WORK/raw"
+    log "round $1 (b) docker cp | zstd -3: $wall s ($(span "$t0" "$t2") s with sync FILE), archive $(mib "$bytes") MiB, RSS docker cp $(rss_mib "$WORK/cp-r$1.time") MiB, zstd $(rss_mib "$WORK/zstd-r$1.time") MiB, CPU docker cp $(cpu_s "$WORK/cp-r$1.time") s, zstd $(cpu_s "$WORK/zstd-r$1.time") s, load $load"
 }
 
 # (a): sandboxctl apply --archive; appends "a round wall archive_bytes rss tar_bytes" to raw.
 run_sandboxctl() { # $1 = round
-    local dir=$WORK/archive-r$1 json=$WORK/apply-r$1.json rc=0 t0 t1
+    local dir=$WORK/archive-r$1 json=$WORK/apply-r$1.json rc=0 t0 t1 load
     mkdir -p "$dir"
+    load=$(load1)
     t0=$(now)
     /usr/bin/time -v -o "$WORK/apply-r$1.time" \
         "$BIN" --scope "$SCOPE_LABEL" --state "$EMPTY_STATE" --format json apply --archive "$dir" \
@@ -266,8 +276,8 @@ run_sandboxctl() { # $1 = round
     local wall rss
     wall=$(span "$t0" "$t1")
     rss=$(rss_mib "$WORK/apply-r$1.time")
-    echo "a $1 $wall $bytes $rss $uncompressed" >>"$WORK/raw"
-    log "round $1 (a) sandboxctl apply --archive: $wall s, archive $(mib "$bytes") MiB, peak RSS $rss MiB, tar $(mib "$uncompressed") MiB"
+    echo "a $1 $wall $bytes $rss $uncompressed $(cpu_s "$WORK/apply-r$1.time") $load" >>"$WORK/raw"
+    log "round $1 (a) sandboxctl apply --archive: $wall s, archive $(mib "$bytes") MiB, peak RSS $rss MiB, tar $(mib "$uncompressed") MiB, CPU $(cpu_s "$WORK/apply-r$1.time") s, load $load"
 }
 
 ensure_tools
@@ -295,6 +305,8 @@ B_RSS_ZSTD=$(col b 6 | median)
 A_BYTES=$(col a 4 | median)
 B_BYTES=$(col b 4 | median)
 TAR_BYTES=$(col a 6 | median)
+A_CPU=$(col a 7 | median)
+B_CPU=$(awk '$1 == "b" { printf "%.2f\n", $8 + $9 }' "$WORK/raw" | median)
 rate() { awk -v b="$TAR_BYTES" -v s="$1" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
 
 log "raw runs (kind round wall bytes rss...):"
@@ -303,11 +315,13 @@ cat "$WORK/raw" >&2
 cat <<EOF
 Volume: $SIZE MiB of incompressible bytes + $SMALL small text files; tar stream $(mib "$TAR_BYTES") MiB. $REPEAT rounds, medians; $(nproc) CPUs; Docker $(docker version --format '{{.Server.Version}}'); zstd $(zstd -V | grep -o 'v[0-9.]*').
 
-| contender | wall (s) | MiB/s | archive (MiB) | peak RSS (MiB) |
-|---|---|---|---|---|
-| \`sandboxctl apply --archive\` | $A_WALL ($(col a 3 | paste -sd' ')) | $(rate "$A_WALL") | $(mib "$A_BYTES") | $A_RSS (max $A_RSS_MAX) |
-| \`docker cp C:/v - \| zstd -3 > f\` | $B_WALL ($(col b 3 | paste -sd' ')) | $(rate "$B_WALL") | $(mib "$B_BYTES") | docker cp $B_RSS_CP, zstd $B_RSS_ZSTD |
-| the same, then \`sync f\` (fsync) | $B_WALL_SYNC ($(col b 7 | paste -sd' ')) | $(rate "$B_WALL_SYNC") | $(mib "$B_BYTES") | |
+| contender | wall (s) | MiB/s | CPU (s) | archive (MiB) | peak RSS (MiB) |
+|---|---|---|---|---|---|
+| \`sandboxctl apply --archive\` (fsync included) | $A_WALL ($(col a 3 | paste -sd' ')) | $(rate "$A_WALL") | $A_CPU | $(mib "$A_BYTES") | $A_RSS (max $A_RSS_MAX) |
+| \`docker cp C:/v - \| zstd -3 > f\` (no fsync) | $B_WALL ($(col b 3 | paste -sd' ')) | $(rate "$B_WALL") | $B_CPU | $(mib "$B_BYTES") | docker cp $B_RSS_CP, zstd $B_RSS_ZSTD |
+| the same, then \`sync f\` (fsync) | $B_WALL_SYNC ($(col b 7 | paste -sd' ')) | $(rate "$B_WALL_SYNC") | | $(mib "$B_BYTES") | |
+
+1-minute load average before each run (2 CPUs shared with other agents): sandboxctl $(col a 8 | paste -sd' '); idiom $(col b 10 | paste -sd' ').
 
 sandboxctl / idiom wall time: $(awk -v a="$A_WALL" -v b="$B_WALL" 'BEGIN { printf "%.2f", a / b }'). Goals (issue 16): RSS under 64 MiB: $(awk -v r="$A_RSS_MAX" 'BEGIN { print (r < 64 ? "met" : "missed") }'); no slower than the idiom: $(awk -v a="$A_WALL" -v b="$B_WALL" 'BEGIN { print (a <= b ? "met" : "missed") }').
 EOF

@@ -4,9 +4,10 @@
 //! Owns the engine calls of both (a helper container that is never started,
 //! the tar stream out of it or into it, the helper's removal) and the files:
 //! `DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst` and its manifest
-//! `.json` beside it. The tar stream goes through a zstd encoder into a
-//! temporary file on a blocking thread, chunk by chunk (memory stays flat
-//! whatever the volume's size); then fsync, the manifest (fsynced), the
+//! `.json` beside it. The tar stream is copied into 1 MiB blocks from a pool
+//! of four, and goes through a zstd encoder (one worker thread, 2 MiB jobs)
+//! into a temporary file on a blocking thread (memory stays flat whatever
+//! the volume's size); then fsync, the manifest (fsynced), the
 //! manifest's rename, the archive's rename, and an fsync of the directory. So
 //! an archive under a final name always has its manifest, and a partial
 //! archive never stands under a final name. On any failure the temporary files
@@ -36,9 +37,24 @@ use crate::model::{
 const ZSTD_LEVEL: i32 = 3;
 /// The version of the manifest's JSON form.
 const MANIFEST_VERSION: u32 = 1;
-/// Chunks in flight between the engine's stream and the file writer (each
-/// is one chunk of the engine's answer, tens of KiB): what bounds memory.
+/// Chunks in flight between an archive's decompressing reader thread and
+/// the engine (restore).
 const IN_FLIGHT: usize = 8;
+/// The bytes of the engine's tar stream handed to the writer thread at once.
+/// The engine's answer comes in chunks of about 32 KiB; handing each over
+/// by itself made the reader and the writer take turns (see docs/archive.md).
+const BLOCK: usize = 1 << 20;
+/// Blocks in existence at once (filling, in flight, being compressed): with
+/// `BLOCK`, what bounds the stream's memory (4 MiB), whatever its chunks.
+const BLOCKS: usize = 4;
+/// zstd's worker threads: one, so that compression runs beside the writer
+/// thread (which counts, feeds zstd, hashes and writes), as the zstd CLI does.
+const ZSTD_WORKERS: u32 = 1;
+/// The input of one zstd job. zstd's own default at level 3 is 8 MiB, which
+/// holds about 56 MiB (the CLI's RSS); 2 MiB holds about 16 MiB.
+const ZSTD_JOB: u32 = 2 << 20;
+/// The archive file's write buffer: the encoder gives 32 KiB at a time.
+const WRITE_BUFFER: usize = 1 << 20;
 /// The bytes a restore reads from the archive at once.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -347,9 +363,33 @@ async fn remove_helper(engine: &dyn Engine, key: &ObjectKey) -> Result<(), Engin
 
 /// Messages from the engine's stream to the writer thread.
 enum Chunk {
-    Data(Bytes),
+    Data(Block),
     /// The stream ended well: finish the file.
     End,
+}
+
+/// A buffer of the engine's stream on its way to the writer thread. It goes
+/// back to its pool when dropped, wherever that happens, so the buffers in
+/// existence never exceed the pool's size.
+struct Block {
+    data: Vec<u8>,
+    home: tokio::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl std::ops::Deref for Block {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        let mut data = std::mem::take(&mut self.data);
+        data.clear();
+        // The pool has room for every buffer; a closed pool frees it.
+        let _ = self.home.try_send(data);
+    }
 }
 
 /// Streams `path` of `container` into the archive and renames it (see the module header).
@@ -361,28 +401,18 @@ async fn stream_to_file(
     base: String,
     manifest: Manifest,
 ) -> Result<Archived, ArchiveError> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(IN_FLIGHT);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(BLOCKS);
     let writer = tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest));
-    let mut stream = engine.download(container, path);
-    let mut failed = None;
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(data) => {
-                if tx.send(Chunk::Data(data)).await.is_err() {
-                    // The writer stopped: its error says why.
-                    break;
-                }
-            }
-            Err(e) => {
-                failed = Some(ArchiveError::Engine(e));
-                break;
-            }
-        }
-    }
-    if failed.is_none() {
-        let _ = tx.send(Chunk::End).await;
-    }
-    drop(tx);
+    // The stream is read by a task of its own, on the runtime's workers where
+    // the engine's connection runs, rather than by whoever awaits this (the
+    // main thread, for `apply`): one thread fewer to wake for every chunk.
+    let stream = engine.download(container, path);
+    let pump = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(pump(stream, tx)));
+    let failed = pump.await.unwrap_or_else(|e| {
+        Some(ArchiveError::Tar(format!(
+            "the stream's reader did not finish: {e}"
+        )))
+    });
     let written = writer.await.unwrap_or_else(|e| {
         Err(ArchiveError::Tar(format!(
             "the writer thread did not finish: {e}"
@@ -392,6 +422,55 @@ async fn stream_to_file(
         Some(e) => Err(e),
         None => written,
     }
+}
+
+/// Copies the engine's stream into blocks of a pool of `BLOCKS` and hands
+/// each full one to the writer; `End` once the stream ended well. Each chunk
+/// of the engine is dropped as soon as it is copied, so the HTTP client can
+/// reuse its read buffer. Returns the engine's error if its stream failed;
+/// `None` also when the writer stopped first (its own error says why).
+async fn pump(
+    mut stream: crate::engine::TarStream,
+    tx: tokio::sync::mpsc::Sender<Chunk>,
+) -> Option<ArchiveError> {
+    let (home, mut pool) = tokio::sync::mpsc::channel::<Vec<u8>>(BLOCKS);
+    for _ in 0..BLOCKS {
+        let _ = home.try_send(Vec::new());
+    }
+    // The next empty block, allocated on its first use. Every block comes
+    // back to the pool when dropped (a writer that stops drops those it
+    // holds), and the pool never closes while `home` lives: `recv` waits
+    // for one and never answers `None`.
+    let mut next = async || {
+        let mut data = pool.recv().await.unwrap_or_default();
+        data.reserve_exact(BLOCK);
+        Block {
+            data,
+            home: home.clone(),
+        }
+    };
+    let mut block = next().await;
+    while let Some(chunk) = stream.next().await {
+        let mut data = match chunk {
+            Ok(data) => data,
+            Err(e) => return Some(ArchiveError::Engine(e)),
+        };
+        while !data.is_empty() {
+            let n = (BLOCK - block.data.len()).min(data.len());
+            block.data.extend_from_slice(&data.split_to(n));
+            if block.data.len() == BLOCK {
+                if tx.send(Chunk::Data(block)).await.is_err() {
+                    return None;
+                }
+                block = next().await;
+            }
+        }
+    }
+    if !block.data.is_empty() && tx.send(Chunk::Data(block)).await.is_err() {
+        return None;
+    }
+    let _ = tx.send(Chunk::End).await;
+    None
 }
 
 /// A writer that hashes and counts what goes through it.
@@ -607,33 +686,25 @@ fn write_archive(
     let write_err = |e| ArchiveError::io("write", &tmp_archive, e);
     let mut encoder = zstd::stream::write::Encoder::new(
         Hashing {
-            inner: io::BufWriter::new(file),
+            inner: io::BufWriter::with_capacity(WRITE_BUFFER, file),
             sha: Sha256::new(),
             bytes: 0,
         },
         ZSTD_LEVEL,
     )
     .map_err(write_err)?;
+    encoder.multithread(ZSTD_WORKERS).map_err(write_err)?;
+    encoder
+        .set_parameter(zstd::zstd_safe::CParameter::JobSize(ZSTD_JOB))
+        .map_err(write_err)?;
     let mut tar = TarCount::default();
-    let mut ended = false;
-    while let Some(chunk) = rx.blocking_recv() {
-        match chunk {
-            Chunk::Data(data) => {
-                tar.feed(&data);
-                encoder.write_all(&data).map_err(write_err)?;
-            }
-            Chunk::End => {
-                ended = true;
-                break;
-            }
-        }
-    }
-    if !ended {
+    if !encode(&mut rx, &mut tar, &mut encoder).map_err(write_err)? {
         // The stream broke: the caller has the engine's error.
         return Err(ArchiveError::Tar("the stream stopped early".into()));
     }
     tar.check()?;
     let hashing = encoder.finish().map_err(write_err)?;
+    let (sha, size) = (hashing.sha, hashing.bytes);
     let file = hashing
         .inner
         .into_inner()
@@ -641,10 +712,10 @@ fn write_archive(
     file.sync_all().map_err(write_err)?;
     drop(file);
 
-    let sha256 = hex(&hashing.sha.finalize());
+    let sha256 = hex(&sha.finalize());
     manifest.archive = format!("{base}.tar.zst");
     manifest.sha256 = sha256.clone();
-    manifest.size = hashing.bytes;
+    manifest.size = size;
     manifest.uncompressed_size = tar.bytes;
     manifest.file_count = tar.entries;
     let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
@@ -680,6 +751,25 @@ fn write_archive(
         uncompressed_size: manifest.uncompressed_size,
         file_count: manifest.file_count,
     })
+}
+
+/// The encode loop: every block counted and compressed. Whether it ended
+/// well (`End`); else the stream broke and the caller has the engine's error.
+fn encode<W: Write>(
+    rx: &mut tokio::sync::mpsc::Receiver<Chunk>,
+    tar: &mut TarCount,
+    encoder: &mut W,
+) -> io::Result<bool> {
+    while let Some(chunk) = rx.blocking_recv() {
+        match chunk {
+            Chunk::Data(data) => {
+                tar.feed(&data);
+                encoder.write_all(&data)?;
+            }
+            Chunk::End => return Ok(true),
+        }
+    }
+    Ok(false)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {
