@@ -600,6 +600,7 @@ pub struct Removals {
     pub containers: BTreeSet<String>,
     pub volumes: BTreeSet<String>,
     pub networks: BTreeSet<String>,
+    pub swarm: BTreeSet<String>,
 }
 
 impl Removals {
@@ -608,6 +609,7 @@ impl Removals {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service | Kind::Config | Kind::Secret => &self.swarm,
         }
     }
 }
@@ -1334,6 +1336,7 @@ mod real {
                 containers: [self.container.clone()].into(),
                 volumes: [self.volume.clone()].into(),
                 networks: self.network.iter().map(|(_, n)| n.clone()).collect(),
+                swarm: BTreeSet::new(),
             };
             if command.removes_leaks() {
                 r.volumes.insert(self.leak.clone());
@@ -2393,7 +2396,7 @@ mod memory {
                     .into(),
                 tags: vec!["ca-sbx:matrix".into()],
             }],
-            clock_skew: 0,
+            ..World::default()
         }
     }
 
@@ -2403,6 +2406,7 @@ mod memory {
             containers: [CONTAINER.to_string()].into(),
             volumes: [VOLUME.to_string()].into(),
             networks: [NETWORK.to_string()].into(),
+            swarm: BTreeSet::new(),
         };
         if command.removes_leaks() {
             r.volumes.insert(LEAK.into());

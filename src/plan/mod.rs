@@ -418,7 +418,7 @@ impl<'i> Ages<'i> {
                 let e = map.entry(b).or_insert(created);
                 *e = (*e).min(created);
             }
-            if o.kind() == Kind::Container {
+            if matches!(o.kind(), Kind::Container | Kind::Service) {
                 for d in &o.depends_on {
                     let e = users_newest.entry(d).or_insert(created);
                     *e = (*e).max(created);
@@ -580,7 +580,7 @@ fn holder_refs(holders: &[Holder]) -> Vec<Ref> {
     holders
         .iter()
         .map(|h| Ref {
-            kind: Kind::Container,
+            kind: h.kind,
             id: Some(h.id.clone()),
             name: h.name.clone(),
             how: Some(h.how.as_str().to_string()),
@@ -599,15 +599,38 @@ fn object_ref(o: &Object, how: Option<&str>) -> Ref {
 
 /// How a dependent uses what it depends on, in words for a `Ref`.
 fn use_of(dependent: &Object, dependency: &Object) -> &'static str {
-    match dependency.kind() {
-        Kind::Volume => "mounts",
-        Kind::Network => "attached",
-        Kind::Container => dependent
+    match (dependent.kind(), dependency.kind()) {
+        (Kind::Service, Kind::Container) => "runs it as a task",
+        (_, Kind::Container) => dependent
             .joins
             .first()
             .map(|j| crate::plan::inventory::Use::Joins(j.namespace).as_str())
             .unwrap_or("joins its namespace"),
+        (_, kind) => crate::plan::inventory::Use::of(kind).as_str(),
     }
+}
+
+/// For a managed container an orchestrator owns: the owner, unless that owner
+/// is a managed Swarm service (its removal takes the container), or a Swarm
+/// service that a manager's listing shows is gone (nothing recreates the
+/// container any more).
+fn foreign_owner(o: &Object, inv: &Inventory) -> Option<crate::model::Owner> {
+    if o.kind() != Kind::Container {
+        return None;
+    }
+    let owner = crate::model::Owner::of(&o.labels)?;
+    if let Some(service) = crate::model::Owner::swarm_service(&o.labels) {
+        let key = ObjectKey::new(&o.key.engine, Kind::Service, service);
+        if inv.objects.contains_key(&key) {
+            return None;
+        }
+        let listed = inv.swarm_skipped.is_none();
+        let exists = inv.unmanaged.iter().any(|u| u.key == key);
+        if listed && !exists {
+            return None;
+        }
+    }
+    Some(owner)
 }
 
 impl Plan {
@@ -706,6 +729,9 @@ impl Plan {
                 verdicts[i] = Verdict::Block(Reason::HeldByUnmanaged {
                     holders: holder_refs(holders),
                 });
+            } else if let Some(owner) = foreign_owner(o, inv) {
+                // Removed directly, it would be recreated by its orchestrator.
+                verdicts[i] = Verdict::Block(Reason::OwnedByOrchestrator { owner });
             }
         }
         // What a blocked object depends on is blocked (it cannot go while its
@@ -1107,6 +1133,7 @@ mod tests {
             network("n", Some("x")),
         ]);
         let holder = |how| Holder {
+            kind: Kind::Container,
             id: "f00000000000000".into(),
             name: "web".into(),
             how,

@@ -225,6 +225,13 @@ pub struct Kept {
     pub containers: Vec<Noted>,
     pub volumes: Vec<Noted>,
     pub networks: Vec<Noted>,
+    /// The Swarm kinds: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Noted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<Noted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<Noted>,
 }
 
 impl Kept {
@@ -233,6 +240,9 @@ impl Kept {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service => &self.services,
+            Kind::Config => &self.configs,
+            Kind::Secret => &self.secrets,
         }
     }
 
@@ -439,6 +449,13 @@ pub struct Removed {
     pub containers: Vec<Gone>,
     pub volumes: Vec<Gone>,
     pub networks: Vec<Gone>,
+    /// The Swarm kinds: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Gone>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<Gone>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<Gone>,
 }
 
 impl Removed {
@@ -447,6 +464,9 @@ impl Removed {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service => &self.services,
+            Kind::Config => &self.configs,
+            Kind::Secret => &self.secrets,
         }
     }
 
@@ -531,6 +551,13 @@ pub struct Report {
     pub remaining_containers: Vec<Leftover>,
     pub remaining_volumes: Vec<Leftover>,
     pub remaining_networks: Vec<Leftover>,
+    /// The Swarm kinds' leftovers: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_services: Vec<Leftover>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_configs: Vec<Leftover>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_secrets: Vec<Leftover>,
     pub interrupted: bool,
     /// A fleet's summary per engine; absent for one engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -544,6 +571,9 @@ impl Report {
             Kind::Container => &self.remaining_containers,
             Kind::Volume => &self.remaining_volumes,
             Kind::Network => &self.remaining_networks,
+            Kind::Service => &self.remaining_services,
+            Kind::Config => &self.remaining_configs,
+            Kind::Secret => &self.remaining_secrets,
         }
     }
 
