@@ -22,5 +22,6 @@ mod planner;
 mod properties;
 mod races;
 mod state_files;
+mod swarm;
 mod validate;
 mod watch;

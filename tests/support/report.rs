@@ -28,6 +28,19 @@ pub struct Ref {
     pub how: Option<String>,
 }
 
+/// The orchestrator object that owns a container (`ownedByOrchestrator`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    /// `swarm`, `nomad` or `kubernetes`.
+    pub orchestrator: String,
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
 /// A `why` or `reason`: its `code`, the fields of that code, and the `text`
 /// a person reads.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -100,6 +113,11 @@ pub enum Reason {
         object: Ref,
         text: String,
     },
+    /// Blocked: an orchestrator that is not managed owns the container.
+    OwnedByOrchestrator {
+        owner: Owner,
+        text: String,
+    },
     RemovalFailed {
         error: String,
         text: String,
@@ -158,6 +176,7 @@ impl Reason {
             | Reason::MountedByKept { text, .. }
             | Reason::HeldByUnmanaged { text, .. }
             | Reason::WaitsForBlocked { text, .. }
+            | Reason::OwnedByOrchestrator { text, .. }
             | Reason::RemovalFailed { text, .. }
             | Reason::ArchiveFailed { text, .. }
             | Reason::ArchiveHelper { text }
