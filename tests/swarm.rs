@@ -29,6 +29,8 @@ use crate::support::engines::{link_exists, Engine, SecondDockerd};
 struct Swarm {
     engine: Option<Engine>,
     gateway: String,
+    /// The address a joining node reaches the manager at.
+    manager: String,
 }
 
 /// A free tcp port on 127.0.0.1.
@@ -73,6 +75,53 @@ impl Swarm {
     /// A second dockerd of this test's own, made a swarm manager; `None`
     /// without the main engine.
     async fn start() -> Option<Swarm> {
+        let mut swarm = Swarm::engine_with_gateway().await?;
+        let listen = format!("127.0.0.1:{}", free_tcp_port());
+        let mut init = swarm.cli();
+        init.args([
+            "swarm",
+            "init",
+            "--advertise-addr",
+            "127.0.0.1",
+            "--listen-addr",
+            &listen,
+            "--data-path-port",
+            &free_data_path_port().to_string(),
+        ]);
+        run(init, "swarm init on the second dockerd");
+        swarm.manager = listen;
+        Some(swarm)
+    }
+
+    /// Another dockerd of this test's own joined to `manager`'s swarm as a
+    /// worker, listening and advertising on `127.0.0.2` (its gossip and
+    /// control ports must not be the manager's).
+    async fn join(manager: &Swarm) -> Option<Swarm> {
+        let mut node = Swarm::engine_with_gateway().await?;
+        let mut token = manager.cli();
+        token.args(["swarm", "join-token", "-q", "worker"]);
+        let token = run(token, "worker join token");
+        let listen = format!("127.0.0.2:{}", free_tcp_port());
+        let mut join = node.cli();
+        join.args([
+            "swarm",
+            "join",
+            "--token",
+            &token,
+            "--listen-addr",
+            &listen,
+            "--advertise-addr",
+            "127.0.0.2",
+            &manager.manager,
+        ]);
+        run(join, "swarm join of the second node");
+        node.manager = manager.manager.clone();
+        Some(node)
+    }
+
+    /// A second dockerd with the swarm's `docker_gwbridge` made on a host
+    /// bridge of its own, before any swarm command.
+    async fn engine_with_gateway() -> Option<Swarm> {
         let engine = SecondDockerd::new().start().await?;
         // The harness's bridge is `sbx-dN-K`, with 10.213.N.0/24 unrouted
         // before it: the gateway is `sbx-gN-K` on 10.215.N.0/24.
@@ -85,6 +134,7 @@ impl Swarm {
         let swarm = Swarm {
             gateway: format!("sbx-g{suffix}"),
             engine: Some(engine),
+            manager: String::new(),
         };
         let mut gw = swarm.cli();
         gw.args([
@@ -103,18 +153,6 @@ impl Swarm {
             "docker_gwbridge",
         ]);
         run(gw, "create docker_gwbridge");
-        let mut init = swarm.cli();
-        init.args([
-            "swarm",
-            "init",
-            "--advertise-addr",
-            "127.0.0.1",
-            "--listen-addr",
-            &format!("127.0.0.1:{}", free_tcp_port()),
-            "--data-path-port",
-            &free_data_path_port().to_string(),
-        ]);
-        run(init, "swarm init on the second dockerd");
         Some(swarm)
     }
 
@@ -141,15 +179,22 @@ impl Swarm {
             .args(args)
             .args([TEST_IMAGE, SLEEP, "3600"]);
         let id = run(c, &format!("create service {name}"));
+        self.wait_for_tasks(&id, name, replicas as usize);
+        id
+    }
+
+    /// Waits until `n` containers of the service's tasks are on this node.
+    fn wait_for_tasks(&self, id: &str, name: &str, n: usize) {
+        let replicas = n;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let running = self.task_containers(&id).len();
-            if running == replicas as usize {
-                return id;
+            let running = self.task_containers(id).len();
+            if running == replicas {
+                return;
             }
             if Instant::now() >= deadline {
                 let mut ps = self.cli();
-                ps.args(["service", "ps", "--no-trunc", &id]);
+                ps.args(["service", "ps", "--no-trunc", id]);
                 let tasks = ps.output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
                 panic!(
                     "service {name}: {running} of {replicas} task containers after 60 s\n{tasks:?}\n{}",
@@ -484,5 +529,101 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_with_one_note() {
     let plan: Output = Cli::new().state_toml(&sbx.scope_toml()).arg("plan").run();
     plan.expect_code(0);
     assert_eq!(plan.stderr.matches("is not a swarm manager").count(), 1, "{}", plan.dump());
+    assert_main_inactive();
+}
+
+/// A two-node swarm of two dockerds on this machine: the manager on
+/// 127.0.0.1, the worker on 127.0.0.2, each with its own gateway bridge. A
+/// global service whose tasks mount a labeled volume runs a task on each
+/// node; each node keeps its own copy of the volume. On the worker the
+/// Swarm kinds are skipped with one note and its task container is
+/// `ownedByOrchestrator` (it cannot see the service); a fleet with an entry
+/// per node removes the service on the manager, whose removal takes the
+/// worker's task too, and a second run takes the worker's volume.
+#[tokio::test]
+async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
+    let Some(sbx) = Sandbox::new("swarm-two-nodes").await else {
+        return;
+    };
+    let Some(manager) = Swarm::start().await else {
+        return;
+    };
+    let Some(worker) = Swarm::join(&manager).await else {
+        return;
+    };
+    let prefix = sbx.scope_value();
+    let labels = managed(&sbx, "global");
+    let volume = format!("{prefix}-data");
+    let mut mount = format!("type=volume,source={volume},target=/data");
+    for l in &labels {
+        mount.push_str(&format!(",volume-label={l}"));
+    }
+    let mut args = flags("--label", &labels);
+    args.extend(flags("--container-label", &labels));
+    args.extend(["--mode".into(), "global".into(), "--mount".into(), mount]);
+    let name = format!("{prefix}-global");
+    let mut c = manager.cli();
+    c.args(["service", "create", "--detach", "--quiet", "--no-resolve-image"])
+        .args(["--name", &name])
+        .args(["--stop-grace-period", "1s", "--restart-condition", "none"])
+        .args(&args)
+        .args([TEST_IMAGE, SLEEP, "3600"]);
+    let service = run(c, "create the global service");
+    manager.wait_for_tasks(&service, &name, 1);
+    worker.wait_for_tasks(&service, &name, 1);
+    assert!(manager.exists("volume", &volume) && worker.exists("volume", &volume));
+
+    // The worker alone: no error, one note, its task blocked as owned.
+    let state = sbx.scope_toml();
+    let on_worker = worker.sandboxctl().state_toml(&state).json().arg("plan").run();
+    let plan = on_worker.expect_code(0).plan();
+    assert_eq!(
+        on_worker.stderr.matches("is not a swarm manager").count(),
+        1,
+        "{}",
+        on_worker.dump()
+    );
+    assert!(plan.steps.is_empty(), "{plan:#?}");
+    assert!(
+        plan.blocked
+            .iter()
+            .any(|b| b.kind == Kind::Container && b.why.code() == "ownedByOrchestrator"),
+        "{plan:#?}"
+    );
+
+    // A fleet with an entry per node.
+    let fleet = format!(
+        "{state}\n[[engine]]\nname = \"manager\"\nhost = \"{}\"\n\n[[engine]]\nname = \"worker\"\nhost = \"{}\"\n",
+        manager.host(),
+        worker.host()
+    );
+    let first = Cli::new().state_toml(&fleet).json().arg("apply").run();
+    let report = first.report();
+    assert_eq!(report.removed.services.len(), 1, "{}", first.dump());
+    // The worker listed while the manager removed: what it left is its task
+    // (owned by a service it cannot see) and the volume that task mounts.
+    for left in report.all_remaining() {
+        assert_eq!(left.engine, "worker", "{}", first.dump());
+        let code = left.reason.code();
+        assert!(
+            code == "ownedByOrchestrator" || code == "waitsForBlocked",
+            "{}",
+            first.dump()
+        );
+    }
+    assert_eq!(first.code() == 0, report.converged, "{}", first.dump());
+    assert!(!manager.exists("service", &service));
+    assert!(!manager.exists("volume", &volume), "the manager's copy goes");
+    // The worker's task goes with the service (Swarm's doing); its copy of
+    // the volume waits for a run on the worker.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !worker.task_containers(&service).is_empty() {
+        assert!(Instant::now() < deadline, "the worker's task stays");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let second = Cli::new().state_toml(&fleet).json().arg("apply").run();
+    let report = second.expect_code(0).report();
+    assert!(report.converged, "{}", second.dump());
+    assert!(!worker.exists("volume", &volume), "the worker's copy goes");
     assert_main_inactive();
 }

@@ -572,7 +572,7 @@ impl DockerEngine {
 
 /// A service as an object: its spec's name and labels, and what its tasks
 /// use: the networks (by ID, as the engine stores them; a name is resolved
-/// by the inventory), configs and secrets.
+/// by the inventory), the named volumes they mount, configs and secrets.
 fn service_from(engine: &str, s: bollard::models::Service) -> Object {
     let spec = s.spec.unwrap_or_default();
     let mut o = swarm_object(
@@ -599,6 +599,15 @@ fn service_from(engine: &str, s: bollard::models::Service) -> Object {
         )
         .map(|n| ObjectKey::new(engine, Kind::Network, &n));
     let container = task.container_spec.unwrap_or_default();
+    // The named volumes its tasks mount (made on each node a task runs on).
+    let volumes = container
+        .mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.typ == Some(bollard::models::MountType::VOLUME))
+        .filter_map(|m| m.source.filter(|s| !s.is_empty()))
+        .map(|v| ObjectKey::new(engine, Kind::Volume, &v));
     let configs = container
         .configs
         .unwrap_or_default()
@@ -611,7 +620,11 @@ fn service_from(engine: &str, s: bollard::models::Service) -> Object {
         .into_iter()
         .filter_map(|c| c.secret_id)
         .map(|c| ObjectKey::new(engine, Kind::Secret, &c));
-    o.depends_on = networks.chain(configs).chain(secrets).collect();
+    o.depends_on = networks
+        .chain(volumes)
+        .chain(configs)
+        .chain(secrets)
+        .collect();
     o.depends_on.sort();
     o.depends_on.dedup();
     o.image = container.image;

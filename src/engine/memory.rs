@@ -172,6 +172,9 @@ pub struct ServiceInfo {
     /// IDs of the networks its tasks are attached to.
     #[serde(default)]
     pub networks: BTreeSet<String>,
+    /// Names of the named volumes its tasks mount.
+    #[serde(default)]
+    pub mounts: BTreeSet<String>,
     /// IDs of the configs its tasks use.
     #[serde(default)]
     pub configs: BTreeSet<String>,
@@ -192,6 +195,11 @@ impl ServiceInfo {
             .networks
             .iter()
             .map(|n| ObjectKey::new(engine, Kind::Network, n))
+            .chain(
+                self.mounts
+                    .iter()
+                    .map(|v| ObjectKey::new(engine, Kind::Volume, v)),
+            )
             .chain(
                 self.configs
                     .iter()
