@@ -504,13 +504,17 @@ impl Removed {
     }
 }
 
-/// `container`, `volume`, `network`, or `engine` (a listing or the connection).
+/// `container`, `volume`, `network`, `service`, `config`, `secret`, or
+/// `engine` (a listing or the connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureKind {
     Container,
     Volume,
     Network,
+    Service,
+    Config,
+    Secret,
     Engine,
 }
 
