@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use sandboxctl::model::Kind;
 
 use crate::support::cli::{Cli, Output};
-use crate::support::report::Reason;
 use crate::support::docker::{Sandbox, SCOPE_KEY, SLEEP, TEST_IMAGE};
 use crate::support::engines::{link_exists, Engine, SecondDockerd};
+use crate::support::report::Reason;
 
 /// A swarm of one manager on its own second dockerd. Dropping it leaves the
 /// swarm, stops the dockerd and deletes the gateway bridge it made
@@ -173,11 +173,17 @@ impl Swarm {
     /// until the tasks run. Returns the service ID.
     fn service(&self, name: &str, replicas: u32, args: &[String]) -> String {
         let mut c = self.cli();
-        c.args(["service", "create", "--detach", "--quiet", "--no-resolve-image"])
-            .args(["--name", name, "--replicas", &replicas.to_string()])
-            .args(["--stop-grace-period", "1s", "--restart-condition", "none"])
-            .args(args)
-            .args([TEST_IMAGE, SLEEP, "3600"]);
+        c.args([
+            "service",
+            "create",
+            "--detach",
+            "--quiet",
+            "--no-resolve-image",
+        ])
+        .args(["--name", name, "--replicas", &replicas.to_string()])
+        .args(["--stop-grace-period", "1s", "--restart-condition", "none"])
+        .args(args)
+        .args([TEST_IMAGE, SLEEP, "3600"]);
         let id = run(c, &format!("create service {name}"));
         self.wait_for_tasks(&id, name, replicas as usize);
         id
@@ -195,7 +201,9 @@ impl Swarm {
             if Instant::now() >= deadline {
                 let mut ps = self.cli();
                 ps.args(["service", "ps", "--no-trunc", id]);
-                let tasks = ps.output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+                let tasks = ps
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
                 panic!(
                     "service {name}: {running} of {replicas} task containers after 60 s\n{tasks:?}\n{}",
                     self.engine().log_tail(30)
@@ -258,10 +266,15 @@ impl Swarm {
     fn overlay(&self, name: &str, labels: &[String]) -> String {
         use std::sync::atomic::{AtomicU32, Ordering};
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let vni = 100_000 + (std::process::id() % 100_000) * 64 + SEQ.fetch_add(1, Ordering::Relaxed) % 64;
+        let vni = 100_000
+            + (std::process::id() % 100_000) * 64
+            + SEQ.fetch_add(1, Ordering::Relaxed) % 64;
         let mut c = self.cli();
         c.args(["network", "create", "--driver", "overlay", "--attachable"])
-            .args(["--opt", &format!("com.docker.network.driver.overlay.vxlanid_list={vni}")]);
+            .args([
+                "--opt",
+                &format!("com.docker.network.driver.overlay.vxlanid_list={vni}"),
+            ]);
         for l in labels {
             c.args(["--label", l]);
         }
@@ -353,7 +366,12 @@ async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     assert_eq!(tasks.len(), 2);
 
     let state = sbx.scope_toml();
-    let plan = swarm.sandboxctl().state_toml(&state).json().arg("plan").run();
+    let plan = swarm
+        .sandboxctl()
+        .state_toml(&state)
+        .json()
+        .arg("plan")
+        .run();
     let plan = plan.expect_code(0).plan();
     let s = step_of(&plan, Kind::Service, &service);
     for t in &tasks {
@@ -374,7 +392,12 @@ async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     assert_eq!(plan.steps.len(), 6, "{plan:#?}");
 
     let started = Instant::now();
-    let out = swarm.sandboxctl().state_toml(&state).json().arg("apply").run();
+    let out = swarm
+        .sandboxctl()
+        .state_toml(&state)
+        .json()
+        .arg("apply")
+        .run();
     let report = out.expect_code(0).report();
     eprintln!(
         "apply of a 2-replica service with its network, config and secret took {:.1} s",
@@ -401,7 +424,11 @@ async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     // The JSON has the Swarm keys, and a human run says the same in words.
     let again = swarm.sandboxctl().state_toml(&state).arg("plan").run();
     again.expect_code(0);
-    assert!(!again.stderr.contains("not a swarm manager"), "{}", again.dump());
+    assert!(
+        !again.stderr.contains("not a swarm manager"),
+        "{}",
+        again.dump()
+    );
     assert_main_inactive();
 }
 
@@ -418,10 +445,20 @@ async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() 
     let service = swarm.service(
         &format!("{prefix}-foreign"),
         1,
-        &["--label".into(), "app=foreign".into(), "--network".into(), net.clone()],
+        &[
+            "--label".into(),
+            "app=foreign".into(),
+            "--network".into(),
+            net.clone(),
+        ],
     );
     let state = sbx.scope_toml();
-    let out = swarm.sandboxctl().state_toml(&state).json().arg("apply").run();
+    let out = swarm
+        .sandboxctl()
+        .state_toml(&state)
+        .json()
+        .arg("apply")
+        .run();
     let report = out.expect_code(1).report();
     assert!(!report.converged);
     let left = report
@@ -440,9 +477,16 @@ async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() 
         }
         other => panic!("held by the service, not {other:?}"),
     }
-    assert!(swarm.exists("service", &service), "the service is untouched");
+    assert!(
+        swarm.exists("service", &service),
+        "the service is untouched"
+    );
     assert!(swarm.exists("network", &net));
-    assert_eq!(swarm.task_containers(&service).len(), 1, "its task still runs");
+    assert_eq!(
+        swarm.task_containers(&service).len(),
+        1,
+        "its task still runs"
+    );
     let human = swarm.sandboxctl().state_toml(&state).arg("plan").run();
     assert!(
         human.stdout.contains("in use by unmanaged service")
@@ -470,7 +514,12 @@ async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
     );
     let task = swarm.task_containers(&service).pop().expect("a task");
     let state = sbx.scope_toml();
-    let out = swarm.sandboxctl().state_toml(&state).json().arg("apply").run();
+    let out = swarm
+        .sandboxctl()
+        .state_toml(&state)
+        .json()
+        .arg("apply")
+        .run();
     let report = out.expect_code(1).report();
     let left = report
         .remaining_containers
@@ -487,7 +536,11 @@ async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
     }
     assert!(report.removed.containers.is_empty(), "{}", out.dump());
     assert!(swarm.exists("service", &service));
-    assert_eq!(swarm.task_containers(&service), vec![task.clone()], "not recreated: never removed");
+    assert_eq!(
+        swarm.task_containers(&service),
+        vec![task.clone()],
+        "not recreated: never removed"
+    );
     // explain shows the owner.
     let explain = swarm
         .sandboxctl()
@@ -495,12 +548,16 @@ async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
         .args(["explain", &task])
         .run();
     assert!(
-        explain.stdout.contains(&format!("owner:    Swarm service {name}")),
+        explain
+            .stdout
+            .contains(&format!("owner:    Swarm service {name}")),
         "{}",
         explain.dump()
     );
     assert!(
-        explain.stdout.contains("blocked (never forced): owned by Swarm service"),
+        explain
+            .stdout
+            .contains("blocked (never forced): owned by Swarm service"),
         "{}",
         explain.dump()
     );
@@ -513,7 +570,9 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_with_one_note() {
         return;
     };
     assert_main_inactive();
-    let leaked = sbx.container(crate::support::docker::ContainerSpec::new().managed()).await;
+    let leaked = sbx
+        .container(crate::support::docker::ContainerSpec::new().managed())
+        .await;
     let out = Cli::new()
         .state_toml(&sbx.scope_toml())
         .json()
@@ -528,7 +587,12 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_with_one_note() {
     let _ = leaked;
     let plan: Output = Cli::new().state_toml(&sbx.scope_toml()).arg("plan").run();
     plan.expect_code(0);
-    assert_eq!(plan.stderr.matches("is not a swarm manager").count(), 1, "{}", plan.dump());
+    assert_eq!(
+        plan.stderr.matches("is not a swarm manager").count(),
+        1,
+        "{}",
+        plan.dump()
+    );
     assert_main_inactive();
 }
 
@@ -563,11 +627,17 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     args.extend(["--mode".into(), "global".into(), "--mount".into(), mount]);
     let name = format!("{prefix}-global");
     let mut c = manager.cli();
-    c.args(["service", "create", "--detach", "--quiet", "--no-resolve-image"])
-        .args(["--name", &name])
-        .args(["--stop-grace-period", "1s", "--restart-condition", "none"])
-        .args(&args)
-        .args([TEST_IMAGE, SLEEP, "3600"]);
+    c.args([
+        "service",
+        "create",
+        "--detach",
+        "--quiet",
+        "--no-resolve-image",
+    ])
+    .args(["--name", &name])
+    .args(["--stop-grace-period", "1s", "--restart-condition", "none"])
+    .args(&args)
+    .args([TEST_IMAGE, SLEEP, "3600"]);
     let service = run(c, "create the global service");
     manager.wait_for_tasks(&service, &name, 1);
     worker.wait_for_tasks(&service, &name, 1);
@@ -575,7 +645,12 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
 
     // The worker alone: no error, one note, its task blocked as owned.
     let state = sbx.scope_toml();
-    let on_worker = worker.sandboxctl().state_toml(&state).json().arg("plan").run();
+    let on_worker = worker
+        .sandboxctl()
+        .state_toml(&state)
+        .json()
+        .arg("plan")
+        .run();
     let plan = on_worker.expect_code(0).plan();
     assert_eq!(
         on_worker.stderr.matches("is not a swarm manager").count(),
@@ -613,7 +688,10 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     }
     assert_eq!(first.code() == 0, report.converged, "{}", first.dump());
     assert!(!manager.exists("service", &service));
-    assert!(!manager.exists("volume", &volume), "the manager's copy goes");
+    assert!(
+        !manager.exists("volume", &volume),
+        "the manager's copy goes"
+    );
     // The worker's task goes with the service (Swarm's doing); its copy of
     // the volume waits for a run on the worker.
     let deadline = Instant::now() + Duration::from_secs(60);

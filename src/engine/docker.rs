@@ -236,7 +236,14 @@ impl Engine for DockerEngine {
                 list.into_iter()
                     .map(|c| {
                         let spec = c.spec.unwrap_or_default();
-                        swarm_object(engine, Kind::Config, c.id, spec.name, spec.labels, c.created_at)
+                        swarm_object(
+                            engine,
+                            Kind::Config,
+                            c.id,
+                            spec.name,
+                            spec.labels,
+                            c.created_at,
+                        )
                     })
                     .collect()
             }
@@ -248,7 +255,14 @@ impl Engine for DockerEngine {
                 list.into_iter()
                     .map(|c| {
                         let spec = c.spec.unwrap_or_default();
-                        swarm_object(engine, Kind::Secret, c.id, spec.name, spec.labels, c.created_at)
+                        swarm_object(
+                            engine,
+                            Kind::Secret,
+                            c.id,
+                            spec.name,
+                            spec.labels,
+                            c.created_at,
+                        )
                     })
                     .collect()
             }
@@ -429,14 +443,28 @@ impl Engine for DockerEngine {
                     .call(call, || self.docker.inspect_config(&key.id))
                     .await?;
                 let spec = c.spec.unwrap_or_default();
-                swarm_object(engine, Kind::Config, c.id, spec.name, spec.labels, c.created_at)
+                swarm_object(
+                    engine,
+                    Kind::Config,
+                    c.id,
+                    spec.name,
+                    spec.labels,
+                    c.created_at,
+                )
             }
             Kind::Secret => {
                 let c = self
                     .call(call, || self.docker.inspect_secret(&key.id))
                     .await?;
                 let spec = c.spec.unwrap_or_default();
-                swarm_object(engine, Kind::Secret, c.id, spec.name, spec.labels, c.created_at)
+                swarm_object(
+                    engine,
+                    Kind::Secret,
+                    c.id,
+                    spec.name,
+                    spec.labels,
+                    c.created_at,
+                )
             }
         })
     }
@@ -482,14 +510,8 @@ impl Engine for DockerEngine {
                     .await?;
                 self.wait_for_tasks(&key.id, &call).await
             }
-            Kind::Config => {
-                self.call(call, || self.docker.delete_config(&key.id))
-                    .await
-            }
-            Kind::Secret => {
-                self.call(call, || self.docker.delete_secret(&key.id))
-                    .await
-            }
+            Kind::Config => self.call(call, || self.docker.delete_config(&key.id)).await,
+            Kind::Secret => self.call(call, || self.docker.delete_secret(&key.id)).await,
         }
     }
 
@@ -539,9 +561,10 @@ impl DockerEngine {
         let mut pause = Duration::from_millis(50);
         loop {
             let left = self
-                .call(format!("list the task containers of service {}", short_id(service)), || {
-                    self.docker.list_containers(Some(options.clone()))
-                })
+                .call(
+                    format!("list the task containers of service {}", short_id(service)),
+                    || self.docker.list_containers(Some(options.clone())),
+                )
                 .await?;
             if left.is_empty() {
                 return Ok(());
