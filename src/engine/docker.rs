@@ -520,9 +520,15 @@ impl Engine for DockerEngine {
             ("type".to_string(), vec!["container".to_string()]),
             ("label".to_string(), label_filters.to_vec()),
         ]);
+        // The Swarm kinds' events too on Docker (Podman has no swarm).
+        let types: &[&str] = if self.podman {
+            &["volume", "network"]
+        } else {
+            &["volume", "network", "service", "config", "secret"]
+        };
         let others = HashMap::from([(
             "type".to_string(),
-            vec!["volume".to_string(), "network".to_string()],
+            types.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         )]);
         let endpoint = self.endpoint.clone();
         let timeout = self.timeout;
