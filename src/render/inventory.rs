@@ -263,7 +263,7 @@ pub(crate) fn fleet_inventory(
 pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
     inv.swarm_skipped.as_ref()?;
     Some(format!(
-        "note: engine {} is not a swarm manager (a worker, or not in a swarm): Swarm services, configs and secrets were not listed; run against a manager node to manage them",
+        "note: engine {} is not a swarm manager (a worker, or not in a swarm): Swarm services, configs and secrets were not listed; run against a manager node to manage them\n",
         escape(&inv.engine)
     ))
 }
