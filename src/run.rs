@@ -348,6 +348,9 @@ impl Run<'_> {
             if let Some(w) = render::rejected_warning(inventory) {
                 sink.err(&w);
             }
+            if let Some(note) = render::swarm_note(inventory) {
+                sink.err(&note);
+            }
         }
         for plan in &fleet.engines {
             if let Some(w) = render::lease_warnings(plan) {
@@ -837,6 +840,11 @@ impl Observer for Printer<'_> {
                     self.err(&w);
                 }
                 // Said once per run (a watch would repeat it every cycle).
+                if let Some(note) = render::swarm_note(inventory) {
+                    if self.warned.borrow_mut().insert(note.clone()) {
+                        self.err(&note);
+                    }
+                }
                 if let Some(w) = render::lease_warnings(plan) {
                     if self.warned.borrow_mut().insert(w.clone()) {
                         self.err(&w);

@@ -190,6 +190,9 @@ fn assert_report_shape(r: &Report) {
             FailureKind::Container => Kind::Container,
             FailureKind::Volume => Kind::Volume,
             FailureKind::Network => Kind::Network,
+            FailureKind::Service => Kind::Service,
+            FailureKind::Config => Kind::Config,
+            FailureKind::Secret => Kind::Secret,
             FailureKind::Engine => continue,
         };
         check(kind, f.id.as_ref(), &format!("{f:?}"));

@@ -401,7 +401,7 @@ async fn explain_ambiguous_and_unknown_names_fail_with_candidates() {
     let out = t.explain(&[], &sbx.unique("twi"), 1);
     assert!(
         out.stderr
-            .contains("no container, volume or network matches"),
+            .contains("no container, volume, network, service, config or secret matches"),
         "{}",
         out.dump()
     );

@@ -23,5 +23,6 @@ mod planner;
 mod properties;
 mod races;
 mod state_files;
+mod swarm;
 mod validate;
 mod watch;

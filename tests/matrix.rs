@@ -434,6 +434,12 @@ pub enum Shape {
     /// faulty engine behind it, as the remote's `DOCKER_HOST`). Real cells
     /// only: in memory it is [`Shape::One`] (the transport is what differs).
     SshPort,
+    /// One engine (no `[[engine]]`) that is a swarm manager: box `doomed`
+    /// also runs as a Swarm service (a task container on the box's network,
+    /// a config and a secret). In memory only (a swarm is never made on the
+    /// main engine, which the real cells use); not in [`Shape::ALL`]: its
+    /// cells are [`Cell::swarm`], with the faults of the Swarm calls too.
+    SwarmManager,
 }
 
 impl Shape {
@@ -455,13 +461,14 @@ impl Shape {
             Shape::FleetOfOne => "fleet of one",
             Shape::FleetOfTwo => "fleet of two",
             Shape::SshPort => "one engine over ssh://user@host:PORT",
+            Shape::SwarmManager => "swarm manager",
         }
     }
 
     /// The faulty engine's name in reports.
     pub fn faulty(self) -> &'static str {
         match self {
-            Shape::One | Shape::SshPort => "default",
+            Shape::One | Shape::SshPort | Shape::SwarmManager => "default",
             Shape::FleetOfOne | Shape::FleetOfTwo => FAULTY,
         }
     }
@@ -507,10 +514,17 @@ pub enum Fault {
     DownloadCut,
     /// No `ca-sbx:*` image is present (none is pulled): no helper can be made.
     NoImage,
+    /// Listing the Swarm services fails (a swarm manager's, with a 500).
+    ListServices,
+    /// Removing the box's Swarm service fails.
+    ServiceRemoval,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 18] = [
+    /// The faults of the calls only a swarm manager's world makes.
+    pub const SWARM: [Fault; 2] = [Fault::ListServices, Fault::ServiceRemoval];
+
+    pub const ALL: [Fault; 20] = [
         Fault::Unreachable,
         Fault::ListContainers,
         Fault::ListVolumes,
@@ -529,6 +543,8 @@ impl Fault {
         Fault::Download,
         Fault::DownloadCut,
         Fault::NoImage,
+        Fault::ListServices,
+        Fault::ServiceRemoval,
     ];
 
     pub fn name(self) -> &'static str {
@@ -551,6 +567,8 @@ impl Fault {
             Fault::Download => "the download fails",
             Fault::DownloadCut => "the download is cut mid-stream",
             Fault::NoImage => "no retained image",
+            Fault::ListServices => "listing services fails",
+            Fault::ServiceRemoval => "a service removal fails",
         }
     }
 }
@@ -570,6 +588,17 @@ impl Cell {
             shape,
             fault,
         }
+    }
+
+    /// The swarm manager's cells of a converging command: its faults and
+    /// the Swarm calls' faults.
+    pub fn swarm(command: Command) -> Vec<Cell> {
+        command
+            .faults()
+            .iter()
+            .chain(&Fault::SWARM)
+            .map(|&fault| Cell::new(command, Shape::SwarmManager, fault))
+            .collect()
     }
 
     /// Every cell: commands × shapes × the faults of each command's calls.
@@ -619,6 +648,7 @@ pub struct Removals {
     pub containers: BTreeSet<String>,
     pub volumes: BTreeSet<String>,
     pub networks: BTreeSet<String>,
+    pub swarm: BTreeSet<String>,
 }
 
 impl Removals {
@@ -627,6 +657,7 @@ impl Removals {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service | Kind::Config | Kind::Secret => &self.swarm,
         }
     }
 }
@@ -1279,7 +1310,8 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
     );
     for fault in Fault::ALL {
         assert!(
-            Command::ALL.iter().any(|c| c.faults().contains(&fault)),
+            Command::ALL.iter().any(|c| c.faults().contains(&fault))
+                || Fault::SWARM.contains(&fault),
             "no command makes the call {} breaks",
             fault.name()
         );
@@ -1375,6 +1407,7 @@ mod real {
                 containers: [self.container.clone()].into(),
                 volumes: [self.volume.clone()].into(),
                 networks: self.network.iter().map(|(_, n)| n.clone()).collect(),
+                swarm: BTreeSet::new(),
             };
             if command.removes_leaks() {
                 r.volumes.insert(self.leak.clone());
@@ -2275,6 +2308,39 @@ async fn http_status(addr: &str, path: &str) -> Option<u16> {
 }
 // ----- the whole matrix, in memory -----------------------------------------------------
 
+/// The swarm manager shape: every converging command under its faults and
+/// the Swarm calls' faults, in memory (a swarm is never made on the main
+/// engine, which the real cells use as the faulty one).
+#[tokio::test]
+async fn memory_swarm_manager() {
+    let mut failing = Vec::new();
+    let mut count = 0;
+    for command in Command::CONVERGING {
+        for cell in Cell::swarm(command) {
+            count += 1;
+            let (seen, mut problems, healthy) = memory::run(cell).await;
+            problems.extend(verdict(cell, &seen, Some(&healthy)));
+            eprintln!(
+                "matrix cell {cell} (memory): {}",
+                if problems.is_empty() { "ok" } else { "FAILS" }
+            );
+            if !problems.is_empty() {
+                failing.push(format!(
+                    "cell {cell}:\n  - {}\n{}",
+                    problems.join("\n  - "),
+                    seen.dump
+                ));
+            }
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "{} of {count} in-memory swarm manager cells fail:\n{}",
+        failing.len(),
+        failing.join("\n")
+    );
+}
+
 /// Runs every shape and fault of `command` in memory and fails naming every
 /// cell that breaks a promise.
 async fn memory_command(command: Command) {
@@ -2399,6 +2465,11 @@ mod memory {
     const NETWORK_ID: &str = "d00d0000000000000000000000000000000000000000000000000000000000a1";
     const NETWORK: &str = "doomed-net";
     const LEAK: &str = "leak";
+    /// The swarm manager's world: box `doomed` as a Swarm service.
+    const SERVICE_ID: &str = "d00d5e7v1ce000000000000a1";
+    const TASK_ID: &str = "d00d7a5c00000000000000000000000000000000000000000000000000000001";
+    const CONFIG_ID: &str = "d00dc0nf1g0000000000000a1";
+    const SECRET_ID: &str = "d00d5ec7e70000000000000a1";
     /// Outside the managed set: must survive every cell.
     const OUTSIDE: [&str; 3] = ["lookalike", "other-scope", "bystander"];
     /// Lease look-alikes of the lease commands' world: `ca.sandbox=true`,
@@ -2469,8 +2540,66 @@ mod memory {
                     .into(),
                 tags: vec!["ca-sbx:matrix".into()],
             }],
-            clock_skew: 0,
+            ..World::default()
         }
+    }
+
+    /// [`world`], and box `doomed` also run as a Swarm service: its task
+    /// container (labeled as the box) on the box's network, a config and a
+    /// secret; and outside the managed set an unlabeled service and a
+    /// look-alike config (`ca.sandbox=true`), which must survive.
+    fn swarm_world() -> World {
+        use sandboxctl::engine::memory::{ServiceInfo, SwarmObjectInfo};
+        let mut w = world();
+        let boxed = labels(&[
+            ("ca.sandbox", "1"),
+            ("ca.sandbox.id", BOX),
+            ("ca.sandbox.test", SCOPE),
+        ]);
+        let mut task_labels = boxed.clone();
+        task_labels.insert("com.docker.swarm.service.id".into(), SERVICE_ID.into());
+        let mut task = ContainerInfo::new(TASK_ID, "doomed-svc.1.x", task_labels);
+        task.state = "running".into();
+        task.networks.insert(NETWORK_ID.into());
+        w.containers.push(task);
+        w.services = vec![
+            ServiceInfo {
+                id: SERVICE_ID.into(),
+                name: "doomed-svc".into(),
+                labels: boxed.clone(),
+                networks: [NETWORK_ID.to_string()].into(),
+                mounts: Default::default(),
+                configs: [CONFIG_ID.to_string()].into(),
+                secrets: [SECRET_ID.to_string()].into(),
+                created_at: None,
+            },
+            ServiceInfo {
+                id: "b0b05e7v1ce00000000000002".into(),
+                name: "bystander-svc".into(),
+                labels: Labels::new(),
+                networks: Default::default(),
+                mounts: Default::default(),
+                configs: Default::default(),
+                secrets: Default::default(),
+                created_at: None,
+            },
+        ];
+        let object = |id: &str, name: &str, labels: Labels| SwarmObjectInfo {
+            id: id.into(),
+            name: name.into(),
+            labels,
+            created_at: None,
+        };
+        w.configs = vec![
+            object(CONFIG_ID, "doomed-config", boxed.clone()),
+            object(
+                "l00kc0nf1g000000000000002",
+                "lookalike-config",
+                labels(&[("ca.sandbox", "true"), ("ca.sandbox.test", SCOPE)]),
+            ),
+        ];
+        w.secrets = vec![object(SECRET_ID, "doomed-secret", boxed)];
+        w
     }
 
     /// What the command must remove on the healthy engine.
@@ -2479,6 +2608,7 @@ mod memory {
             containers: [CONTAINER.to_string()].into(),
             volumes: [VOLUME.to_string()].into(),
             networks: [NETWORK.to_string()].into(),
+            swarm: BTreeSet::new(),
         };
         if command.removes_leaks() {
             r.volumes.insert(LEAK.into());
@@ -2656,6 +2786,12 @@ mod memory {
                 FaultAction::Delay(HELD),
                 usize::MAX,
             ),
+            Fault::ListServices => fail(Op::List(Kind::Service), None, "list services"),
+            Fault::ServiceRemoval => fail(
+                Op::Remove(Kind::Service),
+                Some(SERVICE_ID),
+                &format!("remove service {SERVICE_ID}"),
+            ),
             other => unreachable!(
                 "no converging command makes the call {} breaks",
                 other.name()
@@ -2707,6 +2843,8 @@ mod memory {
             let engine = |name: &str, no_image: bool| {
                 let mut w = if cell.command.leases() {
                     lease_world()
+                } else if cell.shape == Shape::SwarmManager {
+                    swarm_world()
                 } else {
                     world()
                 };
@@ -2986,6 +3124,14 @@ mod memory {
             if self.cell.command.removes_leaks() {
                 allowed.push(format!("Remove(Volume) {LEAK}"));
             }
+            if self.cell.shape == Shape::SwarmManager {
+                allowed.extend([
+                    format!("Remove(Service) {SERVICE_ID}"),
+                    format!("Remove(Container) {TASK_ID}"),
+                    format!("Remove(Config) {CONFIG_ID}"),
+                    format!("Remove(Secret) {SECRET_ID}"),
+                ]);
+            }
             let before: BTreeSet<String> = world().containers.into_iter().map(|c| c.id).collect();
             let mut problems = Vec::new();
             let engines = std::iter::once(&self.faulty).chain(self.healthy.as_ref());
@@ -3010,6 +3156,15 @@ mod memory {
                         || world.containers.iter().any(|c| c.name == name);
                     if !there {
                         problems.push(format!("engine {}: {name} is gone", engine.name()));
+                    }
+                }
+                if self.cell.shape == Shape::SwarmManager {
+                    for name in ["bystander-svc", "lookalike-config"] {
+                        let there = world.services.iter().any(|s| s.name == name)
+                            || world.configs.iter().any(|c| c.name == name);
+                        if !there {
+                            problems.push(format!("engine {}: {name} is gone", engine.name()));
+                        }
                     }
                 }
             }

@@ -196,10 +196,23 @@ fn applying_examples_never_touches_images_or_foreign_objects() {
         let after = engine.world();
         assert_eq!(before.images, after.images, "images are never removed");
         let scope = scope_of(&desired);
+        // An unlabeled container of a managed service's task goes with its
+        // service (the engine's doing, never a removal of ours).
+        let managed_services: BTreeSet<&str> = before
+            .services
+            .iter()
+            .filter(|s| scope.manages(&s.labels))
+            .map(|s| s.id.as_str())
+            .collect();
+        let task_of_managed = |c: &ContainerInfo| {
+            c.labels
+                .get("com.docker.swarm.service.id")
+                .is_some_and(|s| managed_services.contains(s.as_str()))
+        };
         for c in before
             .containers
             .iter()
-            .filter(|c| !scope.manages(&c.labels))
+            .filter(|c| !scope.manages(&c.labels) && !task_of_managed(c))
         {
             assert!(
                 after.containers.contains(c),
@@ -219,6 +232,25 @@ fn applying_examples_never_touches_images_or_foreign_objects() {
                 after.networks.contains(n),
                 "foreign network {} survives",
                 n.name
+            );
+        }
+        for s in before.services.iter().filter(|s| !scope.manages(&s.labels)) {
+            assert!(
+                after.services.contains(s),
+                "foreign service {} survives",
+                s.name
+            );
+        }
+        for c in before
+            .configs
+            .iter()
+            .chain(&before.secrets)
+            .filter(|c| !scope.manages(&c.labels))
+        {
+            assert!(
+                after.configs.contains(c) || after.secrets.contains(c),
+                "foreign config or secret {} survives",
+                c.name
             );
         }
         // Every removal the engine served names a planned step.

@@ -208,7 +208,7 @@ fn world() -> impl Strategy<Value = World> {
             volumes,
             networks,
             images,
-            clock_skew: 0,
+            ..World::default()
         }
     })
 }
@@ -322,6 +322,8 @@ fn uses_listed(world: &World, c: &ContainerInfo, kind: Kind, id: &str) -> bool {
         Kind::Volume => c.mounts.contains(id),
         Kind::Network => c.networks.contains(id),
         Kind::Container => joined(world, &c.network_mode).is_some_and(|t| t.id == id),
+        // These worlds have no Swarm objects.
+        Kind::Service | Kind::Config | Kind::Secret => false,
     }
 }
 
@@ -335,6 +337,7 @@ fn uses(world: &World, scope: &Scope, c: &ContainerInfo, kind: Kind, id: &str) -
         Kind::Container => std::iter::once(&c.network_mode)
             .chain([&c.pid_mode, &c.ipc_mode].into_iter().filter(|_| seen))
             .any(|mode| joined(world, mode).is_some_and(|t| t.id == id)),
+        Kind::Service | Kind::Config | Kind::Secret => false,
     }
 }
 
@@ -367,6 +370,17 @@ fn check_plan(world: &World, scope: &Scope, goal: &Goal, plan: &Plan) -> Result<
             Kind::Network => world
                 .networks
                 .iter()
+                .find(|n| n.id == id)
+                .map(|n| (&n.labels, &n.name)),
+            Kind::Service => world
+                .services
+                .iter()
+                .find(|n| n.id == id)
+                .map(|n| (&n.labels, &n.name)),
+            Kind::Config | Kind::Secret => world
+                .configs
+                .iter()
+                .chain(&world.secrets)
                 .find(|n| n.id == id)
                 .map(|n| (&n.labels, &n.name)),
         }
@@ -633,7 +647,7 @@ fn the_plan_checker_rejects_unsafe_plans() {
             created_at: None,
         }],
         images: vec![],
-        clock_skew: 0,
+        ..World::default()
     };
     let nothing = reconcile(&BTreeSet::new(), &BTreeSet::new());
     let scope = Scope::default();

@@ -17,9 +17,11 @@ use bollard::models::{
     ContainerInspectResponse, ContainerSummary, ImageSummary, MountPoint, Network, Volume,
 };
 use bollard::query_parameters::{
-    EventsOptions, InspectContainerOptions, InspectNetworkOptions, KillContainerOptionsBuilder,
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, ListNetworksOptionsBuilder,
-    ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder,
+    EventsOptions, InspectContainerOptions, InspectNetworkOptions, InspectServiceOptions,
+    KillContainerOptionsBuilder, ListConfigsOptionsBuilder, ListContainersOptionsBuilder,
+    ListImagesOptionsBuilder, ListNetworksOptionsBuilder, ListSecretsOptionsBuilder,
+    ListServicesOptionsBuilder, ListVolumesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveVolumeOptionsBuilder,
 };
 use bollard::Docker;
 use futures_util::stream::{BoxStream, StreamExt};
@@ -209,6 +211,59 @@ impl Engine for DockerEngine {
                     .call(call, || self.docker.list_networks(Some(options.clone())))
                     .await?;
                 list.into_iter().map(|n| network_from(engine, n)).collect()
+            }
+            Kind::Service | Kind::Config | Kind::Secret if self.podman => {
+                return Err(EngineError::new(
+                    call,
+                    ErrorKind::NoSwarm {
+                        message: "Podman has no swarm".into(),
+                    },
+                ))
+            }
+            Kind::Service => {
+                let options = ListServicesOptionsBuilder::new().filters(&map).build();
+                let list = self
+                    .call(call, || self.docker.list_services(Some(options.clone())))
+                    .await?;
+                list.into_iter().map(|s| service_from(engine, s)).collect()
+            }
+            Kind::Config => {
+                let options = ListConfigsOptionsBuilder::new().filters(&map).build();
+                let list = self
+                    .call(call, || self.docker.list_configs(Some(options.clone())))
+                    .await?;
+                list.into_iter()
+                    .map(|c| {
+                        let spec = c.spec.unwrap_or_default();
+                        swarm_object(
+                            engine,
+                            Kind::Config,
+                            c.id,
+                            spec.name,
+                            spec.labels,
+                            c.created_at,
+                        )
+                    })
+                    .collect()
+            }
+            Kind::Secret => {
+                let options = ListSecretsOptionsBuilder::new().filters(&map).build();
+                let list = self
+                    .call(call, || self.docker.list_secrets(Some(options.clone())))
+                    .await?;
+                list.into_iter()
+                    .map(|c| {
+                        let spec = c.spec.unwrap_or_default();
+                        swarm_object(
+                            engine,
+                            Kind::Secret,
+                            c.id,
+                            spec.name,
+                            spec.labels,
+                            c.created_at,
+                        )
+                    })
+                    .collect()
             }
         })
     }
@@ -433,6 +488,42 @@ impl Engine for DockerEngine {
                 o.created = n.created.as_deref().and_then(parse_time);
                 o
             }
+            Kind::Service => service_from(
+                engine,
+                self.call(call, || {
+                    self.docker
+                        .inspect_service(&key.id, None::<InspectServiceOptions>)
+                })
+                .await?,
+            ),
+            Kind::Config => {
+                let c = self
+                    .call(call, || self.docker.inspect_config(&key.id))
+                    .await?;
+                let spec = c.spec.unwrap_or_default();
+                swarm_object(
+                    engine,
+                    Kind::Config,
+                    c.id,
+                    spec.name,
+                    spec.labels,
+                    c.created_at,
+                )
+            }
+            Kind::Secret => {
+                let c = self
+                    .call(call, || self.docker.inspect_secret(&key.id))
+                    .await?;
+                let spec = c.spec.unwrap_or_default();
+                swarm_object(
+                    engine,
+                    Kind::Secret,
+                    c.id,
+                    spec.name,
+                    spec.labels,
+                    c.created_at,
+                )
+            }
         })
     }
 
@@ -472,6 +563,13 @@ impl Engine for DockerEngine {
                 self.call(call, || self.docker.remove_network(&key.id))
                     .await
             }
+            Kind::Service => {
+                self.call(call.clone(), || self.docker.delete_service(&key.id))
+                    .await?;
+                self.wait_for_tasks(&key.id, &call).await
+            }
+            Kind::Config => self.call(call, || self.docker.delete_config(&key.id)).await,
+            Kind::Secret => self.call(call, || self.docker.delete_secret(&key.id)).await,
         }
     }
 
@@ -480,9 +578,15 @@ impl Engine for DockerEngine {
             ("type".to_string(), vec!["container".to_string()]),
             ("label".to_string(), label_filters.to_vec()),
         ]);
+        // The Swarm kinds' events too on Docker (Podman has no swarm).
+        let types: &[&str] = if self.podman {
+            &["volume", "network"]
+        } else {
+            &["volume", "network", "service", "config", "secret"]
+        };
         let others = HashMap::from([(
             "type".to_string(),
-            vec!["volume".to_string(), "network".to_string()],
+            types.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         )]);
         let endpoint = self.endpoint.clone();
         let timeout = self.timeout;
@@ -504,6 +608,136 @@ impl Engine for DockerEngine {
     }
 }
 
+impl DockerEngine {
+    /// After `DELETE /services/{id}`: waits, within the call deadline, until
+    /// this engine lists no container of the service's tasks (Swarm stops and
+    /// removes them; its stop grace period may take a while). Those still
+    /// there at the deadline are named in the error: the service is gone, its
+    /// containers are not yet.
+    async fn wait_for_tasks(&self, service: &str, call: &str) -> Result<(), EngineError> {
+        let filter = [format!("{}={service}", crate::model::SWARM_SERVICE_ID)];
+        let map = label_filters(&filter);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&map)
+            .build();
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let left = self
+                .call(
+                    format!("list the task containers of service {}", short_id(service)),
+                    || self.docker.list_containers(Some(options.clone())),
+                )
+                .await?;
+            if left.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() + pause > self.timeout {
+                let names: Vec<String> = left
+                    .into_iter()
+                    .map(|c| container_from_summary(&self.name, c))
+                    .map(|c| format!("{} ({})", c.name, short_id(&c.key.id)))
+                    .collect();
+                return Err(EngineError::new(
+                    call.to_string(),
+                    ErrorKind::Other {
+                        status: None,
+                        message: format!(
+                            "the service was deleted, but the containers of its tasks {} were still there after {}s; Swarm removes them once they stop: run again",
+                            names.join(", "),
+                            whole_seconds(self.timeout)
+                        ),
+                    },
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+}
+
+/// A service as an object: its spec's name and labels, and what its tasks
+/// use: the networks (by ID, as the engine stores them; a name is resolved
+/// by the inventory), the named volumes they mount, configs and secrets.
+fn service_from(engine: &str, s: bollard::models::Service) -> Object {
+    let spec = s.spec.unwrap_or_default();
+    let mut o = swarm_object(
+        engine,
+        Kind::Service,
+        s.id,
+        spec.name.clone(),
+        spec.labels.clone(),
+        s.created_at,
+    );
+    let task = spec.task_template.unwrap_or_default();
+    let networks = task
+        .networks
+        .unwrap_or_default()
+        .into_iter()
+        .chain(spec.networks.unwrap_or_default())
+        .filter_map(|n| n.target)
+        .chain(
+            s.endpoint
+                .and_then(|e| e.virtual_ips)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|v| v.network_id),
+        )
+        .map(|n| ObjectKey::new(engine, Kind::Network, &n));
+    let container = task.container_spec.unwrap_or_default();
+    // The named volumes its tasks mount (made on each node a task runs on).
+    let volumes = container
+        .mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.typ == Some(bollard::models::MountType::VOLUME))
+        .filter_map(|m| m.source.filter(|s| !s.is_empty()))
+        .map(|v| ObjectKey::new(engine, Kind::Volume, &v));
+    let configs = container
+        .configs
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.config_id)
+        .map(|c| ObjectKey::new(engine, Kind::Config, &c));
+    let secrets = container
+        .secrets
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.secret_id)
+        .map(|c| ObjectKey::new(engine, Kind::Secret, &c));
+    o.depends_on = networks
+        .chain(volumes)
+        .chain(configs)
+        .chain(secrets)
+        .collect();
+    o.depends_on.sort();
+    o.depends_on.dedup();
+    o.image = container.image;
+    o
+}
+
+/// A service, config or secret: its ID, its spec's name and labels.
+fn swarm_object(
+    engine: &str,
+    kind: Kind,
+    id: Option<String>,
+    name: Option<String>,
+    labels: Option<HashMap<String, String>>,
+    created: Option<String>,
+) -> Object {
+    let mut o = Object::new(
+        engine,
+        kind,
+        id.as_deref().unwrap_or_default(),
+        name.as_deref().unwrap_or_default(),
+    );
+    o.labels = labels_from(labels);
+    o.created = created.as_deref().and_then(parse_time);
+    o
+}
+
 fn event_from(m: bollard::models::EventMessage) -> Event {
     use bollard::models::EventMessageTypeEnum as T;
     Event {
@@ -511,6 +745,9 @@ fn event_from(m: bollard::models::EventMessage) -> Event {
             Some(T::CONTAINER) => Some(Kind::Container),
             Some(T::VOLUME) => Some(Kind::Volume),
             Some(T::NETWORK) => Some(Kind::Network),
+            Some(T::SERVICE) => Some(Kind::Service),
+            Some(T::CONFIG) => Some(Kind::Config),
+            Some(T::SECRET) => Some(Kind::Secret),
             _ => None,
         },
         action: m.action.unwrap_or_default(),
@@ -590,9 +827,14 @@ fn map_error(call: &str, endpoint: &str, timeout: Duration, err: BollardError) -
 ///   `volume v is being used by the following container(s): id1, id2: volume is being used`.
 /// - A network with containers attached: Docker `... has active endpoints`
 ///   (403 on 20.10, 409 on newer engines); Podman `... has associated containers ...`.
+/// - Docker 503 `This node is not a swarm manager. ...` (a worker, or an
+///   engine not in a swarm) on a listing of services, configs or secrets.
 fn classify(status: u16, message: String) -> ErrorKind {
     if status == 404 {
         return ErrorKind::NotFound { message };
+    }
+    if status == 503 && message.contains("not a swarm manager") {
+        return ErrorKind::NoSwarm { message };
     }
     if message.contains("already in progress") {
         return ErrorKind::InProgress { message };

@@ -4,9 +4,11 @@
 //!
 //! Owns only the connection's lifetime (connect when needed; forget the
 //! connection after an `Unreachable` answer so the next call negotiates
-//! afresh, since a restarted engine may speak another API version). Every
-//! call is the Docker engine's own; no retry happens here.
+//! afresh, since a restarted engine may speak another API version; calls
+//! that waited on a failed attempt share its error). Every call is the
+//! Docker engine's own; no retry happens here.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,25 +25,55 @@ struct Shared {
     name: String,
     endpoint: Endpoint,
     timeout: Duration,
-    connected: Mutex<Option<Arc<DockerEngine>>>,
+    connected: Mutex<Connection>,
+    /// Connection attempts finished so far.
+    attempts: AtomicU64,
+}
+
+/// The connection, or how the last attempt failed.
+#[derive(Default)]
+struct Connection {
+    engine: Option<Arc<DockerEngine>>,
+    /// The last attempt's failure, with that attempt's number.
+    failed: Option<(u64, EngineError)>,
 }
 
 impl Shared {
+    /// The connection, made if there is none. Calls that waited while an
+    /// attempt failed get that attempt's error rather than trying again one
+    /// after the other (concurrent listings would otherwise each wait a
+    /// deadline in turn on an engine that does not answer).
     async fn get(&self) -> Result<Arc<DockerEngine>, EngineError> {
+        let before = self.attempts.load(Ordering::SeqCst);
         let mut connected = self.connected.lock().await;
-        if let Some(engine) = connected.as_ref() {
+        if let Some(engine) = connected.engine.as_ref() {
             return Ok(engine.clone());
         }
-        let engine =
-            Arc::new(DockerEngine::connect(&self.endpoint, &self.name, self.timeout).await?);
-        *connected = Some(engine.clone());
-        Ok(engine)
+        if let Some((attempt, error)) = &connected.failed {
+            if *attempt > before {
+                return Err(error.clone());
+            }
+        }
+        let result = DockerEngine::connect(&self.endpoint, &self.name, self.timeout).await;
+        let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        match result {
+            Ok(engine) => {
+                let engine = Arc::new(engine);
+                connected.engine = Some(engine.clone());
+                connected.failed = None;
+                Ok(engine)
+            }
+            Err(error) => {
+                connected.failed = Some((attempt, error.clone()));
+                Err(error)
+            }
+        }
     }
 
     /// Passes `result` on; an unreachable engine is connected afresh next time.
     async fn seen<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
         if matches!(&result, Err(e) if e.is_unreachable()) {
-            *self.connected.lock().await = None;
+            self.connected.lock().await.engine = None;
         }
         result
     }
@@ -59,7 +91,8 @@ impl LazyEngine {
                 name: name.to_string(),
                 endpoint,
                 timeout,
-                connected: Mutex::new(None),
+                connected: Mutex::new(Connection::default()),
+                attempts: AtomicU64::new(0),
             }),
         }
     }

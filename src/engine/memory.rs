@@ -171,6 +171,97 @@ impl NetworkInfo {
     }
 }
 
+/// A Swarm service in a fixture or a test world. Its tasks' containers are
+/// the world's containers labeled `com.docker.swarm.service.id=<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceInfo {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub labels: Labels,
+    /// IDs of the networks its tasks are attached to.
+    #[serde(default)]
+    pub networks: BTreeSet<String>,
+    /// Names of the named volumes its tasks mount.
+    #[serde(default)]
+    pub mounts: BTreeSet<String>,
+    /// IDs of the configs its tasks use.
+    #[serde(default)]
+    pub configs: BTreeSet<String>,
+    /// IDs of the secrets its tasks use.
+    #[serde(default)]
+    pub secrets: BTreeSet<String>,
+    /// Creation time, RFC 3339.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: Option<String>,
+}
+
+impl ServiceInfo {
+    fn object(&self, engine: &str) -> Object {
+        let mut o = Object::new(engine, Kind::Service, &self.id, &self.name);
+        o.labels = self.labels.clone();
+        o.created = self.created_at.as_deref().and_then(parse_time);
+        o.depends_on = self
+            .networks
+            .iter()
+            .map(|n| ObjectKey::new(engine, Kind::Network, n))
+            .chain(
+                self.mounts
+                    .iter()
+                    .map(|v| ObjectKey::new(engine, Kind::Volume, v)),
+            )
+            .chain(
+                self.configs
+                    .iter()
+                    .map(|c| ObjectKey::new(engine, Kind::Config, c)),
+            )
+            .chain(
+                self.secrets
+                    .iter()
+                    .map(|c| ObjectKey::new(engine, Kind::Secret, c)),
+            )
+            .collect();
+        o.depends_on.sort();
+        o
+    }
+}
+
+/// A Swarm config or secret in a fixture or a test world.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwarmObjectInfo {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub labels: Labels,
+    /// Creation time, RFC 3339.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: Option<String>,
+}
+
+impl SwarmObjectInfo {
+    fn object(&self, engine: &str, kind: Kind) -> Object {
+        let mut o = Object::new(engine, kind, &self.id, &self.name);
+        o.labels = self.labels.clone();
+        o.created = self.created_at.as_deref().and_then(parse_time);
+        o
+    }
+}
+
+/// What the engine is to a swarm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SwarmRole {
+    /// A manager: lists and removes services, configs and secrets.
+    #[default]
+    Manager,
+    /// A worker: answers those calls 503, as Docker does.
+    Worker,
+    /// Not in a swarm: the same 503.
+    Inactive,
+}
+
 /// A managed box's labels: `ca.sandbox=1` and `ca.sandbox.id=<box>`.
 pub fn box_labels(box_id: &str) -> Labels {
     [("ca.sandbox", "1"), ("ca.sandbox.id", box_id)]
@@ -192,6 +283,15 @@ pub struct World {
     pub networks: Vec<NetworkInfo>,
     #[serde(default, rename = "image")]
     pub images: Vec<ImageInfo>,
+    #[serde(default, rename = "service")]
+    pub services: Vec<ServiceInfo>,
+    #[serde(default, rename = "config")]
+    pub configs: Vec<SwarmObjectInfo>,
+    #[serde(default, rename = "secret")]
+    pub secrets: Vec<SwarmObjectInfo>,
+    /// A manager unless said otherwise.
+    #[serde(default)]
+    pub swarm: SwarmRole,
     /// How far the engine's clock runs ahead of the real one (seconds;
     /// negative: behind). Its clock and the volumes it creates use it.
     #[serde(default, rename = "clockSkew")]
@@ -467,6 +567,9 @@ impl MemoryEngine {
                 world.containers.retain(|c| c.id != target);
                 world.volumes.retain(|v| v.name != target);
                 world.networks.retain(|n| n.id != target);
+                world.services.retain(|n| n.id != target);
+                world.configs.retain(|n| n.id != target);
+                world.secrets.retain(|n| n.id != target);
                 serve(&mut world)
             }
             Some(FaultAction::DoThenFail(e)) => {
@@ -569,6 +672,14 @@ impl Engine for MemoryEngine {
                     .collect(),
                 Kind::Volume => w.volumes.iter().map(|v| v.object(engine)).collect(),
                 Kind::Network => w.networks.iter().map(|n| n.object(engine)).collect(),
+                swarm => {
+                    no_swarm(w, swarm)?;
+                    match swarm {
+                        Kind::Service => w.services.iter().map(|s| s.object(engine)).collect(),
+                        Kind::Config => w.configs.iter().map(|c| c.object(engine, swarm)).collect(),
+                        _ => w.secrets.iter().map(|c| c.object(engine, swarm)).collect(),
+                    }
+                }
             };
             Ok(all
                 .into_iter()
@@ -610,6 +721,24 @@ impl Engine for MemoryEngine {
                     .iter()
                     .find(|n| n.id == id)
                     .map(|n| n.object(engine)),
+                Kind::Service => {
+                    no_swarm(w, Kind::Service)?;
+                    w.services
+                        .iter()
+                        .find(|s| s.id == id)
+                        .map(|s| s.object(engine))
+                }
+                swarm => {
+                    no_swarm(w, swarm)?;
+                    let list = if swarm == Kind::Config {
+                        &w.configs
+                    } else {
+                        &w.secrets
+                    };
+                    list.iter()
+                        .find(|c| c.id == id)
+                        .map(|c| c.object(engine, swarm))
+                }
             };
             found.ok_or_else(|| not_found(format!("inspect {} {id}", key.kind), key.kind))
         })
@@ -826,7 +955,9 @@ impl MemoryEngine {
                 let Some(n) = w.networks.iter().find(|n| n.id == id) else {
                     return Err(not_found(call, key.kind));
                 };
-                if w.containers.iter().any(|c| c.networks.contains(id)) {
+                if w.containers.iter().any(|c| c.networks.contains(id))
+                    || w.services.iter().any(|s| s.networks.contains(id))
+                {
                     let message = format!(
                         "error while removing network: network {} id {id} has active endpoints",
                         n.name
@@ -842,9 +973,76 @@ impl MemoryEngine {
                 w.networks.retain(|n| n.id != id);
                 Ok(())
             }
+            Kind::Service => {
+                no_swarm(w, Kind::Service)?;
+                if !w.services.iter().any(|s| s.id == id) {
+                    return Err(not_found(call, key.kind));
+                }
+                // The service goes and its tasks' containers with it (the
+                // real engine waits for them; here they go at once).
+                w.services.retain(|s| s.id != id);
+                w.containers.retain(|c| {
+                    c.labels.get(crate::model::SWARM_SERVICE_ID).map(String::as_str) != Some(id)
+                });
+                Ok(())
+            }
+            swarm => {
+                no_swarm(w, swarm)?;
+                let users: Vec<&str> = w
+                    .services
+                    .iter()
+                    .filter(|s| {
+                        let uses = if swarm == Kind::Config {
+                            &s.configs
+                        } else {
+                            &s.secrets
+                        };
+                        uses.contains(id)
+                    })
+                    .map(|s| s.name.as_str())
+                    .collect();
+                if !users.is_empty() {
+                    // Docker answers 400 with the services' names.
+                    let message = format!(
+                        "rpc error: code = InvalidArgument desc = {swarm} '{id}' is in use by the following service: {}",
+                        users.join(", ")
+                    );
+                    return Err(EngineError::new(
+                        call,
+                        ErrorKind::Other {
+                            status: Some(400),
+                            message,
+                        },
+                    ));
+                }
+                let list = if swarm == Kind::Config {
+                    &mut w.configs
+                } else {
+                    &mut w.secrets
+                };
+                let before = list.len();
+                list.retain(|c| c.id != id);
+                if list.len() == before {
+                    return Err(not_found(call, key.kind));
+                }
+                Ok(())
+            }
         })
         .await
     }
+}
+
+/// Docker's answer to a Swarm call on an engine that is not a manager.
+fn no_swarm(w: &World, kind: Kind) -> Result<(), EngineError> {
+    if w.swarm == SwarmRole::Manager {
+        return Ok(());
+    }
+    Err(EngineError::new(
+        format!("list {}", kind.plural()),
+        ErrorKind::NoSwarm {
+            message: "This node is not a swarm manager.".into(),
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -106,12 +106,16 @@ pub trait Engine: Send + Sync {
 
     /// Removes one object by its key. A container is killed if it runs and
     /// removed with its anonymous volumes (`docker rm -f -v`, named volumes
-    /// stay); volumes and networks are never forced: in use is an error.
+    /// stay); volumes, networks, configs and secrets are never forced: in use
+    /// is an error. A service is deleted, and the call returns once this
+    /// engine lists no container of its tasks (within the call deadline;
+    /// those still there are named in the error).
     async fn remove(&self, key: &ObjectKey) -> Result<(), EngineError>;
 
     /// Follows the engine's events that may change what a reconcile finds:
     /// container events of objects carrying every `label_filters` label, and
-    /// every volume and network event (Docker 20.10 gives those no labels, so
+    /// every volume and network event, and on Docker every service, config
+    /// and secret event (Docker 20.10 gives those no labels, so
     /// a label filter would drop them; the next labeled listing decides). The
     /// stream ends, or yields an error, when the connection drops.
     fn events(&self, label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>>;

@@ -2,9 +2,11 @@
 //! (list, plan, and inspect containers for shared namespaces until the plan
 //! stands).
 //!
-//! Owns the engine calls of discovery: a constant five listings whatever the
-//! number of objects (and one read of the engine's clock when a lease is
-//! listed), and the inspection of containers (at most eight at
+//! Owns the engine calls of discovery: a constant eight listings whatever the
+//! number of objects or of a swarm's nodes (five, and the Swarm services,
+//! configs and secrets, which an engine that is not a swarm manager answers
+//! with an error that skips those kinds with one note), and one read of the
+//! engine's clock when a lease is listed, and the inspection of containers (at most eight at
 //! once) for the pid and ipc namespaces they share, which the listing does
 //! not show. What the answers mean is `plan::inventory`'s (pure). A failure
 //! anywhere fails the whole step: nothing may be planned from a partial
@@ -43,12 +45,34 @@ impl std::error::Error for InventoryError {}
 const INSPECT_CONCURRENCY: usize = 8;
 
 /// Lists the managed containers, every container (only to find unmanaged
-/// users of managed objects), the managed volumes and networks and the
-/// `ca-sbx:*` images, concurrently, and keeps what passes the client-side check.
+/// users of managed objects), the managed volumes and networks, the
+/// `ca-sbx:*` images, and on a swarm manager every service (one call; the
+/// managed ones are told apart on the client, the others may hold a managed
+/// network, config or secret) and the managed configs and secrets,
+/// concurrently, and keeps what passes the client-side check.
 pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
     let filters = scope.filters();
     let wrap = |what| move |error| InventoryError { what, error };
-    let (managed, all, volumes, networks, images) = tokio::try_join!(
+    // The Swarm kinds: an engine that is no swarm manager says so for each;
+    // then none of them is listed, and the run says why once.
+    let swarm = async {
+        let (services, configs, secrets) = tokio::join!(
+            engine.list(Kind::Service, &[]),
+            engine.list(Kind::Config, &filters),
+            engine.list(Kind::Secret, &filters),
+        );
+        let no_swarm = [&services, &configs, &secrets]
+            .into_iter()
+            .find_map(|r| r.as_ref().err().filter(|e| e.is_no_swarm()).cloned());
+        if let Some(e) = no_swarm {
+            return Ok((Vec::new(), Vec::new(), Some(e.to_string())));
+        }
+        let services = services.map_err(wrap("services"))?;
+        let mut listed = configs.map_err(wrap("configs"))?;
+        listed.extend(secrets.map_err(wrap("secrets"))?);
+        Ok((services, listed, None))
+    };
+    let (managed, mut all, volumes, networks, images, (services, swarm_listed, swarm_skipped)) = tokio::try_join!(
         async {
             engine
                 .list(Kind::Container, &filters)
@@ -79,6 +103,7 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
                 .await
                 .map_err(wrap("images"))
         },
+        swarm,
     )?;
     // Leases are judged by the engine's clock: read it (one more call) only
     // when a listed volume carries a lease label. A clock that cannot be read
@@ -98,8 +123,11 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
     let mut listed = managed;
     listed.extend(volumes);
     listed.extend(networks);
+    listed.extend(swarm_listed);
+    all.extend(services);
     let mut inventory = Inventory::from_listings(engine.name(), scope.clone(), listed, all, images);
     inventory.skew_ms = skew_ms;
+    inventory.swarm_skipped = swarm_skipped;
     Ok(inventory)
 }
 

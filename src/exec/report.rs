@@ -112,7 +112,9 @@ pub struct Report {
     pub(crate) retained: Retained,
     pub failures: Vec<Failure>,
     /// What is still there, by kind. JSON: `remainingContainers`,
-    /// `remainingVolumes`, `remainingNetworks`, here among the report's keys.
+    /// `remainingVolumes`, `remainingNetworks` (and `remainingServices`,
+    /// `remainingConfigs`, `remainingSecrets` when not empty), here among the
+    /// report's keys.
     #[serde(flatten, serialize_with = "remaining_keys")]
     pub(crate) remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
@@ -125,10 +127,21 @@ fn remaining_keys<S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
-    let mut map = s.serialize_map(Some(3))?;
+    let mut map = s.serialize_map(None)?;
     map.serialize_entry("remainingContainers", &remaining.containers)?;
     map.serialize_entry("remainingVolumes", &remaining.volumes)?;
     map.serialize_entry("remainingNetworks", &remaining.networks)?;
+    // The Swarm kinds only when something of theirs is left (an engine
+    // without them gives the same keys as before they were added).
+    for (key, left) in [
+        ("remainingServices", &remaining.services),
+        ("remainingConfigs", &remaining.configs),
+        ("remainingSecrets", &remaining.secrets),
+    ] {
+        if !left.is_empty() {
+            map.serialize_entry(key, left)?;
+        }
+    }
     map.end()
 }
 

@@ -3,8 +3,10 @@
 //! `Kind` order, mapped and merged, instead of three fields written out by hand.
 //!
 //! Serializes as `{"containers": ..., "volumes": ..., "networks": ...}` (the
-//! plan's and the report's keys); `networks` may be missing when read back
-//! (plans saved before networks were planned).
+//! plan's and the report's keys), then `services`, `configs` and `secrets`
+//! only when they hold something (an engine with no Swarm objects gives the
+//! same JSON as before the Swarm kinds); `networks` and the Swarm kinds may be
+//! missing when read back (plans saved before they were planned).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,11 +14,39 @@ use crate::model::Kind;
 
 /// One `T` per kind, in `Kind` order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(bound(
+    serialize = "T: Serialize + Nothing",
+    deserialize = "T: Deserialize<'de> + Default"
+))]
 pub struct ByKind<T> {
     pub containers: T,
     pub(crate) volumes: T,
     #[serde(default)]
     pub networks: T,
+    #[serde(default, skip_serializing_if = "Nothing::is_nothing")]
+    pub services: T,
+    #[serde(default, skip_serializing_if = "Nothing::is_nothing")]
+    pub configs: T,
+    #[serde(default, skip_serializing_if = "Nothing::is_nothing")]
+    pub secrets: T,
+}
+
+/// A value that says nothing (an empty list, a zero count): the Swarm kinds'
+/// keys are left out of the JSON when they hold one.
+pub trait Nothing {
+    fn is_nothing(&self) -> bool;
+}
+
+impl<U> Nothing for Vec<U> {
+    fn is_nothing(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl Nothing for usize {
+    fn is_nothing(&self) -> bool {
+        *self == 0
+    }
 }
 
 impl<T> ByKind<T> {
@@ -26,6 +56,9 @@ impl<T> ByKind<T> {
             containers: f(Kind::Container),
             volumes: f(Kind::Volume),
             networks: f(Kind::Network),
+            services: f(Kind::Service),
+            configs: f(Kind::Config),
+            secrets: f(Kind::Secret),
         }
     }
 
@@ -34,6 +67,9 @@ impl<T> ByKind<T> {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service => &self.services,
+            Kind::Config => &self.configs,
+            Kind::Secret => &self.secrets,
         }
     }
 
@@ -42,6 +78,9 @@ impl<T> ByKind<T> {
             Kind::Container => &mut self.containers,
             Kind::Volume => &mut self.volumes,
             Kind::Network => &mut self.networks,
+            Kind::Service => &mut self.services,
+            Kind::Config => &mut self.configs,
+            Kind::Secret => &mut self.secrets,
         }
     }
 
@@ -64,7 +103,7 @@ impl<U> ByKind<Vec<U>> {
 
     /// Items of every kind.
     pub fn len(&self) -> usize {
-        self.containers.len() + self.volumes.len() + self.networks.len()
+        Kind::ALL.into_iter().map(|k| self.get(k).len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,7 +159,10 @@ mod tests {
             [
                 (Kind::Container, &2),
                 (Kind::Volume, &1),
-                (Kind::Network, &1)
+                (Kind::Network, &1),
+                (Kind::Service, &0),
+                (Kind::Config, &0),
+                (Kind::Secret, &0)
             ]
         );
         assert_eq!(lists.len(), 4);
@@ -134,6 +176,7 @@ mod tests {
             containers: vec![10],
             volumes: vec![],
             networks: vec![12, 13],
+            ..ByKind::default()
         };
         whole.extend_from(&part);
         assert_eq!(
@@ -141,17 +184,28 @@ mod tests {
             ByKind {
                 containers: vec![0, 10],
                 volumes: vec![1],
-                networks: vec![2, 12, 13]
+                networks: vec![2, 12, 13],
+                services: vec![3],
+                configs: vec![4],
+                secrets: vec![5],
             }
         );
     }
 
     #[test]
     fn json_keys_are_the_plural_kinds_and_networks_may_be_missing() {
-        let counts = ByKind::from_fn(|k| k as u8);
+        let counts = ByKind::from_fn(|k| k as usize);
         assert_eq!(
             serde_json::to_string(&counts).unwrap(),
-            r#"{"containers":0,"volumes":1,"networks":2}"#
+            r#"{"containers":0,"volumes":1,"networks":2,"services":3,"configs":4,"secrets":5}"#
+        );
+        let no_swarm = ByKind {
+            containers: 1usize,
+            ..ByKind::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&no_swarm).unwrap(),
+            r#"{"containers":1,"volumes":0,"networks":0}"#
         );
         let old: ByKind<Vec<u8>> =
             serde_json::from_str(r#"{"containers":[1],"volumes":[]}"#).unwrap();

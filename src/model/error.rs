@@ -35,6 +35,9 @@ pub enum ErrorKind {
     Unreachable { endpoint: String, detail: String },
     /// The call did not complete within its deadline.
     Timeout { seconds: u64 },
+    /// The engine is not a Swarm manager (a worker, an engine not in a swarm,
+    /// Podman): it cannot list or remove services, configs or secrets.
+    NoSwarm { message: String },
     /// Any other error status (`status`), or a broken connection / unreadable
     /// answer (`status: None`).
     Other {
@@ -54,6 +57,11 @@ impl EngineError {
     /// True for a 404: the object is already gone.
     pub fn is_not_found(&self) -> bool {
         matches!(self.kind, ErrorKind::NotFound { .. })
+    }
+
+    /// True when the engine cannot list the Swarm kinds (not a manager).
+    pub fn is_no_swarm(&self) -> bool {
+        matches!(self.kind, ErrorKind::NoSwarm { .. })
     }
 
     /// True when the engine could not be reached or did not answer in time.
@@ -80,6 +88,9 @@ impl fmt::Display for EngineError {
                 f,
                 "{call}: no answer within {seconds}s; the engine is hung or overloaded (raise --timeout to wait longer)"
             ),
+            ErrorKind::NoSwarm { message } => {
+                write!(f, "{call}: not a swarm manager: {message}")
+            }
             ErrorKind::Other {
                 status: Some(status),
                 message,

@@ -14,6 +14,7 @@ mod by_kind;
 mod error;
 pub mod lease;
 mod outcome;
+mod owner;
 mod reason;
 pub(crate) mod time;
 
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 pub(crate) use by_kind::ByKind;
 pub use error::{EngineError, ErrorKind};
 pub use outcome::Outcome;
+pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
 pub(crate) use reason::cut;
 pub use reason::{Reason, Ref};
 
@@ -49,8 +51,11 @@ pub type Labels = BTreeMap<String, String>;
 
 /// The kinds of removable object. Images are not a kind: they are only listed.
 ///
-/// The order is the order of removal preference and of every listing:
-/// containers first (what uses), then what they use.
+/// The order is the order of every listing: containers first (what uses),
+/// then what they use, then the Swarm kinds (a service, and the configs and
+/// secrets its tasks use), added after the first three so that the older
+/// kinds keep their order and their JSON keys. Removal order comes from the
+/// plan's edges, not from here.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
 )]
@@ -60,33 +65,61 @@ pub enum Kind {
     Container,
     Volume,
     Network,
+    /// A Swarm service (listed only on a manager node).
+    Service,
+    /// A Swarm config.
+    Config,
+    /// A Swarm secret.
+    Secret,
 }
 
 impl Kind {
     /// Every kind, in listing order.
-    pub const ALL: [Kind; 3] = [Kind::Container, Kind::Volume, Kind::Network];
+    pub const ALL: [Kind; 6] = [
+        Kind::Container,
+        Kind::Volume,
+        Kind::Network,
+        Kind::Service,
+        Kind::Config,
+        Kind::Secret,
+    ];
 
-    /// `container`, `volume`, `network`.
+    /// The kinds only a Swarm manager lists: skipped, with one note, elsewhere.
+    pub const SWARM: [Kind; 3] = [Kind::Service, Kind::Config, Kind::Secret];
+
+    /// `container`, `volume`, `network`, `service`, `config`, `secret`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Kind::Container => "container",
             Kind::Volume => "volume",
             Kind::Network => "network",
+            Kind::Service => "service",
+            Kind::Config => "config",
+            Kind::Secret => "secret",
         }
     }
 
-    /// `containers`, `volumes`, `networks`: the report's JSON keys.
+    /// `containers`, `volumes`, `networks`, `services`, `configs`,
+    /// `secrets`: the report's JSON keys.
     pub fn plural(self) -> &'static str {
         match self {
             Kind::Container => "containers",
             Kind::Volume => "volumes",
             Kind::Network => "networks",
+            Kind::Service => "services",
+            Kind::Config => "configs",
+            Kind::Secret => "secrets",
         }
     }
 
     /// True for kinds whose identity is an engine-made ID (shown shortened).
     pub(crate) fn has_id(self) -> bool {
-        matches!(self, Kind::Container | Kind::Network)
+        !matches!(self, Kind::Volume)
+    }
+
+    /// True for the kinds only a Swarm manager lists.
+    pub fn is_swarm(self) -> bool {
+        Kind::SWARM.contains(&self)
     }
 }
 

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::{short_id, Kind};
+use crate::model::{short_id, Kind, Owner};
 
 /// The most characters of an engine-given name, box ID or time that a
 /// reason's words quote (longer ones are cut with an ellipsis).
@@ -129,6 +129,10 @@ pub enum Reason {
     HeldByUnmanaged { holders: Vec<Ref> },
     /// Blocked: a blocked object that stays uses it.
     WaitsForBlocked { object: Ref },
+    /// Blocked: an orchestrator owns the container (a Swarm service's task,
+    /// a Nomad allocation, a Kubernetes pod) and would recreate it if it were
+    /// removed directly; its owner is not managed.
+    OwnedByOrchestrator { owner: Owner },
     /// Removed: a helper container that a run left behind while it archived
     /// or restored a volume (labeled `ca.sandbox.role=archive-helper`).
     ArchiveHelper,
@@ -199,10 +203,20 @@ impl fmt::Display for Reason {
             Reason::MountedByKept { holders } => write!(f, "in use by kept {}", Refs(holders)),
             Reason::HeldByUnmanaged { holders } => write!(
                 f,
-                "in use by unmanaged {}; never forced: remove that container first, or declare this object's box (a volume: list it in volumes.keep)",
-                Refs(holders)
+                "in use by unmanaged {}; never forced: remove that {} first, or declare this object's box (a volume: list it in volumes.keep)",
+                Refs(holders),
+                if holders.iter().any(|h| h.kind == Kind::Service) {
+                    "service"
+                } else {
+                    "container"
+                }
             ),
             Reason::WaitsForBlocked { object } => write!(f, "in use by blocked {object}"),
+            Reason::OwnedByOrchestrator { owner } => write!(
+                f,
+                "owned by {owner}, which would recreate it; never removed directly: {}",
+                owner.advice()
+            ),
             Reason::ArchiveHelper => f.write_str("leftover archive helper container"),
             Reason::RemovalFailed { error } => f.write_str(error),
             Reason::ArchiveFailed { error } => {
@@ -313,6 +327,7 @@ mod tests {
             Reason::MountedByKept { .. } => "mountedByKept",
             Reason::HeldByUnmanaged { .. } => "heldByUnmanaged",
             Reason::WaitsForBlocked { .. } => "waitsForBlocked",
+            Reason::OwnedByOrchestrator { .. } => "ownedByOrchestrator",
             Reason::ArchiveHelper => "archiveHelper",
             Reason::RemovalFailed { .. } => "removalFailed",
             Reason::ArchiveFailed { .. } => "archiveFailed",
@@ -359,6 +374,14 @@ mod tests {
             Reason::HeldByUnmanaged { holders: vec![] },
             Reason::WaitsForBlocked {
                 object: holder("x"),
+            },
+            Reason::OwnedByOrchestrator {
+                owner: Owner {
+                    orchestrator: crate::model::Orchestrator::Swarm,
+                    id: "s".into(),
+                    name: None,
+                    namespace: None,
+                },
             },
             Reason::ArchiveHelper,
             Reason::RemovalFailed { error: "e".into() },

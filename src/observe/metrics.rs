@@ -697,6 +697,10 @@ mod tests {
         sandboxctl_managed_objects{engine="default",kind="container"} 3
         sandboxctl_managed_objects{engine="default",kind="volume"} 2
         sandboxctl_managed_objects{engine="podman",kind="network"} 1
+        sandboxctl_removals_total{kind="config",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="config",outcome="archiveFailed"} 0
+        sandboxctl_removals_total{kind="config",outcome="failed"} 0
+        sandboxctl_removals_total{kind="config",outcome="removed"} 0
         sandboxctl_removals_total{kind="container",outcome="alreadyGone"} 0
         sandboxctl_removals_total{kind="container",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="container",outcome="failed"} 0
@@ -705,6 +709,14 @@ mod tests {
         sandboxctl_removals_total{kind="network",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="network",outcome="failed"} 1
         sandboxctl_removals_total{kind="network",outcome="removed"} 0
+        sandboxctl_removals_total{kind="secret",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="secret",outcome="archiveFailed"} 0
+        sandboxctl_removals_total{kind="secret",outcome="failed"} 0
+        sandboxctl_removals_total{kind="secret",outcome="removed"} 0
+        sandboxctl_removals_total{kind="service",outcome="alreadyGone"} 0
+        sandboxctl_removals_total{kind="service",outcome="archiveFailed"} 0
+        sandboxctl_removals_total{kind="service",outcome="failed"} 0
+        sandboxctl_removals_total{kind="service",outcome="removed"} 0
         sandboxctl_removals_total{kind="volume",outcome="alreadyGone"} 1
         sandboxctl_removals_total{kind="volume",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="volume",outcome="failed"} 0

@@ -75,6 +75,10 @@ pub(crate) struct Explanation {
     /// Where the state file declares its box or keeps it (`path:line`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) declared_at: Option<String>,
+    /// For a container an orchestrator owns (a Swarm service's task, a Nomad
+    /// allocation, a Kubernetes pod): that owner, managed or not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) owner: Option<crate::model::Owner>,
     pub(crate) waits_for: Vec<Link>,
     pub(crate) waited_for_by: Vec<Link>,
     /// The leases of its box (managed objects of a box only), as the plan judged them.
@@ -86,7 +90,7 @@ pub(crate) struct Explanation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ExplainError {
     #[error(
-        "no container, volume or network matches {query:?}{}",
+        "no container, volume, network, service, config or secret matches {query:?}{}",
         candidates_text(candidates)
     )]
     NoMatch {
@@ -208,6 +212,9 @@ pub(crate) fn explain(
         step: None,
         reason: None,
         declared_at: None,
+        owner: (object.kind() == Kind::Container)
+            .then(|| crate::model::Owner::of(&object.labels))
+            .flatten(),
         waits_for: vec![],
         waited_for_by: vec![],
         leases: vec![],

@@ -25,6 +25,8 @@ pub(crate) enum Use {
     Attached,
     /// Shares the container's namespace (`--network/--pid/--ipc container:`).
     Joins(Namespace),
+    /// A service's tasks use the config or secret.
+    Uses,
 }
 
 impl Use {
@@ -36,13 +38,26 @@ impl Use {
             Use::Joins(Namespace::Network) => "joins its network namespace",
             Use::Joins(Namespace::Pid) => "joins its pid namespace",
             Use::Joins(Namespace::Ipc) => "joins its ipc namespace",
+            Use::Uses => "uses",
+        }
+    }
+
+    /// How something uses an object of kind `dependency` it depends on (a
+    /// namespace join aside).
+    pub(crate) fn of(dependency: Kind) -> Use {
+        match dependency {
+            Kind::Volume => Use::Mounts,
+            Kind::Network => Use::Attached,
+            _ => Use::Uses,
         }
     }
 }
 
-/// A container outside the managed set that uses a managed object.
+/// A container (or a Swarm service) outside the managed set that uses a
+/// managed object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub(crate) struct Holder {
+    pub(crate) kind: Kind,
     pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) how: Use,
@@ -60,8 +75,13 @@ pub struct Inventory {
     pub(crate) images: BTreeMap<String, ImageInfo>,
     /// For each managed object an unmanaged container uses: those containers.
     pub(crate) holders: BTreeMap<ObjectKey, Vec<Holder>>,
-    /// Unmanaged containers (to find holders; inspected on demand).
+    /// Unmanaged containers (to find holders; inspected on demand), and
+    /// unmanaged Swarm services (holders of the networks, configs and
+    /// secrets their tasks use).
     pub(crate) unmanaged: Vec<Object>,
+    /// Whether the Swarm kinds were listed: `None` when they were, else why
+    /// not (the engine is not a swarm manager), said once as a note.
+    pub swarm_skipped: Option<String>,
     /// True once the unmanaged containers were inspected for pid/ipc joins.
     pub(crate) inspected: bool,
     /// Objects the engine returned for the label filter that failed the client-side
@@ -76,7 +96,9 @@ pub struct Inventory {
 impl Inventory {
     /// Builds the inventory from raw listings. Pure. `listed` is what the engine
     /// returned for the scope's label filter (any kinds); `all` is every
-    /// container. Anything failing `Scope::manages` is dropped into `rejected`.
+    /// container and every Swarm service (which the run lists unfiltered, in
+    /// one call: the managed ones are taken from there). Anything failing
+    /// `Scope::manages` is dropped into `rejected`.
     pub fn from_listings(
         engine: &str,
         scope: Scope,
@@ -90,6 +112,12 @@ impl Inventory {
             ..Default::default()
         };
         let mut managed = Vec::with_capacity(listed.len());
+        let (services, all): (Vec<Object>, Vec<Object>) =
+            all.into_iter().partition(|o| o.kind() == Kind::Service);
+        let (mine, services): (Vec<Object>, Vec<Object>) = services
+            .into_iter()
+            .partition(|s| inv.scope.manages(&s.labels));
+        managed.extend(mine.into_iter().map(|o| (o.key.clone(), o)));
         for o in listed {
             if inv.scope.manages(&o.labels) {
                 managed.push((o.key.clone(), o));
@@ -102,6 +130,7 @@ impl Inventory {
         inv.unmanaged = all
             .into_iter()
             .filter(|c| !inv.scope.manages(&c.labels))
+            .chain(services)
             .collect();
         inv.unmanaged.sort_by(|a, b| a.key.cmp(&b.key));
         for mut i in images {
@@ -172,20 +201,58 @@ impl Inventory {
         for (o, deps) in objects.values().zip(&mut managed_deps) {
             deps.retain_mut(|d| managed(d) && *d != o.key);
             deps.extend(o.joins.iter().filter_map(target_of).filter(|t| *t != o.key));
+        }
+        // A managed service goes before the containers of its tasks (its
+        // removal takes them): the service depends on each of them here.
+        let service_at: HashMap<&str, usize> = objects
+            .values()
+            .enumerate()
+            .filter(|(_, o)| o.kind() == Kind::Service)
+            .map(|(i, o)| (o.key.id.as_str(), i))
+            .collect();
+        // Whose tasks these are, for the containers of a managed service.
+        let task_of = |c: &Object| -> Option<usize> {
+            if c.kind() != Kind::Container {
+                return None;
+            }
+            crate::model::Owner::swarm_service(&c.labels).and_then(|s| service_at.get(s).copied())
+        };
+        if !service_at.is_empty() {
+            for c in objects.values() {
+                if let Some(i) = task_of(c) {
+                    managed_deps[i].push(c.key.clone());
+                }
+            }
+        }
+        for deps in &mut managed_deps {
             deps.sort_unstable();
             deps.dedup();
         }
+        let unmanaged_services: foldhash::HashSet<&str> = self
+            .unmanaged
+            .iter()
+            .filter(|o| o.kind() == Kind::Service)
+            .map(|o| o.key.id.as_str())
+            .collect();
         let mut holders: BTreeMap<ObjectKey, Vec<Holder>> = BTreeMap::new();
         for (c, deps) in self.unmanaged.iter().zip(&mut unmanaged_deps) {
+            // An unlabeled container of a managed service's task goes with
+            // the service (whose removal waits for it): it holds nothing.
+            if task_of(c).is_some() {
+                continue;
+            }
+            // The container of an unmanaged service's task holds through its
+            // service, which is what to remove (the container would come back).
+            if c.kind() == Kind::Container
+                && crate::model::Owner::swarm_service(&c.labels)
+                    .is_some_and(|s| unmanaged_services.contains(s))
+            {
+                continue;
+            }
             let mut uses: Vec<(ObjectKey, Use)> = Vec::new();
             for d in deps.iter_mut() {
                 if managed(d) {
-                    let how = if d.kind == Kind::Volume {
-                        Use::Mounts
-                    } else {
-                        Use::Attached
-                    };
-                    uses.push((d.clone(), how));
+                    uses.push((d.clone(), Use::of(d.kind)));
                 }
             }
             let joins = c
@@ -194,6 +261,7 @@ impl Inventory {
                 .filter_map(|j| Some((target_of(j)?, Use::Joins(j.namespace))));
             for (key, how) in uses.into_iter().chain(joins) {
                 holders.entry(key).or_default().push(Holder {
+                    kind: c.kind(),
                     id: c.key.id.clone(),
                     name: c.name.clone(),
                     how,
@@ -224,6 +292,7 @@ impl Inventory {
         };
         unmanaged
             .iter()
+            .filter(|c| c.kind() == Kind::Container)
             .map(|c| c.key.clone())
             .chain(managed.iter().cloned())
             .collect()
@@ -241,11 +310,13 @@ impl Inventory {
                 listed.joins = o.joins;
             }
         }
-        if self.inspected {
-            self.unmanaged.extend(fresh);
-        } else {
-            self.unmanaged = fresh;
+        if !self.inspected {
+            // The listed unmanaged containers are replaced by what their
+            // inspection found; unmanaged services stay.
+            self.unmanaged.retain(|o| o.kind() != Kind::Container);
         }
+        self.unmanaged.extend(fresh);
+        self.unmanaged.sort_by(|a, b| a.key.cmp(&b.key));
         self.inspected = true;
         self.resolve();
     }
@@ -435,6 +506,7 @@ mod tests {
         assert_eq!(
             inv.holders[&vkey],
             vec![Holder {
+                kind: Kind::Container,
                 id: "f".into(),
                 name: "n-f".into(),
                 how: Use::Mounts

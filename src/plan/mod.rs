@@ -483,7 +483,7 @@ impl<'i> Ages<'i> {
                 let e = map.entry(b).or_insert(created);
                 *e = (*e).min(created);
             }
-            if o.kind() == Kind::Container {
+            if matches!(o.kind(), Kind::Container | Kind::Service) {
                 for d in &o.depends_on {
                     let e = users_newest.entry(d).or_insert(created);
                     *e = (*e).max(created);
@@ -645,7 +645,7 @@ fn holder_refs(holders: &[Holder]) -> Vec<Ref> {
     holders
         .iter()
         .map(|h| Ref {
-            kind: Kind::Container,
+            kind: h.kind,
             id: Some(h.id.clone()),
             name: h.name.clone(),
             how: Some(h.how.as_str().to_string()),
@@ -664,15 +664,41 @@ fn object_ref(o: &Object, how: Option<&str>) -> Ref {
 
 /// How a dependent uses what it depends on, in words for a `Ref`.
 fn use_of(dependent: &Object, dependency: &Object) -> &'static str {
-    match dependency.kind() {
-        Kind::Volume => "mounts",
-        Kind::Network => "attached",
-        Kind::Container => dependent
+    match (dependent.kind(), dependency.kind()) {
+        (Kind::Service, Kind::Container) => "runs it as a task",
+        (_, Kind::Container) => dependent
             .joins
             .first()
             .map(|j| crate::plan::inventory::Use::Joins(j.namespace).as_str())
             .unwrap_or("joins its namespace"),
+        (_, kind) => crate::plan::inventory::Use::of(kind).as_str(),
     }
+}
+
+/// How a reason names a task container that keeps or blocks its service.
+const TASK_OF_IT: &str = "a task of it";
+
+/// For a managed container an orchestrator owns: the owner, unless that owner
+/// is a managed Swarm service (its removal takes the container), or a Swarm
+/// service that a manager's listing shows is gone (nothing recreates the
+/// container any more).
+fn foreign_owner(o: &Object, inv: &Inventory) -> Option<crate::model::Owner> {
+    if o.kind() != Kind::Container {
+        return None;
+    }
+    let owner = crate::model::Owner::of(&o.labels)?;
+    if let Some(service) = crate::model::Owner::swarm_service(&o.labels) {
+        let key = ObjectKey::new(&o.key.engine, Kind::Service, service);
+        if inv.objects.contains_key(&key) {
+            return None;
+        }
+        let listed = inv.swarm_skipped.is_none();
+        let exists = inv.unmanaged.iter().any(|u| u.key == key);
+        if listed && !exists {
+            return None;
+        }
+    }
+    Some(owner)
 }
 
 impl Plan {
@@ -745,19 +771,40 @@ impl Plan {
         // walk nor on whether containers were inspected for shared
         // namespaces: kept over blocked over removed. First, what a kept
         // object depends on is kept (to a fixpoint).
+        // A managed service's removal takes its task containers: a task
+        // container that stays keeps (or blocks) its service as well.
+        let owners: Vec<Vec<usize>> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                if o.kind() != Kind::Container {
+                    return Vec::new();
+                }
+                dependents[i]
+                    .iter()
+                    .copied()
+                    .filter(|&s| objects[s].kind() == Kind::Service)
+                    .collect()
+            })
+            .collect();
+        let task_ref = |i: usize| object_ref(objects[i], Some(TASK_OF_IT));
         let mut stack: Vec<usize> = (0..objects.len())
             .filter(|&i| matches!(verdicts[i], Verdict::Keep(_)))
             .collect();
         while let Some(i) = stack.pop() {
-            for &j in &depends[i] {
+            for &j in depends[i].iter().chain(&owners[i]) {
                 if !matches!(verdicts[j], Verdict::Remove(_)) {
                     continue;
                 }
-                let kept: Vec<Ref> = dependents[j]
-                    .iter()
-                    .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
-                    .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
-                    .collect();
+                let kept: Vec<Ref> = if owners[i].contains(&j) {
+                    vec![task_ref(i)]
+                } else {
+                    dependents[j]
+                        .iter()
+                        .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
+                        .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
+                        .collect()
+                };
                 verdicts[j] = Verdict::Keep(Reason::MountedByKept { holders: kept });
                 stack.push(j);
             }
@@ -771,6 +818,9 @@ impl Plan {
                 verdicts[i] = Verdict::Block(Reason::HeldByUnmanaged {
                     holders: holder_refs(holders),
                 });
+            } else if let Some(owner) = foreign_owner(o, inv) {
+                // Removed directly, it would be recreated by its orchestrator.
+                verdicts[i] = Verdict::Block(Reason::OwnedByOrchestrator { owner });
             }
         }
         // What a blocked object depends on is blocked (it cannot go while its
@@ -779,13 +829,16 @@ impl Plan {
             .filter(|&i| matches!(verdicts[i], Verdict::Block(_)))
             .collect();
         while let Some(i) = stack.pop() {
-            for &j in &depends[i] {
+            for &j in depends[i].iter().chain(&owners[i]) {
                 if !matches!(verdicts[j], Verdict::Remove(_)) {
                     continue;
                 }
-                verdicts[j] = Verdict::Block(Reason::WaitsForBlocked {
-                    object: object_ref(objects[i], Some(use_of(objects[i], objects[j]))),
-                });
+                let object = if owners[i].contains(&j) {
+                    task_ref(i)
+                } else {
+                    object_ref(objects[i], Some(use_of(objects[i], objects[j])))
+                };
+                verdicts[j] = Verdict::Block(Reason::WaitsForBlocked { object });
                 stack.push(j);
             }
         }
@@ -1190,6 +1243,7 @@ mod tests {
             network("n", Some("x")),
         ]);
         let holder = |how| Holder {
+            kind: Kind::Container,
             id: "f00000000000000".into(),
             name: "web".into(),
             how,
@@ -1502,6 +1556,136 @@ mod tests {
         assert_eq!(
             codes(&plan.kept.volumes),
             vec![("lb".to_string(), "withinGrace".to_string())]
+        );
+    }
+
+    /// A service `id` of `box_id` using `uses` (`net:` networks, else configs).
+    fn service(id: &str, box_id: Option<&str>, uses: &[&str]) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, Kind::Service, id, &format!("svc-{id}"));
+        o.labels = labels(box_id);
+        o.depends_on = uses
+            .iter()
+            .map(|u| match u.strip_prefix("net:") {
+                Some(n) => key(Kind::Network, n),
+                None => key(Kind::Config, u),
+            })
+            .collect();
+        o
+    }
+
+    fn task(id: &str, box_id: Option<&str>, service: &str, uses: &[&str]) -> Object {
+        let mut c = container(id, box_id, uses);
+        c.labels
+            .insert(crate::model::SWARM_SERVICE_ID.into(), service.into());
+        c
+    }
+
+    fn swarm_object(kind: Kind, id: &str, box_id: Option<&str>) -> Object {
+        let mut o = Object::new(DEFAULT_ENGINE, kind, id, &format!("{kind}-{id}"));
+        o.labels = labels(box_id);
+        o
+    }
+
+    #[test]
+    fn a_managed_service_goes_before_its_tasks_and_what_they_use() {
+        let inv = inventory(vec![
+            service("s1", Some("b"), &["net:n", "cf"]),
+            task("t1", Some("b"), "s1", &["net:n"]),
+            network("n", Some("b")),
+            swarm_object(Kind::Config, "cf", Some("b")),
+        ]);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert_eq!(
+            names(&plan.steps),
+            ["svc-s1", "sbx-t1", "net-n", "config-cf"],
+            "{plan:#?}"
+        );
+        assert_eq!(plan.steps[1].waits_for, vec![1]);
+        assert_eq!(plan.steps[2].waits_for, vec![1, 2]);
+        assert_eq!(plan.steps[3].waits_for, vec![1]);
+        assert!(plan.blocked.is_empty());
+    }
+
+    #[test]
+    fn a_task_that_stays_keeps_or_blocks_its_service() {
+        // Declared box `a` owns the task; the service is box `b`'s (a leak):
+        // removing the service would take the kept task, so it stays.
+        let inv = inventory(vec![
+            service("s1", Some("b"), &[]),
+            task("t1", Some("a"), "s1", &[]),
+        ]);
+        let plan = Plan::build(&reconcile(&["a"], &[]), &inv, NOW);
+        assert!(plan.steps.is_empty(), "{plan:#?}");
+        assert_eq!(
+            codes(&plan.kept.services),
+            [("svc-s1".to_string(), "mountedByKept".to_string())]
+        );
+        // A task another container joined (unmanaged) is blocked: so is its service.
+        let mut inv = inventory(vec![
+            service("s1", Some("b"), &[]),
+            task("t1", Some("b"), "s1", &[]),
+        ]);
+        inv.holders.insert(
+            key(Kind::Container, "t10000000000000000"),
+            vec![Holder {
+                kind: Kind::Container,
+                id: "f".into(),
+                name: "foreign".into(),
+                how: Use::Joins(Namespace::Pid),
+            }],
+        );
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert!(plan.steps.is_empty(), "{plan:#?}");
+        let service = plan
+            .blocked
+            .iter()
+            .find(|n| n.object.kind == Kind::Service)
+            .expect("the service is blocked");
+        assert_eq!(
+            service.why.to_string(),
+            "in use by blocked container sbx-t1 (t10000000000, a task of it)"
+        );
+    }
+
+    #[test]
+    fn an_orchestrator_owned_container_is_blocked_unless_its_service_is_managed_or_gone() {
+        // Its service is not managed, but listed: blocked, naming it.
+        let mut foreign = service("s9", None, &[]);
+        foreign.labels.clear();
+        let owned = task("t1", Some("b"), "s9", &["v"]);
+        let mut inv = Inventory::from_listings(
+            DEFAULT_ENGINE,
+            Scope::default(),
+            vec![owned.clone(), volume("v", Some("b"))],
+            vec![owned.clone(), foreign],
+            vec![],
+        );
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert!(plan.steps.is_empty(), "{plan:#?}");
+        assert_eq!(
+            codes(&plan.blocked),
+            [
+                ("sbx-t1".to_string(), "ownedByOrchestrator".to_string()),
+                ("v".to_string(), "waitsForBlocked".to_string())
+            ]
+        );
+        // A manager's listing shows no such service: an orphan, removed.
+        let inv2 = inventory(vec![owned.clone(), volume("v", Some("b"))]);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv2, NOW);
+        assert_eq!(names(&plan.steps), ["sbx-t1", "v"]);
+        // Not a manager: the service cannot be seen, so the task stays.
+        inv.swarm_skipped = Some("not a swarm manager".into());
+        inv.unmanaged.retain(|o| o.kind() != Kind::Service);
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert_eq!(plan.blocked.len(), 2, "{plan:#?}");
+        // Nomad and Kubernetes owners are never managed here: always blocked.
+        let mut pod = container("p1", Some("b"), &[]);
+        pod.labels
+            .insert("io.kubernetes.pod.uid".into(), "uid-1".into());
+        let plan = Plan::build(&reconcile(&[], &[]), &inventory(vec![pod]), NOW);
+        assert_eq!(
+            codes(&plan.blocked),
+            [("sbx-p1".to_string(), "ownedByOrchestrator".to_string())]
         );
     }
 }

@@ -95,6 +95,13 @@ pub(crate) fn explain_human(items: &[Explanation]) -> String {
             (Verdict::Unmanaged, _) => "never touched: it is not managed".into(),
         };
         let _ = writeln!(out, "  plan:     {verdict}");
+        if let Some(owner) = &e.owner {
+            let _ = writeln!(
+                out,
+                "  owner:    {}",
+                clip(&owner.to_string(), LAST_CELL_CHARS)
+            );
+        }
         if let Some(at) = &e.declared_at {
             let _ = writeln!(out, "  state:    {}", escape(at));
         }
@@ -153,6 +160,7 @@ mod tests {
             verdict: Verdict::Remove,
             step: Some(2),
             reason: Some(Reason::BoxNotDeclared { box_id: "a".into() }),
+            owner: None,
             declared_at: None,
             waits_for: vec![Link {
                 step: 1,
@@ -190,6 +198,7 @@ mod tests {
             verdict: Verdict::Unmanaged,
             step: None,
             reason: None,
+            owner: None,
             declared_at: None,
             waits_for: vec![],
             waited_for_by: vec![],

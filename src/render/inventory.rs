@@ -36,6 +36,9 @@ struct InventoryBox<'a> {
     containers: Vec<InventoryContainer<'a>>,
     volumes: Vec<&'a str>,
     networks: Vec<InventoryNetwork<'a>>,
+    /// Swarm services, configs and secrets (absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    swarm: Vec<InventorySwarm<'a>>,
     /// The box's volumes that carry a lease label, judged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     leases: Vec<&'a LeaseNote>,
@@ -54,6 +57,16 @@ struct InventoryContainer<'a> {
 struct InventoryNetwork<'a> {
     id: &'a str,
     name: &'a str,
+}
+
+#[derive(Serialize)]
+struct InventorySwarm<'a> {
+    kind: Kind,
+    id: &'a str,
+    name: &'a str,
+    /// For a service: the names of the networks, configs and secrets its tasks use.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    uses: Vec<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -85,6 +98,7 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
             containers: vec![],
             volumes: vec![],
             networks: vec![],
+            swarm: vec![],
             leases: vec![],
         });
         match o.kind() {
@@ -109,6 +123,17 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
             Kind::Network => b.networks.push(InventoryNetwork {
                 id: &o.key.id,
                 name: &o.name,
+            }),
+            kind => b.swarm.push(InventorySwarm {
+                kind,
+                id: &o.key.id,
+                name: &o.name,
+                uses: o
+                    .depends_on
+                    .iter()
+                    .filter(|d| d.kind != Kind::Container)
+                    .map(|d| name_of(inv, d))
+                    .collect(),
             }),
         }
     }
@@ -171,6 +196,14 @@ pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
                 .iter()
                 .map(|n| vec!["network".into(), name_cell(n.name, Some(n.id))]),
         );
+        rows.extend(b.swarm.iter().map(|o| {
+            let mut row = vec![o.kind.to_string(), name_cell(o.name, Some(o.id))];
+            if !o.uses.is_empty() {
+                row.push(String::new());
+                row.push(format!("uses {}", o.uses.join(", ")));
+            }
+            row
+        }));
         out.push_str(&table(rows, "  "));
     }
     if !view.images.is_empty() {
@@ -225,6 +258,16 @@ pub(crate) fn fleet_inventory(
 
 /// The warning for an engine that returned objects its label filter should
 /// have kept out (they were ignored), or `None`.
+/// The one note for an engine that is not a swarm manager: the Swarm kinds
+/// were not listed (never an error: most engines are in no swarm).
+pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
+    inv.swarm_skipped.as_ref()?;
+    Some(format!(
+        "note: engine {} is not a swarm manager (a worker, or not in a swarm): Swarm services, configs and secrets were not listed; run against a manager node to manage them\n",
+        escape(&inv.engine)
+    ))
+}
+
 pub(crate) fn rejected_warning(inv: &Inventory) -> Option<String> {
     if inv.rejected.is_empty() {
         return None;

@@ -43,7 +43,7 @@ pub use table::entry_label;
 pub(crate) use archive::{restore_error, restored};
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
-pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, Listed};
+pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, swarm_note, Listed};
 pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
     watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,

@@ -105,13 +105,17 @@ pub(crate) fn image_table<'a>(images: impl IntoIterator<Item = &'a ImageInfo>) -
     table(rows, "  ")
 }
 
-/// Counts by kind in words: `2 containers, 1 volume and 0 networks`.
+/// Counts by kind in words: `2 containers, 1 volume and 0 networks`; the
+/// Swarm kinds only when one counts something (`2 containers, 0 volumes,
+/// 1 network and 1 service`).
 pub(crate) fn kind_counts(count: impl Fn(Kind) -> usize) -> String {
     let parts: Vec<String> = Kind::ALL
         .iter()
+        .filter(|&&k| !k.is_swarm() || count(k) > 0)
         .map(|&k| plural(count(k), k.as_str()))
         .collect();
-    format!("{}, {} and {}", parts[0], parts[1], parts[2])
+    let (last, rest) = parts.split_last().expect("three kinds at least");
+    format!("{} and {last}", rest.join(", "))
 }
 
 /// Every non-empty line indented by two spaces.
@@ -181,7 +185,11 @@ mod tests {
         assert_eq!(plural(0, "image"), "0 images");
         assert_eq!(
             kind_counts(|k| k as usize),
-            "0 containers, 1 volume and 2 networks"
+            "0 containers, 1 volume, 2 networks, 3 services, 4 configs and 5 secrets"
+        );
+        assert_eq!(
+            kind_counts(|k| usize::from(k == Kind::Network)),
+            "0 containers, 0 volumes and 1 network"
         );
         let mut e = Entry {
             engine: "default".into(),

@@ -28,6 +28,19 @@ pub struct Ref {
     pub how: Option<String>,
 }
 
+/// The orchestrator object that owns a container (`ownedByOrchestrator`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    /// `swarm`, `nomad` or `kubernetes`.
+    pub orchestrator: String,
+    pub id: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
 /// A `why` or `reason`: its `code`, the fields of that code, and the `text`
 /// a person reads.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -100,6 +113,11 @@ pub enum Reason {
         object: Ref,
         text: String,
     },
+    /// Blocked: an orchestrator that is not managed owns the container.
+    OwnedByOrchestrator {
+        owner: Owner,
+        text: String,
+    },
     RemovalFailed {
         error: String,
         text: String,
@@ -158,6 +176,7 @@ impl Reason {
             | Reason::MountedByKept { text, .. }
             | Reason::HeldByUnmanaged { text, .. }
             | Reason::WaitsForBlocked { text, .. }
+            | Reason::OwnedByOrchestrator { text, .. }
             | Reason::RemovalFailed { text, .. }
             | Reason::ArchiveFailed { text, .. }
             | Reason::ArchiveHelper { text }
@@ -225,6 +244,13 @@ pub struct Kept {
     pub containers: Vec<Noted>,
     pub volumes: Vec<Noted>,
     pub networks: Vec<Noted>,
+    /// The Swarm kinds: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Noted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<Noted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<Noted>,
 }
 
 impl Kept {
@@ -233,6 +259,9 @@ impl Kept {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service => &self.services,
+            Kind::Config => &self.configs,
+            Kind::Secret => &self.secrets,
         }
     }
 
@@ -439,6 +468,13 @@ pub struct Removed {
     pub containers: Vec<Gone>,
     pub volumes: Vec<Gone>,
     pub networks: Vec<Gone>,
+    /// The Swarm kinds: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<Gone>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<Gone>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<Gone>,
 }
 
 impl Removed {
@@ -447,6 +483,9 @@ impl Removed {
             Kind::Container => &self.containers,
             Kind::Volume => &self.volumes,
             Kind::Network => &self.networks,
+            Kind::Service => &self.services,
+            Kind::Config => &self.configs,
+            Kind::Secret => &self.secrets,
         }
     }
 
@@ -465,13 +504,17 @@ impl Removed {
     }
 }
 
-/// `container`, `volume`, `network`, or `engine` (a listing or the connection).
+/// `container`, `volume`, `network`, `service`, `config`, `secret`, or
+/// `engine` (a listing or the connection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureKind {
     Container,
     Volume,
     Network,
+    Service,
+    Config,
+    Secret,
     Engine,
 }
 
@@ -531,6 +574,13 @@ pub struct Report {
     pub remaining_containers: Vec<Leftover>,
     pub remaining_volumes: Vec<Leftover>,
     pub remaining_networks: Vec<Leftover>,
+    /// The Swarm kinds' leftovers: absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_services: Vec<Leftover>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_configs: Vec<Leftover>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remaining_secrets: Vec<Leftover>,
     pub interrupted: bool,
     /// A fleet's summary per engine; absent for one engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -544,6 +594,9 @@ impl Report {
             Kind::Container => &self.remaining_containers,
             Kind::Volume => &self.remaining_volumes,
             Kind::Network => &self.remaining_networks,
+            Kind::Service => &self.remaining_services,
+            Kind::Config => &self.remaining_configs,
+            Kind::Secret => &self.remaining_secrets,
         }
     }
 
