@@ -258,12 +258,17 @@ pub(crate) fn fleet_inventory(
 
 /// The warning for an engine that returned objects its label filter should
 /// have kept out (they were ignored), or `None`.
-/// The one note for an engine that is not a swarm manager: the Swarm kinds
-/// were not listed (never an error: most engines are in no swarm).
+/// The one note for a swarm worker: the Swarm kinds were not listed (never
+/// an error). An engine in no swarm (most engines; Docker says "not a swarm
+/// manager" without "Worker nodes") has none to list: no note, so a plain
+/// engine's output stays as it was.
 pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
-    inv.swarm_skipped.as_ref()?;
+    let why = inv.swarm_skipped.as_ref()?;
+    if !why.contains("Worker nodes") {
+        return None;
+    }
     Some(format!(
-        "note: engine {} is not a swarm manager (a worker, or not in a swarm): Swarm services, configs and secrets were not listed; run against a manager node to manage them\n",
+        "note: engine {} is a swarm worker: Swarm services, configs and secrets were not listed (only a manager lists them); run against a manager node to manage them\n",
         escape(&inv.engine)
     ))
 }
