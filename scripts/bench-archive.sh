@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-archive.sh [SIZE_MIB]: memory and throughput of `apply --archive` on
 # one big volume, against the docker CLI idiom on the same content (issue 16).
+# BENCH_SOURCE=helper (default) or container: how sandboxctl reads it (see fill).
 #
 # Against the real Docker engine (DOCKER_HOST, else the local socket). Builds
 # target/release/sandboxctl (CARGO_TARGET_DIR honoured) if it is missing.
@@ -68,6 +69,7 @@ SIZE=${1:-1024}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPEAT=${BENCH_REPEAT:-3}
+SOURCE=${BENCH_SOURCE:-helper}
 SMALL=${BENCH_SMALL_FILES:-4096}
 SEED=${BENCH_SEED:-sandboxctl-bench-archive}
 IMAGE=ca-sbx:bench-sleep
@@ -213,8 +215,16 @@ fill() { # $1 = round
     HOLDER=hold-$RUN_ID-r$1
     docker volume create --label ca.sandbox=1 --label "ca.sandbox.id=$box" \
         --label "$SCOPE_LABEL" "$VOL" >/dev/null
-    # Only the scope label: unmanaged (never sandboxctl's to remove).
-    docker create --name "$HOLDER" --label "$SCOPE_LABEL" --network none \
+    # Only the scope label: unmanaged (never sandboxctl's to remove), and
+    # removed before sandboxctl runs, which then reads through a helper. With
+    # BENCH_SOURCE=container it is the box's own container (managed), left
+    # in place: sandboxctl stops it, reads the volume through it (the same
+    # endpoint as `docker cp`), and removes it.
+    local labels=(--label "$SCOPE_LABEL")
+    if [[ $SOURCE == container ]]; then
+        labels+=(--label ca.sandbox=1 --label "ca.sandbox.id=$box")
+    fi
+    docker create --name "$HOLDER" "${labels[@]}" --network none \
         -v "$VOL:/v" "$IMAGE" /bin/sleep infinity >/dev/null
     local t0 t1
     t0=$(now)
@@ -290,7 +300,7 @@ make_content
 for ((r = 1; r <= REPEAT; r++)); do
     fill "$r"
     run_docker_cp "$r"
-    docker rm "$HOLDER" >/dev/null
+    if [[ $SOURCE != container ]]; then docker rm "$HOLDER" >/dev/null; fi
     run_sandboxctl "$r"
 done
 
@@ -313,7 +323,7 @@ log "raw runs (kind round wall bytes rss...):"
 cat "$WORK/raw" >&2
 
 cat <<EOF
-Volume: $SIZE MiB of incompressible bytes + $SMALL small text files; tar stream $(mib "$TAR_BYTES") MiB. $REPEAT rounds, medians; $(nproc) CPUs; Docker $(docker version --format '{{.Server.Version}}'); zstd $(zstd -V | grep -o 'v[0-9.]*').
+Volume: $SIZE MiB of incompressible bytes + $SMALL small text files; tar stream $(mib "$TAR_BYTES") MiB; sandboxctl reads through the $SOURCE. $REPEAT rounds, medians; $(nproc) CPUs; Docker $(docker version --format '{{.Server.Version}}'); zstd $(zstd -V | grep -o 'v[0-9.]*').
 
 | contender | wall (s) | MiB/s | CPU (s) | archive (MiB) | peak RSS (MiB) |
 |---|---|---|---|---|---|
