@@ -1910,6 +1910,15 @@ mod tests {
         }
         holder.kill().unwrap();
         holder.wait().unwrap();
+        // The killed sleep lets go of the lock when it has exited, which
+        // kill(1) does not wait for.
+        while taken(&path) {
+            assert!(
+                std::time::Instant::now() < until,
+                "the lock outlived its holders"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(
             names(dir.path(), &sweep(dir.path())),
             [".v-1.tar.zst.partial"]
