@@ -279,7 +279,10 @@ fn check_archive(path: &Path, expected: &BTreeMap<String, Expected>) -> String {
         "{}: uncompressedSize",
         path.display()
     );
-    let (files, entries) = tar_files(&tar, "ca-sbx-volume");
+    // Rooted at the helper's mount, or at the box container's own mount
+    // when the volume was read through it.
+    let root = manifest["root"].as_str().expect("a root");
+    let (files, entries) = tar_files(&tar, root);
     assert_eq!(
         manifest["fileCount"].as_u64(),
         Some(entries),

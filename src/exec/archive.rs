@@ -943,10 +943,7 @@ pub fn read_manifest(archive: &Path) -> Result<Manifest, RestoreError> {
         )));
     }
     if crate::model::mount_root(&format!("/{}", m.root)).as_deref() != Some(m.root.as_str()) {
-        return Err(fail(format!(
-            "root {:?} is not one folder name",
-            crate::text::escape(&m.root)
-        )));
+        return Err(fail(format!("root {:?} is not one folder name", m.root)));
     }
     Ok(m)
 }
