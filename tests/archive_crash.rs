@@ -1,6 +1,8 @@
 //! SIGKILL in the middle of `apply --archive` (issue 16, "nothing lost"):
-//! twenty trials, each its own scope of 20 boxes (a container and a labeled
-//! volume holding a few MiB each) beside decoys that are not ours to touch
+//! twenty trials, each its own scope of 20 boxes (a labeled volume holding
+//! a few MiB and, for three boxes in four, a container mounting it, through
+//! which the volume is read; the fourth's goes through an archive helper)
+//! beside decoys that are not ours to touch
 //! (look-alike and unlabeled objects of the scope, a box of another scope
 //! with the same box ID). Each trial starts `apply --archive DIR --audit
 //! FILE` and SIGKILLs it at its own random moment; then:
@@ -23,11 +25,16 @@
 //! uninterrupted run: three control trials run first, unkilled, and their
 //! median run time `T` is cut into 20 equal strata, one random moment in
 //! each, given to the trials in a random order. Trials run four at a time
-//! (making their worlds, checking, second runs), but their first runs one at
-//! a time, the controls' too, so that `T` is the time of a run under the
-//! same load as the runs it is cut from. The table printed at the end says
+//! (making their worlds, checking, second runs), but a first run, the
+//! controls' too, has the engine to itself (the other trials wait), so that
+//! `T` is the time of a run under the same load as the runs it is cut from. The table printed at the end says
 //! where each kill landed, as DIR, the audit log and
 //! the engine showed it right after.
+//!
+//! Everything runs on a dockerd the test starts for itself (and stops by
+//! its pid at the end), never on the main engine: 80 volumes filled and
+//! read at once hold containers' locks there, and other tests' listings,
+//! which inspect every container, would wait on them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read as _;
@@ -37,15 +44,16 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder, ListVolumesOptionsBuilder,
-    UploadToContainerOptionsBuilder,
+    RemoveContainerOptions, UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::Semaphore;
+use tokio::sync::RwLock;
 
 use crate::support::cli::Cli;
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec, SCOPE_KEY};
+use crate::support::engines::SecondDockerd;
 
 /// Boxes in each trial's scope.
 const BOXES: usize = 20;
@@ -59,6 +67,9 @@ const CONCURRENCY: usize = 4;
 const VOLUME_BYTES: usize = 2 * 1024 * 1024;
 /// Every 5th box's container runs (`/sleep infinity`); the others are created.
 const RUNNING_EVERY: usize = 5;
+/// Every 4th box is its volume alone (no container): it is read through an
+/// archive helper; the others' volumes through their boxes' containers.
+const HELPER_EVERY: usize = 4;
 /// Overrides the random seed.
 const SEED_ENV: &str = "SANDBOXCTL_CRASH_SEED";
 /// The helpers' role label.
@@ -394,9 +405,9 @@ struct World {
 }
 
 impl World {
-    async fn make(trial: usize, seed: u64) -> Option<World> {
-        let sbx = Sandbox::new(&format!("archive-crash-{trial}")).await?;
-        let other = Sandbox::new(&format!("archive-crash-{trial}-other")).await?;
+    async fn make(host: &str, trial: usize, seed: u64) -> Option<World> {
+        let sbx = Sandbox::at(&format!("archive-crash-{trial}"), host).await?;
+        let other = Sandbox::at(&format!("archive-crash-{trial}-other"), host).await?;
         let made: Vec<(String, Expected)> = futures_util::stream::iter(0..BOXES)
             .map(|j| {
                 let sbx = &sbx;
@@ -414,17 +425,31 @@ impl World {
                     } else {
                         Run::Created
                     };
-                    let c = sbx
-                        .container(
-                            ContainerSpec::new()
-                                .in_box(&id)
-                                .name(sbx.unique(&id))
-                                .volume(&volume)
-                                .run(run),
-                        )
-                        .await;
-                    let content =
-                        fill(sbx, &c.id, &id, seed ^ ((trial as u64) << 16 | j as u64)).await;
+                    let seed = seed ^ ((trial as u64) << 16 | j as u64);
+                    let content = if j % HELPER_EVERY == HELPER_EVERY - 1 {
+                        // Filled through a container of no box, removed
+                        // before the run: read through a helper.
+                        let filler = sbx
+                            .container(ContainerSpec::new().volume(&volume).run(Run::Created))
+                            .await;
+                        let content = fill(sbx, &filler.id, &id, seed).await;
+                        sbx.docker()
+                            .remove_container(&filler.id, None::<RemoveContainerOptions>)
+                            .await
+                            .unwrap_or_else(|e| panic!("remove filler {}: {e}", filler.id));
+                        content
+                    } else {
+                        let c = sbx
+                            .container(
+                                ContainerSpec::new()
+                                    .in_box(&id)
+                                    .name(sbx.unique(&id))
+                                    .volume(&volume)
+                                    .run(run),
+                            )
+                            .await;
+                        fill(sbx, &c.id, &id, seed).await
+                    };
                     (
                         volume,
                         Expected {
@@ -478,8 +503,8 @@ impl World {
     }
 
     fn cli(&self) -> Cli {
-        // A generous engine deadline: the engine is shared and can stall
-        // for tens of seconds; this test is about kills, not hangs.
+        // A generous engine deadline: the engine is busy with four trials
+        // and can stall for seconds; this test is about kills, not hangs.
         self.sbx
             .cli()
             .args(["--timeout", "120"])
@@ -750,17 +775,22 @@ impl Landing {
 /// One trial: make the world, run 1 (killed at `due`, or not), check, run
 /// 2, check, clean up.
 async fn trial(
+    host: String,
     trial: usize,
     seed: u64,
     due: Option<Duration>,
-    one_at_a_time: Arc<Semaphore>,
+    quiet: Arc<RwLock<()>>,
 ) -> Option<Landing> {
     let t0 = Instant::now();
-    let world = World::make(trial, seed).await?;
+    let busy = quiet.read().await;
+    let world = World::make(&host, trial, seed).await?;
+    drop(busy);
     let made = t0.elapsed();
-    // Run 1 alone (the others make their worlds, check and run 2
-    // meanwhile): the kill moments are fractions of one such run.
-    let permit = one_at_a_time.acquire_owned().await.unwrap();
+    // Run 1 alone: nothing else of the test runs meanwhile (the others
+    // wait to make their worlds, check, or run again), so that every run 1
+    // meets the same quiet engine and the kill moments, fractions of the
+    // controls' run time, fall all along a run.
+    let alone = quiet.clone().write_owned().await;
     let run = world.cli().spawn_guarded(world.args());
     let started = Instant::now();
     // The kill on a thread of its own: a busy runtime worker never delays it.
@@ -779,7 +809,8 @@ async fn trial(
     })
     .await
     .unwrap();
-    drop(permit);
+    drop(alone);
+    let _busy = quiet.read().await;
     let run1 = out.elapsed;
     match (due, out.code) {
         (None, code) => assert_eq!(code, Some(0), "a control run must converge\n{}", out.dump()),
@@ -954,13 +985,18 @@ async fn trial(
 
 /// Runs `trials` (index, due) `CONCURRENCY` at a time: what each saw, and
 /// why each trial that failed did.
-async fn run_all(seed: u64, trials: Vec<(usize, Option<Duration>)>) -> (Vec<Landing>, Vec<String>) {
-    let one_at_a_time = Arc::new(Semaphore::new(1));
+async fn run_all(
+    host: &str,
+    seed: u64,
+    trials: Vec<(usize, Option<Duration>)>,
+) -> (Vec<Landing>, Vec<String>) {
+    let quiet = Arc::new(RwLock::new(()));
     let results: Vec<(usize, Result<Option<Landing>, tokio::task::JoinError>)> =
         futures_util::stream::iter(trials)
             .map(|(i, due)| {
-                let sem = one_at_a_time.clone();
-                async move { (i, tokio::spawn(trial(i, seed, due, sem)).await) }
+                let quiet = quiet.clone();
+                let host = host.to_string();
+                async move { (i, tokio::spawn(trial(host, i, seed, due, quiet)).await) }
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
@@ -1003,18 +1039,16 @@ fn secs(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64())
 }
 
-/// Ignored by a plain `cargo test`: its archive traffic (80 volumes read at
-/// once) holds containers' locks in dockerd, and every other test's listing
-/// inspects containers, so run beside the suite it stalls unrelated tests
-/// past their deadlines (seen in CI). Run alone it still met dockerd stalls
-/// on its own fills (a `PUT` archive that never answered), so CI does not
-/// run it yet: `cargo test --test sandboxctl -- --ignored archive_crash::`.
+/// On a dockerd of the test's own (`SecondDockerd::start`, stopped by its
+/// pid at the end): its archive traffic holds containers' locks in the
+/// engine, and on the main engine that stalled other tests' listings (which
+/// inspect every container) past their deadlines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "its 80 concurrent volume fills and archives stall this machine's dockerd (a PUT archive never answered, in CI); run alone: cargo test --test sandboxctl -- --ignored archive_crash::"]
 async fn sigkill_at_20_random_moments_of_apply_archive_loses_nothing() {
-    if crate::support::docker::engine_version().is_none() {
+    let Some(engine) = SecondDockerd::new().start().await else {
         return;
-    }
+    };
+    let host = engine.socket_host();
     let seed = match std::env::var(SEED_ENV) {
         Ok(s) => s
             .trim()
@@ -1029,7 +1063,7 @@ async fn sigkill_at_20_random_moments_of_apply_archive_loses_nothing() {
     let began = Instant::now();
 
     // T: the median run time of unkilled runs.
-    let (controls, failed) = run_all(seed, (0..CONTROLS).map(|i| (i, None)).collect()).await;
+    let (controls, failed) = run_all(&host, seed, (0..CONTROLS).map(|i| (i, None)).collect()).await;
     assert_none_failed(seed, &failed, "");
     if controls.is_empty() {
         return;
@@ -1053,6 +1087,7 @@ async fn sigkill_at_20_random_moments_of_apply_archive_loses_nothing() {
         moments.swap(i, j);
     }
     let (kills, failed) = run_all(
+        &host,
         seed,
         moments
             .iter()

@@ -94,6 +94,10 @@ pub struct ArchivedVolume {
     pub sha256: String,
     /// The archive's size in bytes.
     pub bytes: u64,
+    /// Milliseconds from the request for the volume's content until the
+    /// archive stood under its final name, synced (helper not included).
+    #[serde(rename = "elapsedMs")]
+    pub elapsed_ms: u64,
 }
 
 /// The end of every apply and destroy. Its JSON keys are a public contract.

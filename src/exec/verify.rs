@@ -79,6 +79,7 @@ pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Repo
             path: a.path.display().to_string(),
             sha256: a.sha256.clone(),
             bytes: a.bytes,
+            elapsed_ms: a.elapsed_ms,
         });
     }
 

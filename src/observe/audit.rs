@@ -749,6 +749,7 @@ mod tests {
             bytes: 123,
             uncompressed_size: 2048,
             file_count: 2,
+            elapsed_ms: 40,
         };
         recorder2.archived(&step(4, "v4"), &archived);
         recorder2.finished(&step(4, "v4"), &Outcome::Removed);

@@ -60,6 +60,7 @@ pub fn report_human(report: &Report) -> String {
                     a.volume.clone(),
                     a.path.clone(),
                     plural(usize::try_from(a.bytes).unwrap_or(usize::MAX), "byte"),
+                    format!("in {:.1} s", a.elapsed_ms as f64 / 1000.0),
                     format!("sha256 {}", a.sha256),
                 ]
             })
@@ -203,6 +204,7 @@ mod tests {
             path: "/srv/sbx-archive/default/a/data-a-20261130T201500Z.tar.zst".into(),
             sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
             bytes: 4096,
+            elapsed_ms: 1250,
         });
         let error = "no ca-sbx:* image is present to make a helper container from (images are never pulled)".to_string();
         let failed = Outcome::ArchiveFailed(error.clone());

@@ -546,6 +546,8 @@ struct Owned {
 /// it, sandboxctl would manage other tests' objects.
 pub struct Sandbox {
     docker: Docker,
+    /// The engine's `unix://` address when not the main engine ([`Sandbox::at`]).
+    host: Option<String>,
     scope_value: String,
     image_id: String,
     counter: AtomicU64,
@@ -558,10 +560,40 @@ impl Sandbox {
     /// local socket), imports the test image once per process, and picks a
     /// scope value `<test>-<pid>-<nanos>-<n>` no other test can have.
     pub async fn new(test: &str) -> Option<Sandbox> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
         engine_version()?;
         let docker = connect().await;
         let image_id = test_image(&docker).await;
+        Some(Sandbox::with(test, docker, None, image_id))
+    }
+
+    /// The same on another engine, at the `unix://` address `host` (a
+    /// dockerd the test started: its own load stays off the main engine).
+    /// Imports the test image there unless it has it. `None` without the
+    /// main engine, as [`Sandbox::new`].
+    pub async fn at(test: &str, host: &str) -> Option<Sandbox> {
+        engine_version()?;
+        let docker = connect_to(Some(host)).await;
+        let image_id = match within("inspect image", docker.inspect_image(TEST_IMAGE)).await {
+            Ok(image) => image.id.expect("an image has an ID"),
+            Err(_) => {
+                import_test_image(&docker).await;
+                within("inspect image", docker.inspect_image(TEST_IMAGE))
+                    .await
+                    .unwrap_or_else(|e| panic!("inspect {TEST_IMAGE} after import at {host}: {e}"))
+                    .id
+                    .expect("an image has an ID")
+            }
+        };
+        Some(Sandbox::with(
+            test,
+            docker,
+            Some(host.to_string()),
+            image_id,
+        ))
+    }
+
+    fn with(test: &str, docker: Docker, host: Option<String>, image_id: String) -> Sandbox {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
@@ -584,13 +616,14 @@ impl Sandbox {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        Some(Sandbox {
+        Sandbox {
             docker,
+            host,
             scope_value,
             image_id,
             counter: AtomicU64::new(0),
             created: Mutex::new(Owned::default()),
-        })
+        }
     }
 
     /// The bollard client, for anything the helpers do not cover.
@@ -638,13 +671,20 @@ impl Sandbox {
 
     /// A CLI runner already limited to this test: `--scope ca.sandbox.test=<value>`.
     pub fn cli(&self) -> super::cli::Cli {
-        super::cli::Cli::new().scope(&self.scope_arg())
+        let cli = super::cli::Cli::new().scope(&self.scope_arg());
+        match &self.host {
+            Some(host) => cli.docker_host(host),
+            None => cli,
+        }
     }
 
     /// A sandboxctl engine on the same daemon (`DOCKER_HOST`, or the local
     /// socket), with a 30 s deadline.
     pub async fn engine(&self) -> DockerEngine {
-        let host = std::env::var("DOCKER_HOST").ok();
+        let host = self
+            .host
+            .clone()
+            .or_else(|| std::env::var("DOCKER_HOST").ok());
         DockerEngine::connect_to(host.as_deref(), Duration::from_secs(30))
             .await
             .expect("connect sandboxctl's DockerEngine")
@@ -1113,6 +1153,7 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         let scope = self.scope_value.clone();
+        let host = self.host.clone();
         let created = self.recorded();
         // Drop is sync and may run inside the test's runtime: clean up on a
         // thread of its own with its own runtime and its own client.
@@ -1122,7 +1163,7 @@ impl Drop for Sandbox {
                 .build()
                 .expect("cleanup runtime");
             rt.block_on(async move {
-                let docker = connect().await;
+                let docker = connect_to(host.as_deref()).await;
                 cleanup(&docker, &scope, created).await
             })
         });
@@ -1149,6 +1190,20 @@ async fn connect() -> Docker {
     within("negotiate version", docker.negotiate_version())
         .await
         .unwrap_or_else(|e| panic!("the real-engine tests need a running Docker daemon: {e}"))
+}
+
+/// [`connect`], or a client of the engine at the `unix://` address `host`.
+async fn connect_to(host: Option<&str>) -> Docker {
+    let Some(host) = host else {
+        return connect().await;
+    };
+    let path = host.strip_prefix("unix://").unwrap_or(host);
+    let docker =
+        Docker::connect_with_unix(path, CALL_TIMEOUT.as_secs(), bollard::API_DEFAULT_VERSION)
+            .unwrap_or_else(|e| panic!("connect to {host}: {e}"));
+    within("negotiate version", docker.negotiate_version())
+        .await
+        .unwrap_or_else(|e| panic!("the engine at {host} does not answer: {e}"))
 }
 
 /// Bounds one harness call by [`CALL_TIMEOUT`].
