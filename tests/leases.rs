@@ -49,6 +49,9 @@ const HOUR: i64 = 3600;
 /// How far two readings of a clock taken around the same moment may differ
 /// (seconds): calls, rounding, a loaded machine.
 const CLOCK_SLACK: i64 = 5;
+/// How old the real stamp of a volume the test just made may be (it was
+/// made before the check; far less than any shift the tests apply).
+const STAMP_SLACK: i64 = 120;
 /// The debounce every watch here runs with, and its flag.
 const DEBOUNCE: Duration = Duration::from_secs(1);
 /// How long past a lease's end (plus the debounce) a watch may take to have
@@ -177,11 +180,13 @@ fn assert_skewed_view(proxy: &Proxy, volume: &str, shift: i64) {
         shift,
         "the stamp of {volume} through the proxy"
     );
+    // Made before this check, maybe long before on a loaded machine (6 s
+    // seen in CI): what matters is that it is not shifted by the hour.
     assert_near(
         "the real stamp of a volume made just now",
         real,
         local_now(),
-        CLOCK_SLACK,
+        STAMP_SLACK,
     );
 }
 

@@ -216,6 +216,7 @@ impl Engine for DockerEngine {
                 return Err(EngineError::new(
                     call,
                     ErrorKind::NoSwarm {
+                        worker: false,
                         message: "Podman has no swarm".into(),
                     },
                 ))
@@ -827,14 +828,17 @@ fn map_error(call: &str, endpoint: &str, timeout: Duration, err: BollardError) -
 ///   `volume v is being used by the following container(s): id1, id2: volume is being used`.
 /// - A network with containers attached: Docker `... has active endpoints`
 ///   (403 on 20.10, 409 on newer engines); Podman `... has associated containers ...`.
-/// - Docker 503 `This node is not a swarm manager. ...` (a worker, or an
-///   engine not in a swarm) on a listing of services, configs or secrets.
+/// - Docker 503 `This node is not a swarm manager. ...` on a listing of
+///   services, configs or secrets: a worker's goes on `Worker nodes can't
+///   be used to view or modify cluster state. ...`, an engine in no swarm's
+///   on `Use "docker swarm init" or "docker swarm join" ...`.
 fn classify(status: u16, message: String) -> ErrorKind {
     if status == 404 {
         return ErrorKind::NotFound { message };
     }
     if status == 503 && message.contains("not a swarm manager") {
-        return ErrorKind::NoSwarm { message };
+        let worker = message.contains("Worker nodes");
+        return ErrorKind::NoSwarm { worker, message };
     }
     if message.contains("already in progress") {
         return ErrorKind::InProgress { message };
@@ -1354,5 +1358,20 @@ mod tests {
             ("n1", "sbx-net")
         );
         assert_eq!(info.created, Some(20));
+    }
+
+    #[test]
+    fn a_swarm_worker_is_told_from_an_engine_in_no_swarm() {
+        // Docker 20.10's 503 texts (tests/swarm.rs meets both for real).
+        let worker = "This node is not a swarm manager. Worker nodes can't be used to view or modify cluster state. Please run this command on a manager node or promote the current node to a manager.";
+        let inactive = "This node is not a swarm manager. Use \"docker swarm init\" or \"docker swarm join\" to connect this node to swarm and try again.";
+        assert!(matches!(
+            classify(503, worker.into()),
+            ErrorKind::NoSwarm { worker: true, .. }
+        ));
+        assert!(matches!(
+            classify(503, inactive.into()),
+            ErrorKind::NoSwarm { worker: false, .. }
+        ));
     }
 }

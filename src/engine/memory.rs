@@ -1037,10 +1037,17 @@ fn no_swarm(w: &World, kind: Kind) -> Result<(), EngineError> {
     if w.swarm == SwarmRole::Manager {
         return Ok(());
     }
+    let worker = w.swarm == SwarmRole::Worker;
+    let message = if worker {
+        "This node is not a swarm manager. Worker nodes can't be used to view or modify cluster state."
+    } else {
+        "This node is not a swarm manager. Use \"docker swarm init\" or \"docker swarm join\" to connect this node to swarm and try again."
+    };
     Err(EngineError::new(
         format!("list {}", kind.plural()),
         ErrorKind::NoSwarm {
-            message: "This node is not a swarm manager.".into(),
+            worker,
+            message: message.into(),
         },
     ))
 }

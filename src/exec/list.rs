@@ -65,7 +65,7 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
             .into_iter()
             .find_map(|r| r.as_ref().err().filter(|e| e.is_no_swarm()).cloned());
         if let Some(e) = no_swarm {
-            return Ok((Vec::new(), Vec::new(), Some(e.to_string())));
+            return Ok((Vec::new(), Vec::new(), Some(e)));
         }
         let services = services.map_err(wrap("services"))?;
         let mut listed = configs.map_err(wrap("configs"))?;

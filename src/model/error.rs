@@ -35,9 +35,10 @@ pub enum ErrorKind {
     Unreachable { endpoint: String, detail: String },
     /// The call did not complete within its deadline.
     Timeout { seconds: u64 },
-    /// The engine is not a Swarm manager (a worker, an engine not in a swarm,
-    /// Podman): it cannot list or remove services, configs or secrets.
-    NoSwarm { message: String },
+    /// The engine is not a Swarm manager: it cannot list or remove services,
+    /// configs or secrets. `worker`: it is a swarm's worker (a manager of
+    /// that swarm could); else it is in no swarm (or is Podman).
+    NoSwarm { worker: bool, message: String },
     /// Any other error status (`status`), or a broken connection / unreadable
     /// answer (`status: None`).
     Other {
@@ -64,6 +65,11 @@ impl EngineError {
         matches!(self.kind, ErrorKind::NoSwarm { .. })
     }
 
+    /// True when the engine is a swarm's worker (see `ErrorKind::NoSwarm`).
+    pub fn is_swarm_worker(&self) -> bool {
+        matches!(self.kind, ErrorKind::NoSwarm { worker: true, .. })
+    }
+
     /// True when the engine could not be reached or did not answer in time.
     pub(crate) fn is_unreachable(&self) -> bool {
         matches!(
@@ -88,7 +94,7 @@ impl fmt::Display for EngineError {
                 f,
                 "{call}: no answer within {seconds}s; the engine is hung or overloaded (raise --timeout to wait longer)"
             ),
-            ErrorKind::NoSwarm { message } => {
+            ErrorKind::NoSwarm { message, .. } => {
                 write!(f, "{call}: not a swarm manager: {message}")
             }
             ErrorKind::Other {

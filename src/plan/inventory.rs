@@ -80,8 +80,9 @@ pub struct Inventory {
     /// secrets their tasks use).
     pub(crate) unmanaged: Vec<Object>,
     /// Whether the Swarm kinds were listed: `None` when they were, else why
-    /// not (the engine is not a swarm manager), said once as a note.
-    pub swarm_skipped: Option<String>,
+    /// not (the engine is not a swarm manager: `ErrorKind::NoSwarm`); a
+    /// worker's is said once as a note.
+    pub swarm_skipped: Option<crate::model::EngineError>,
     /// True once the unmanaged containers were inspected for pid/ipc joins.
     pub(crate) inspected: bool,
     /// Objects the engine returned for the label filter that failed the client-side

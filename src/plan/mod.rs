@@ -1674,7 +1674,13 @@ mod tests {
         let plan = Plan::build(&reconcile(&[], &[]), &inv2, NOW);
         assert_eq!(names(&plan.steps), ["sbx-t1", "v"]);
         // Not a manager: the service cannot be seen, so the task stays.
-        inv.swarm_skipped = Some("not a swarm manager".into());
+        inv.swarm_skipped = Some(crate::model::EngineError::new(
+            "list services",
+            crate::model::ErrorKind::NoSwarm {
+                worker: true,
+                message: "This node is not a swarm manager.".into(),
+            },
+        ));
         inv.unmanaged.retain(|o| o.kind() != Kind::Service);
         let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
         assert_eq!(plan.blocked.len(), 2, "{plan:#?}");

@@ -259,12 +259,10 @@ pub(crate) fn fleet_inventory(
 /// The warning for an engine that returned objects its label filter should
 /// have kept out (they were ignored), or `None`.
 /// The one note for a swarm worker: the Swarm kinds were not listed (never
-/// an error). An engine in no swarm (most engines; Docker says "not a swarm
-/// manager" without "Worker nodes") has none to list: no note, so a plain
-/// engine's output stays as it was.
+/// an error). An engine in no swarm (most engines) has none to list: no
+/// note, so a plain engine's output stays as it was.
 pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
-    let why = inv.swarm_skipped.as_ref()?;
-    if !why.contains("Worker nodes") {
+    if !inv.swarm_skipped.as_ref()?.is_swarm_worker() {
         return None;
     }
     Some(format!(
