@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec};
+use crate::support::files::random_bytes;
 use crate::support::proxy::Proxy;
 
 /// One entry of a volume as its tar shows it.
@@ -27,20 +28,6 @@ struct Meta {
     link: Option<String>,
     size: u64,
     sha256: String,
-}
-
-/// 100 MiB of bytes no compressor shrinks (xorshift, fixed seed).
-fn random_bytes(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// The tar that fills the volume: folders, a symlink, a name with spaces
@@ -57,7 +44,7 @@ fn content() -> Vec<u8> {
     };
     dir("dir/", 0o750, 1_600_000_000, &mut b);
     dir("dir/sub/", 0o700, 1_600_000_100, &mut b);
-    let big = random_bytes(100 * 1024 * 1024);
+    let big = random_bytes(1, 100 * 1024 * 1024);
     let files: [(&str, u32, u64, &[u8]); 4] = [
         ("dir/sub/deep.txt", 0o640, 1_500_000_000, b"deep down\n"),
         (
@@ -307,20 +294,12 @@ impl Drop for SmallDisk {
 }
 
 /// Every file (not folder) under `dir`, relative.
+/// The files under `dir`, relative to it.
 fn files_under(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    out
+    crate::support::files::files_under(dir)
+        .iter()
+        .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -334,7 +313,7 @@ async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
     let volume = sbx.volume(VolumeSpec::new().in_box("full")).await;
     // 24 MiB of random bytes: no compressor fits them in 4 MiB.
     let mut b = tar::Builder::new(Vec::new());
-    let data = random_bytes(24 * 1024 * 1024);
+    let data = random_bytes(1, 24 * 1024 * 1024);
     let mut h = tar::Header::new_gnu();
     h.set_size(data.len() as u64);
     h.set_mode(0o644);
@@ -441,7 +420,7 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
     };
     let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
     let mut b = tar::Builder::new(Vec::new());
-    let data = random_bytes(96 * 1024 * 1024);
+    let data = random_bytes(1, 96 * 1024 * 1024);
     let mut h = tar::Header::new_gnu();
     h.set_size(data.len() as u64);
     h.set_mode(0o600);

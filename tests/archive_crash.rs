@@ -25,10 +25,10 @@
 //! run: `[0, 1)` is cut into 20 equal strata, one random fraction in each,
 //! given to the trials in a random order, and a trial's moment is its
 //! fraction of `T` when its run starts. `T` is the median run time of the
-//! unkilled runs so far: three control trials first, then every run that
-//! ended before its moment, which is then run again on a new world (at most
-//! three tries), so that `T` follows the machine's load as other tests come
-//! and go. Trials run four at a time (making their worlds, checking, second
+//! three latest unkilled runs: three control trials first, then every run
+//! that ended before its moment, which is then run again on a new world (at
+//! most five tries), so that `T` follows the machine's load as other tests
+//! come and go. Trials run four at a time (making their worlds, checking, second
 //! runs), but a first run, the controls' too, has the engine to itself (the
 //! other trials wait). The table printed at the end says where each kill
 //! landed, as DIR, the audit log and the engine showed it right after.
@@ -56,6 +56,7 @@ use tokio::sync::RwLock;
 use crate::support::cli::Cli;
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec, SCOPE_KEY};
 use crate::support::engines::SecondDockerd;
+use crate::support::files::{files_under, random_bytes};
 
 /// Boxes in each trial's scope.
 const BOXES: usize = 20;
@@ -93,20 +94,6 @@ impl Rng {
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
-}
-
-/// Bytes no compressor shrinks (xorshift from `seed`).
-fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 fn box_id(j: usize) -> String {
@@ -183,27 +170,6 @@ async fn read_volume(sbx: &Sandbox, container: &str) -> Content {
         tar.extend_from_slice(&chunk.expect("read a decoy volume back"));
     }
     tar_files(&tar, "0").0
-}
-
-/// Every file under `dir`, recursively, sorted.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// What DIR holds, by kind of file.
@@ -782,11 +748,17 @@ impl Landing {
 }
 
 /// The run times of first runs that were not killed (the controls', and
-/// those that ended before their moment): their median is `T`.
+/// those that ended before their moment), in the order they ended.
 type Times = Arc<std::sync::Mutex<Vec<Duration>>>;
 
+/// Unkilled runs `T` is the median of: the latest, since the machine's load
+/// changes as other tests come and go (inside the full suite, runs at its
+/// start took 12–21 s and runs near its end 1–5 s).
+const RECENT: usize = 3;
+
+/// `T`: the median of the `RECENT` latest unkilled run times.
 fn median(times: &[Duration]) -> Duration {
-    let mut t = times.to_vec();
+    let mut t = times[times.len().saturating_sub(RECENT)..].to_vec();
     t.sort();
     t.get(t.len() / 2)
         .copied()
@@ -1016,7 +988,7 @@ async fn trial(
 
 /// Attempts at most per trial: a run that ended before its moment is run
 /// again on a new world, with `T` as the runs go then.
-const ATTEMPTS: usize = 3;
+const ATTEMPTS: usize = 5;
 
 /// Runs `trials` (index, fraction of `T`) `CONCURRENCY` at a time: what each
 /// saw, and why each trial that failed did.

@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::support::cli::Cli;
 use crate::support::engines::{alive, processes_naming, Corner, Engine, SecondDockerd};
+use crate::support::files::{files_under, random_bytes};
 
 /// Boxes in the scope.
 const BOXES: usize = 50;
@@ -40,20 +41,6 @@ const RUN1_PARALLELISM: &str = "2";
 const ARCHIVES_BEFORE_RESTART: usize = 5;
 /// How long the restarted dockerd gets after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(30);
-
-/// Bytes no compressor shrinks (xorshift from `seed`).
-fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 /// Box `i`'s ID.
 fn box_id(i: usize) -> String {
@@ -108,27 +95,6 @@ async fn make_box(corner: &Corner, i: usize) -> MadeBox {
         .await
         .unwrap_or_else(|e| panic!("fill {volume}: {e}"));
     MadeBox { volume }
-}
-
-/// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// Archives under a final name (`<volume>-<UTC>.tar.zst`, not hidden).

@@ -5,6 +5,7 @@ pub mod assert;
 pub mod cli;
 pub mod docker;
 pub mod engines;
+pub mod files;
 pub mod lease;
 pub mod proxy;
 pub mod report;
