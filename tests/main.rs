@@ -1,10 +1,11 @@
-//! The one integration test binary. `support` holds the fixtures, the Docker
+//! The main integration test binary. `support` holds the fixtures, the Docker
 //! test harness and the fault-injection proxy; each other module is one area.
+//! Its tests run concurrently; a test that loads the whole machine lives in
+//! `tests/solo.rs` instead.
 
 mod support;
 
 mod archive;
-mod archive_crash;
 mod archive_restart;
 mod cli_docker;
 mod docker_engine;

@@ -1,0 +1,11 @@
+//! The second integration test binary: tests that load the whole machine
+//! (both cores, the disk) for minutes. `cargo test` runs one test binary after
+//! another (this one after `tests/main.rs`, by name), so these never run
+//! beside the main suite, whose deadline and timing tests such load breaks:
+//! with the SIGKILL test inside the main suite, CI once failed eight of them
+//! (`--timeout 1` runs past their 8 s bound, watch reaping past its grace).
+//! Run alone: `cargo test --test solo -- --nocapture`.
+
+mod support;
+
+mod archive_crash;
