@@ -293,8 +293,7 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Every file (not folder) under `dir`, relative.
-/// The files under `dir`, relative to it.
+/// The files (not folders) under `dir`, relative to it.
 fn files_under(dir: &std::path::Path) -> Vec<String> {
     crate::support::files::files_under(dir)
         .iter()
@@ -367,29 +366,7 @@ async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
     let after = read_back(&sbx, &reader).await;
     remove_container(&sbx, &reader).await;
     assert_eq!(after, before);
-    // No helper is left: only the scope's own containers were made, and gone.
-    let left = sbx
-        .docker()
-        .list_containers(Some(
-            bollard::query_parameters::ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&std::collections::HashMap::from([(
-                    "label",
-                    vec!["ca.sandbox.role=archive-helper"],
-                )]))
-                .build(),
-        ))
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|c| {
-            c.labels
-                .as_ref()
-                .and_then(|l| l.get(crate::support::docker::SCOPE_KEY))
-                .is_some_and(|v| v == sbx.scope_value())
-        })
-        .count();
-    assert_eq!(left, 0, "the helper was removed");
+    assert_eq!(helpers(&sbx).await, 0, "the helper was removed");
 }
 
 /// The scope's helper containers (`ca.sandbox.role=archive-helper`) now.
@@ -545,4 +522,113 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
     assert!(!sbx.volume_exists(&volume).await, "{}", out.dump());
     assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
     eprintln!("{}", out.stderr);
+}
+
+/// A volume of 8 MiB of random bytes whose box is gone, filled through a
+/// container then removed; returns the volume and what it holds.
+async fn lone_volume(sbx: &Sandbox, box_id: &str) -> (String, BTreeMap<String, Meta>) {
+    let volume = sbx.volume(VolumeSpec::new().in_box(box_id)).await;
+    let mut b = tar::Builder::new(Vec::new());
+    let data = random_bytes(2, 8 * 1024 * 1024);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    h.set_mtime(1_700_000_000);
+    b.append_data(&mut h, "data.bin", data.as_slice()).unwrap();
+    let filler = holder(sbx, &volume).await;
+    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
+    sbx.docker()
+        .upload_to_container(
+            &filler,
+            Some(options),
+            bollard::body_full(b.into_inner().unwrap().into()),
+        )
+        .await
+        .expect("fill the volume");
+    let held = read_back(sbx, &filler).await;
+    remove_container(sbx, &filler).await;
+    (volume, held)
+}
+
+/// The engine's tar stream breaks after its first 256 KiB (`stall`: it
+/// falls silent; else the connection closes): `apply --archive` exits 1
+/// within its deadline, naming the volume `archiveFailed` and the read that
+/// broke; the volume is still there and intact, DIR holds nothing (no
+/// archive, manifest or partial file) and the helper is gone.
+async fn a_broken_archive_stream(test: &str, stall: bool) {
+    let Some(sbx) = Sandbox::new(test).await else {
+        return;
+    };
+    let (volume, before) = lone_volume(&sbx, "broken").await;
+    let proxy = Proxy::start();
+    // The path alone: the scope, in every object's name, holds "archive".
+    let rule = proxy.on("GET", "/archive?path=");
+    if stall {
+        rule.stall_body_after(256 * 1024);
+    } else {
+        rule.cut_body_after(256 * 1024);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let out = sbx
+        .cli()
+        .state_toml("")
+        .docker_host(&proxy.docker_host())
+        .run_with([
+            "--timeout",
+            "2",
+            "apply",
+            "--format",
+            "json",
+            "--archive",
+            dir.path().to_str().unwrap(),
+        ]);
+    let took = started.elapsed();
+    out.expect_code(1);
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "{took:?}\n{}",
+        out.dump()
+    );
+    let report = out.json();
+    assert_eq!(
+        report["remainingVolumes"][0]["reason"]["code"],
+        "archiveFailed",
+        "{}",
+        out.dump()
+    );
+    assert_eq!(report["remainingVolumes"][0]["name"], volume.as_str());
+    let error = report["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("read /ca-sbx-volume of container"),
+        "{}",
+        out.dump()
+    );
+    if stall {
+        assert!(error.contains("no answer within 2s"), "{}", out.dump());
+    }
+    assert_eq!(proxy.count("GET", "/archive?path="), 1, "never read twice");
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert_eq!(
+        files_under(dir.path()),
+        Vec::<String>::new(),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
+    let reader = holder(&sbx, &volume).await;
+    let after = read_back(&sbx, &reader).await;
+    remove_container(&sbx, &reader).await;
+    assert_eq!(after, before, "the volume is intact");
+    eprintln!("{error}");
+}
+
+#[tokio::test]
+async fn an_archive_stream_that_falls_silent_fails_by_the_deadline_and_keeps_the_volume() {
+    a_broken_archive_stream("archive-stream-stall", true).await;
+}
+
+#[tokio::test]
+async fn an_archive_stream_cut_mid_body_fails_and_keeps_the_volume() {
+    a_broken_archive_stream("archive-stream-cut", false).await;
 }

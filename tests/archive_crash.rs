@@ -27,9 +27,9 @@
 //! fraction of `T` when its run starts. `T` is the median run time of the
 //! three latest unkilled runs: three control trials first, then every run
 //! that ended before its moment, which is then run again on a new world (at
-//! most five tries), so that `T` follows the machine's load as other tests
-//! come and go. Trials run four at a time (making their worlds, checking, second
-//! runs), but a first run, the controls' too, has the engine to itself (the
+//! most five tries), so that `T` follows the machine's load. Trials run
+//! four at a time (making their worlds, checking, second runs), but a first
+//! run, the controls' too, has the engine to itself (the
 //! other trials wait). The table printed at the end says where each kill
 //! landed, as DIR, the audit log and the engine showed it right after.
 //!
@@ -752,8 +752,9 @@ impl Landing {
 type Times = Arc<std::sync::Mutex<Vec<Duration>>>;
 
 /// Unkilled runs `T` is the median of: the latest, since the machine's load
-/// changes as other tests come and go (inside the full suite, runs at its
-/// start took 12–21 s and runs near its end 1–5 s).
+/// changes as the trials' own world making and checks come and go (and when
+/// this test still ran inside the main suite, runs at its start took 12–21 s
+/// and runs near its end 1–5 s).
 const RECENT: usize = 3;
 
 /// `T`: the median of the `RECENT` latest unkilled run times.

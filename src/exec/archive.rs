@@ -360,10 +360,7 @@ async fn write_from(
     };
     let folder = folder(dir, engine.name(), box_id.as_deref());
     let base = format!("{}-{}", path_element(&volume.name), stamp(now));
-    let began = std::time::Instant::now();
-    let mut archived = stream_to_file(engine, container, path, folder, base, manifest).await?;
-    archived.elapsed_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
-    Ok(archived)
+    stream_to_file(engine, container, path, folder, base, manifest).await
 }
 
 /// Removes a helper container; one already gone counts as removed.
@@ -414,8 +411,10 @@ async fn stream_to_file(
     base: String,
     manifest: Manifest,
 ) -> Result<Archived, ArchiveError> {
+    let began = std::time::Instant::now();
     let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(BLOCKS);
-    let writer = tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest));
+    let writer =
+        tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest, began));
     // The stream is read by a task of its own, on the runtime's workers where
     // the engine's connection runs, rather than by whoever awaits this (the
     // main thread, for `apply`): one thread fewer to wake for every chunk.
@@ -722,6 +721,7 @@ fn write_archive(
     folder: &Path,
     base: &str,
     mut manifest: Manifest,
+    began: std::time::Instant,
 ) -> Result<Archived, ArchiveError> {
     std::fs::create_dir_all(folder).map_err(|e| ArchiveError::io("create folder", folder, e))?;
     // What killed writers left here goes first (never a living writer's).
@@ -819,7 +819,7 @@ fn write_archive(
         bytes: manifest.size,
         uncompressed_size: manifest.uncompressed_size,
         file_count: manifest.file_count,
-        elapsed_ms: 0,
+        elapsed_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
 }
 

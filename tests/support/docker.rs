@@ -573,17 +573,7 @@ impl Sandbox {
     pub async fn at(test: &str, host: &str) -> Option<Sandbox> {
         engine_version()?;
         let docker = connect_to(Some(host)).await;
-        let image_id = match within("inspect image", docker.inspect_image(TEST_IMAGE)).await {
-            Ok(image) => image.id.expect("an image has an ID"),
-            Err(_) => {
-                import_test_image(&docker).await;
-                within("inspect image", docker.inspect_image(TEST_IMAGE))
-                    .await
-                    .unwrap_or_else(|e| panic!("inspect {TEST_IMAGE} after import at {host}: {e}"))
-                    .id
-                    .expect("an image has an ID")
-            }
-        };
+        let image_id = ensure_test_image(&docker).await;
         Some(Sandbox::with(
             test,
             docker,
@@ -1430,21 +1420,25 @@ async fn remove_network(docker: &Docker, name: &str) -> Result<(), String> {
 async fn test_image(docker: &Docker) -> String {
     static IMAGE: OnceCell<String> = OnceCell::const_new();
     IMAGE
-        .get_or_init(|| async {
-            if let Ok(image) = within("inspect image", docker.inspect_image(TEST_IMAGE)).await {
-                if let Some(id) = image.id {
-                    return id;
-                }
-            }
-            import_test_image(docker).await;
-            within("inspect image", docker.inspect_image(TEST_IMAGE))
-                .await
-                .unwrap_or_else(|e| panic!("inspect {TEST_IMAGE} after import: {e}"))
-                .id
-                .expect("imported image has an ID")
-        })
+        .get_or_init(|| ensure_test_image(docker))
         .await
         .clone()
+}
+
+/// The ID of [`TEST_IMAGE`] on the engine `docker` reaches, imported first
+/// unless the engine has it.
+async fn ensure_test_image(docker: &Docker) -> String {
+    if let Ok(image) = within("inspect image", docker.inspect_image(TEST_IMAGE)).await {
+        if let Some(id) = image.id {
+            return id;
+        }
+    }
+    import_test_image(docker).await;
+    within("inspect image", docker.inspect_image(TEST_IMAGE))
+        .await
+        .unwrap_or_else(|e| panic!("inspect {TEST_IMAGE} after import: {e}"))
+        .id
+        .expect("imported image has an ID")
 }
 
 /// `docker import` of a root filesystem holding `/sleep` and the libraries

@@ -9,8 +9,10 @@
 //! to a number of matching requests, and does one [`Action`]: answer with a
 //! status and Docker's `{"message": ...}` body, close the connection without
 //! answering, delay (then forward), let "another actor" do the same call
-//! first or concurrently, or cut the engine off (this and every later request
-//! closed unanswered: a connection lost mid-run). Rules are tried in the order they were added; the
+//! first or concurrently, cut the engine off (this and every later request
+//! closed unanswered: a connection lost mid-run), or pass on the start of an
+//! answer's body and then fall silent or close (an engine hung, or a
+//! connection lost, mid-stream). Rules are tried in the order they were added; the
 //! first one that matches and has uses left wins; no rule means forward.
 //!
 //! Every request is recorded ([`Proxy::seen`]) with the status it got, so tests
@@ -94,6 +96,12 @@ pub enum Action {
     /// any method and path, is closed without an answer and never reaches the
     /// engine (an event stream already open keeps flowing).
     Cut,
+    /// Forward it and pass on the engine's answer: its head, then `after`
+    /// bytes of what follows as they came on the wire (chunk framing
+    /// included). Then, `stall`: send nothing more and hold the connection
+    /// until the client gives up (an engine hung mid-stream); else close it
+    /// (a connection lost mid-stream).
+    BodyThen { after: usize, stall: bool },
 }
 
 /// One request the proxy saw.
@@ -467,6 +475,19 @@ impl When<'_> {
     /// See [`Action::Cut`].
     pub fn cut(self) {
         self.add(Action::Cut)
+    }
+
+    /// See [`Action::BodyThen`]: `after` bytes of the answer's body, then silence.
+    pub fn stall_body_after(self, after: usize) {
+        self.add(Action::BodyThen { after, stall: true })
+    }
+
+    /// See [`Action::BodyThen`]: `after` bytes of the answer's body, then closed.
+    pub fn cut_body_after(self, after: usize) {
+        self.add(Action::BodyThen {
+            after,
+            stall: false,
+        })
     }
 
     /// See [`Action::ActorConcurrently`].
@@ -1207,6 +1228,8 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
             Action::ActorFirst => "actor-first",
             Action::ActorConcurrently { .. } => "actor-concurrently",
             Action::Cut => "cut",
+            Action::BodyThen { stall: true, .. } => "stall-body",
+            Action::BodyThen { stall: false, .. } => "cut-body",
         };
         let seq = shared.record(req.method(), req.target(), name);
         match action {
@@ -1256,6 +1279,10 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
                     return;
                 }
             }
+            Action::BodyThen { after, stall } => {
+                body_then(&mut client, &req, &shared, seq, after, stall).await;
+                return;
+            }
             Action::Forward | Action::ForwardThenClose => {}
         }
         if upstream.is_none() {
@@ -1285,6 +1312,47 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
             }
             Err(_) => return,
         }
+    }
+}
+
+/// [`Action::BodyThen`] on a connection of its own to the engine.
+async fn body_then(
+    client: &mut Buffered,
+    req: &Request,
+    shared: &Shared,
+    seq: usize,
+    after: usize,
+    stall: bool,
+) {
+    let Ok(mut up) = connect_upstream(shared).await else {
+        return;
+    };
+    if up.stream.write_all(&req.bytes()).await.is_err() {
+        return;
+    }
+    let Ok(Some(raw)) = up.take_until(b"\r\n\r\n", MAX_HEAD).await else {
+        return;
+    };
+    if let Ok(head) = Head::parse(raw.clone()) {
+        shared.set_status(seq, head.first[1].parse().unwrap_or(0));
+    }
+    if client.stream.write_all(&raw).await.is_err() {
+        return;
+    }
+    let mut left = after;
+    while left > 0 {
+        if up.buf.is_empty() && !matches!(up.fill().await, Ok(n) if n > 0) {
+            break;
+        }
+        let n = left.min(up.buf.len());
+        if client.stream.write_all(&up.buf[..n]).await.is_err() {
+            return;
+        }
+        up.buf.drain(..n);
+        left -= n;
+    }
+    if stall {
+        client.closed().await;
     }
 }
 
