@@ -68,6 +68,8 @@ SIZE=${1:-1024}
 [[ $SIZE =~ ^[1-9][0-9]*$ && $SIZE -le 65536 ]] || usage
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/sleep-image.sh
+source "$ROOT/scripts/lib/sleep-image.sh"
 REPEAT=${BENCH_REPEAT:-3}
 SOURCE=${BENCH_SOURCE:-helper}
 SMALL=${BENCH_SMALL_FILES:-4096}
@@ -156,21 +158,12 @@ ensure_binary() {
     [[ -x $BIN ]] || die "no sandboxctl binary at $BIN"
 }
 
-# ca-sbx:bench-sleep: /bin/sleep and its libraries, imported from a tar (no pull).
+# ca-sbx:bench-sleep: /bin/sleep and its libraries, imported from a tar (no pull);
+# see scripts/lib/sleep-image.sh.
 ensure_image() {
     docker image inspect "$IMAGE" >/dev/null 2>&1 && return 0
     log "building $IMAGE from /bin/sleep"
-    local rootfs=$WORK/rootfs sleep_bin lib
-    sleep_bin=$(readlink -f /bin/sleep)
-    mkdir -p "$rootfs/bin"
-    cp "$sleep_bin" "$rootfs/bin/sleep"
-    while read -r lib; do
-        mkdir -p "$rootfs$(dirname "$lib")"
-        cp -L "$lib" "$rootfs$lib"
-    done < <(ldd "$sleep_bin" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }')
-    tar -C "$rootfs" -cf - . |
-        docker import --change 'CMD ["/bin/sleep", "infinity"]' - "$IMAGE" >/dev/null
-    rm -rf "$rootfs"
+    import_sleep_image "$IMAGE" "$WORK"
 }
 
 # The content, once: SIZE MiB of keystream in files of <= 256 MiB, and SMALL text files.

@@ -44,6 +44,8 @@ export LC_ALL=C
 N=${1:-50}
 [[ $N =~ ^[1-9][0-9]*$ && $N -le 500 ]] || { echo "usage: $0 [N]  (1..500 boxes)" >&2; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/sleep-image.sh
+source "$ROOT/scripts/lib/sleep-image.sh"
 REPEAT=${BENCH_REPEAT:-5}
 RTT=${BENCH_RTT_MS:-20}
 CREATE_P=${BENCH_CREATE_P:-8}
@@ -180,18 +182,12 @@ EOF
     SSH_TRUE=$(span "$t0" "$t1")
 }
 
+# ca-sbx:bench-sleep: /bin/sleep and its libraries, imported from a tar (no pull);
+# see scripts/lib/sleep-image.sh.
 ensure_image() {
     DOCKER_HOST= docker image inspect "$IMAGE" >/dev/null 2>&1 && return 0
     log "building $IMAGE from /bin/sleep"
-    local rootfs=$WORK/rootfs sleep_bin lib
-    sleep_bin=$(readlink -f /bin/sleep)
-    mkdir -p "$rootfs/bin"
-    cp "$sleep_bin" "$rootfs/bin/sleep"
-    while read -r lib; do
-        mkdir -p "$rootfs$(dirname "$lib")"
-        cp -L "$lib" "$rootfs$lib"
-    done < <(ldd "$sleep_bin" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }')
-    tar -C "$rootfs" -cf - . | DOCKER_HOST= docker import --change 'CMD ["/bin/sleep", "infinity"]' - "$IMAGE" >/dev/null
+    DOCKER_HOST= import_sleep_image "$IMAGE" "$WORK"
 }
 
 create_box() { # $1 = box id (over the local socket)

@@ -77,6 +77,8 @@ fi
 N=$1
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/sleep-image.sh
+source "$ROOT/scripts/lib/sleep-image.sh"
 read -r -a PARALLELISMS <<<"${BENCH_PARALLELISMS:-1 4 8 16 32}"
 REPEAT=${BENCH_REPEAT:-1}
 CREATE_P=${BENCH_CREATE_P:-8}
@@ -149,20 +151,12 @@ ensure_binary() {
     [[ -x $BIN ]] || { echo "no sandboxctl binary at $BIN" >&2; exit 1; }
 }
 
-# ca-sbx:bench-sleep: /bin/sleep and its libraries, imported from a tar (no pull).
+# ca-sbx:bench-sleep: /bin/sleep and its libraries, imported from a tar (no pull);
+# see scripts/lib/sleep-image.sh.
 ensure_image() {
     docker image inspect "$IMAGE" >/dev/null 2>&1 && return 0
     log "building $IMAGE from /bin/sleep"
-    local rootfs=$WORK/rootfs sleep_bin lib
-    sleep_bin=$(readlink -f /bin/sleep)
-    mkdir -p "$rootfs/bin"
-    cp "$sleep_bin" "$rootfs/bin/sleep"
-    while read -r lib; do
-        mkdir -p "$rootfs$(dirname "$lib")"
-        cp -L "$lib" "$rootfs$lib"
-    done < <(ldd "$sleep_bin" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }')
-    tar -C "$rootfs" -cf - . |
-        docker import --change 'CMD ["/bin/sleep", "infinity"]' - "$IMAGE" >/dev/null
+    import_sleep_image "$IMAGE" "$WORK"
 }
 
 # One box: a labeled named volume and a running container mounting it.

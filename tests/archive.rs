@@ -309,27 +309,8 @@ async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
     let Some(disk) = SmallDisk::mount("4m") else {
         return;
     };
-    let volume = sbx.volume(VolumeSpec::new().in_box("full")).await;
     // 24 MiB of random bytes: no compressor fits them in 4 MiB.
-    let mut b = tar::Builder::new(Vec::new());
-    let data = random_bytes(1, 24 * 1024 * 1024);
-    let mut h = tar::Header::new_gnu();
-    h.set_size(data.len() as u64);
-    h.set_mode(0o644);
-    h.set_mtime(1_700_000_000);
-    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
-    let filler = holder(&sbx, &volume).await;
-    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
-    sbx.docker()
-        .upload_to_container(
-            &filler,
-            Some(options),
-            bollard::body_full(b.into_inner().unwrap().into()),
-        )
-        .await
-        .expect("fill the volume");
-    let before = read_back(&sbx, &filler).await;
-    remove_container(&sbx, &filler).await;
+    let (volume, before) = lone_volume(&sbx, "full", 24).await;
 
     let cli = sbx.cli().state_toml("");
     let out = cli.run_with([
@@ -524,12 +505,13 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
     eprintln!("{}", out.stderr);
 }
 
-/// A volume of 8 MiB of random bytes whose box is gone, filled through a
-/// container then removed; returns the volume and what it holds.
-async fn lone_volume(sbx: &Sandbox, box_id: &str) -> (String, BTreeMap<String, Meta>) {
+/// A volume of box `box_id` holding `mib` MiB of random bytes and nothing
+/// else (no container: it was filled through one, then removed); returns
+/// the volume and what it holds.
+async fn lone_volume(sbx: &Sandbox, box_id: &str, mib: usize) -> (String, BTreeMap<String, Meta>) {
     let volume = sbx.volume(VolumeSpec::new().in_box(box_id)).await;
     let mut b = tar::Builder::new(Vec::new());
-    let data = random_bytes(2, 8 * 1024 * 1024);
+    let data = random_bytes(1, mib * 1024 * 1024);
     let mut h = tar::Header::new_gnu();
     h.set_size(data.len() as u64);
     h.set_mode(0o644);
@@ -559,7 +541,7 @@ async fn a_broken_archive_stream(test: &str, stall: bool) {
     let Some(sbx) = Sandbox::new(test).await else {
         return;
     };
-    let (volume, before) = lone_volume(&sbx, "broken").await;
+    let (volume, before) = lone_volume(&sbx, "broken", 8).await;
     let proxy = Proxy::start();
     // The path alone: the scope, in every object's name, holds "archive".
     let rule = proxy.on("GET", "/archive?path=");
