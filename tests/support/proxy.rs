@@ -12,8 +12,9 @@
 //! first or concurrently, cut the engine off (this and every later request
 //! closed unanswered: a connection lost mid-run), or pass on the start of an
 //! answer's body and then fall silent or close (an engine hung, or a
-//! connection lost, mid-stream). Rules are tried in the order they were added; the
-//! first one that matches and has uses left wins; no rule means forward.
+//! connection lost, mid-stream). Rules are tried in the order they were
+//! added; the first one that matches and has uses left wins; no rule means
+//! forward.
 //!
 //! Every request is recorded ([`Proxy::seen`]) with the status it got, so tests
 //! can say "no DELETE was sent for X" or "the volume went after a 404 for its
