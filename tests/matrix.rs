@@ -1702,16 +1702,36 @@ mod real {
         }
 
         /// [`Shape::SshPort`]: an `ssh` client of the run still running
-        /// after it ended (none may outlive the run).
-        fn ssh_left(&self) -> Vec<String> {
+        /// a second after it ended (none may outlive the run). sandboxctl's
+        /// ssh processes are SIGKILLed as it ends (`kill_on_drop`, and
+        /// `PR_SET_PDEATHSIG` as it exits), and a signal takes effect only
+        /// once the process runs again: in the full suite a client was seen
+        /// still running right after the run's exit had been reaped.
+        async fn ssh_left(&self) -> Vec<String> {
             let Some(sshd) = &self.sshd else {
                 return Vec::new();
             };
-            let clients = sshd.clients();
-            if clients.is_empty() {
-                Vec::new()
-            } else {
-                vec![format!("ssh clients outlived the run: {clients:?}")]
+            let ended = Instant::now();
+            let until = ended + Duration::from_secs(1);
+            let mut lingered = Vec::new();
+            loop {
+                let clients = sshd.clients();
+                if clients.is_empty() {
+                    if !lingered.is_empty() {
+                        eprintln!(
+                            "ssh clients {lingered:?} went {:?} after the run ended",
+                            ended.elapsed()
+                        );
+                    }
+                    return Vec::new();
+                }
+                lingered = clients.clone();
+                if Instant::now() >= until {
+                    return vec![format!(
+                        "ssh clients outlived the run by a second: {clients:?}"
+                    )];
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
 
@@ -2125,7 +2145,7 @@ mod real {
         let (json_out, human_out) = (json_run.wait(), human_run.wait());
         let mut problems = Vec::new();
         for (world, out) in [(&json, &json_out), (&human, &human_out)] {
-            problems.extend(world.ssh_left());
+            problems.extend(world.ssh_left().await);
             problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
             problems.extend(world.touched_outside().await);
             problems.extend(world.healthy_left().await);
@@ -2168,7 +2188,7 @@ mod real {
             (&json, &json_out, &json_before),
             (&human, &human_out, &human_before),
         ] {
-            problems.extend(world.ssh_left());
+            problems.extend(world.ssh_left().await);
             problems.extend(world.fault_missed(&format!("{}{}", out.stdout, out.stderr)));
             problems.extend(world.lease_touched_outside(before).await);
             runs.push(LeaseRunSeen {
@@ -2250,7 +2270,7 @@ mod real {
         terminate(&running);
         let out = running.wait();
         watch.log = super::json_lines(&out.stderr);
-        problems.extend(world.ssh_left());
+        problems.extend(world.ssh_left().await);
         problems.extend(world.fault_missed(&out.stderr));
         problems.extend(world.touched_outside().await);
         problems.extend(world.healthy_left().await);
