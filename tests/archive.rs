@@ -239,9 +239,7 @@ async fn round_trip(test: &str, box_container: bool) {
     out.success();
     assert_eq!(out.json()["restored"]["volume"], volume.as_str());
     assert!(sbx.volume_exists(&volume).await);
-    let reader = holder(&sbx, &volume).await;
-    let after = read_back(&sbx, &reader).await;
-    remove_container(&sbx, &reader).await;
+    let after = held(&sbx, &volume).await;
     assert_eq!(
         before.keys().collect::<Vec<_>>(),
         after.keys().collect::<Vec<_>>()
@@ -343,9 +341,7 @@ async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
         "no archive, manifest or partial file is left"
     );
     // Intact: what it holds is what it held.
-    let reader = holder(&sbx, &volume).await;
-    let after = read_back(&sbx, &reader).await;
-    remove_container(&sbx, &reader).await;
+    let after = held(&sbx, &volume).await;
     assert_eq!(after, before);
     assert_eq!(helpers(&sbx).await, 0, "the helper was removed");
 }
@@ -377,24 +373,7 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
         return;
     };
     let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
-    let mut b = tar::Builder::new(Vec::new());
-    let data = random_bytes(1, 96 * 1024 * 1024);
-    let mut h = tar::Header::new_gnu();
-    h.set_size(data.len() as u64);
-    h.set_mode(0o600);
-    h.set_mtime(1_700_000_000);
-    b.append_data(&mut h, "big.bin", data.as_slice()).unwrap();
-    let filler = holder(&sbx, &volume).await;
-    let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
-    sbx.docker()
-        .upload_to_container(
-            &filler,
-            Some(options),
-            bollard::body_full(b.into_inner().unwrap().into()),
-        )
-        .await
-        .expect("fill the volume");
-    remove_container(&sbx, &filler).await;
+    fill_random(&sbx, &volume, 96).await;
 
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().to_str().unwrap().to_string();
@@ -510,6 +489,14 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
 /// the volume and what it holds.
 async fn lone_volume(sbx: &Sandbox, box_id: &str, mib: usize) -> (String, BTreeMap<String, Meta>) {
     let volume = sbx.volume(VolumeSpec::new().in_box(box_id)).await;
+    fill_random(sbx, &volume, mib).await;
+    let held = held(sbx, &volume).await;
+    (volume, held)
+}
+
+/// Puts one file of `mib` MiB of random bytes into `volume`, through a
+/// container made for it and removed after.
+async fn fill_random(sbx: &Sandbox, volume: &str, mib: usize) {
     let mut b = tar::Builder::new(Vec::new());
     let data = random_bytes(1, mib * 1024 * 1024);
     let mut h = tar::Header::new_gnu();
@@ -517,7 +504,7 @@ async fn lone_volume(sbx: &Sandbox, box_id: &str, mib: usize) -> (String, BTreeM
     h.set_mode(0o644);
     h.set_mtime(1_700_000_000);
     b.append_data(&mut h, "data.bin", data.as_slice()).unwrap();
-    let filler = holder(sbx, &volume).await;
+    let filler = holder(sbx, volume).await;
     let options = UploadToContainerOptionsBuilder::new().path("/v/0").build();
     sbx.docker()
         .upload_to_container(
@@ -527,9 +514,16 @@ async fn lone_volume(sbx: &Sandbox, box_id: &str, mib: usize) -> (String, BTreeM
         )
         .await
         .expect("fill the volume");
-    let held = read_back(sbx, &filler).await;
     remove_container(sbx, &filler).await;
-    (volume, held)
+}
+
+/// What `volume` holds now, read through a container made for it and
+/// removed after.
+async fn held(sbx: &Sandbox, volume: &str) -> BTreeMap<String, Meta> {
+    let reader = holder(sbx, volume).await;
+    let held = read_back(sbx, &reader).await;
+    remove_container(sbx, &reader).await;
+    held
 }
 
 /// The engine's tar stream breaks after its first 256 KiB (`stall`: it
@@ -598,9 +592,7 @@ async fn a_broken_archive_stream(test: &str, stall: bool) {
         out.dump()
     );
     assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
-    let reader = holder(&sbx, &volume).await;
-    let after = read_back(&sbx, &reader).await;
-    remove_container(&sbx, &reader).await;
+    let after = held(&sbx, &volume).await;
     assert_eq!(after, before, "the volume is intact");
     eprintln!("{error}");
 }
