@@ -256,8 +256,6 @@ pub(crate) fn fleet_inventory(
     out
 }
 
-/// The warning for an engine that returned objects its label filter should
-/// have kept out (they were ignored), or `None`.
 /// The one note for a swarm worker: the Swarm kinds were not listed (never
 /// an error). An engine in no swarm (most engines) has none to list: no
 /// note, so a plain engine's output stays as it was.
@@ -271,6 +269,8 @@ pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
     ))
 }
 
+/// The warning for an engine that returned objects its label filter should
+/// have kept out (they were ignored), or `None`.
 pub(crate) fn rejected_warning(inv: &Inventory) -> Option<String> {
     if inv.rejected.is_empty() {
         return None;
