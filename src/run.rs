@@ -99,8 +99,12 @@ pub async fn run(args: Args) -> Exit {
         .engines
         .iter()
         .map(|t| {
-            Arc::new(LazyEngine::new(&t.name, t.endpoint.clone(), config.timeout))
-                as Arc<dyn Engine>
+            Arc::new(LazyEngine::new(
+                &t.name,
+                t.endpoint.clone(),
+                config.timeout,
+                config.call_timeout,
+            )) as Arc<dyn Engine>
         })
         .collect();
     let cancel = CancellationToken::new();
@@ -357,8 +361,11 @@ impl Run<'_> {
                 sink.err(&w);
             }
         }
+        // A listing or an inspection that failed fails the plan too: what
+        // it could affect is only blocked, not known.
+        let incomplete = fleet.engines.iter().any(|p| !p.incomplete.is_empty());
         let verdict = Verdict {
-            failed: !fleet.failures.is_empty(),
+            failed: !fleet.failures.is_empty() || incomplete,
             pending: detailed && !fleet.is_empty(),
             ..Verdict::default()
         };
@@ -917,7 +924,7 @@ impl Observer for Printer<'_> {
             Event::State { broken } => {
                 self.err(&render::watch_state(format, &log_time(), *broken));
             }
-            Event::Started { .. } | Event::Archived { .. } => {}
+            Event::Started { .. } | Event::Archived { .. } | Event::DeadlineMisses { .. } => {}
         }
     }
 }
@@ -1016,9 +1023,7 @@ fn validate(files: &[PathBuf], format: Format, sink: &mut dyn Sink) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{FaultAction, MemoryEngine, Op};
-    use crate::engine::{EngineError, ErrorKind};
-    use crate::model::Kind;
+    use crate::engine::memory::MemoryEngine;
     use clap::Parser;
 
     /// Everything printed, kept.
@@ -1065,18 +1070,7 @@ mod tests {
     const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
 
     fn unreachable(engine: &MemoryEngine) {
-        engine.inject(
-            Op::List(Kind::Container),
-            None,
-            FaultAction::Fail(EngineError::new(
-                "list containers",
-                ErrorKind::Unreachable {
-                    endpoint: "unix:///nonexistent-a.sock".into(),
-                    detail: "connection refused".into(),
-                },
-            )),
-            usize::MAX,
-        );
+        engine.disconnect();
     }
 
     #[tokio::test]

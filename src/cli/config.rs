@@ -99,6 +99,8 @@ pub struct Config {
     /// Removals in flight on any one engine of a fleet.
     pub(crate) engine_parallelism: usize,
     pub(crate) timeout: Duration,
+    /// `--call-timeout`: each read's deadline (at most `timeout`).
+    pub(crate) call_timeout: Duration,
     pub(crate) parallelism: usize,
     /// `--audit FILE`.
     pub(crate) audit: Option<PathBuf>,
@@ -346,6 +348,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         scope,
         format: args.format,
         timeout: args.timeout,
+        call_timeout: args.call_timeout,
         parallelism,
         audit,
         now: now(),

@@ -57,10 +57,17 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
     grace: Option<Duration>,
 
-    /// Deadline for each engine call, in seconds.
+    /// Deadline for each engine call that changes something (a removal, a
+    /// create), in seconds.
     #[arg(long, global = true, env = "SANDBOXCTL_TIMEOUT", value_name = "SECS",
           default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
+
+    /// Deadline for each engine read (a listing, an inspect), in seconds (at
+    /// most --timeout). A read that passes it fails only what depends on it.
+    #[arg(long, global = true, env = "SANDBOXCTL_CALL_TIMEOUT", value_name = "SECS",
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    call_timeout: u64,
 
     #[command(subcommand)]
     command: Command,
@@ -279,6 +286,7 @@ pub struct Args {
     scope: Labels,
     pub(crate) format: Format,
     timeout: Duration,
+    call_timeout: Duration,
     pub(crate) command: Command,
 }
 
@@ -395,6 +403,7 @@ impl Cli {
             scope,
             format,
             timeout: Duration::from_secs(self.timeout),
+            call_timeout: Duration::from_secs(self.call_timeout.min(self.timeout)),
             command: self.command,
         })
     }

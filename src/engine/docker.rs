@@ -45,7 +45,14 @@ pub struct DockerEngine {
     docker: Docker,
     name: String,
     endpoint: String,
+    /// The deadline of a call that changes something (a removal, a create,
+    /// a stop, each chunk of a stream): `--timeout`.
     timeout: Duration,
+    /// The deadline of a read (a listing, an inspect, the clock): one stuck
+    /// object costs this, not the run's. `--call-timeout`, at most `timeout`.
+    read_timeout: Duration,
+    /// Calls that passed their deadline, by endpoint.
+    misses: std::sync::Arc<super::DeadlineMisses>,
     /// Podman waits a container's stop timeout on a forced removal; killing
     /// first avoids the wait.
     podman: bool,
@@ -54,6 +61,10 @@ pub struct DockerEngine {
     /// waits inside the transport without a deadline of its own.
     requests: Option<tokio::sync::Semaphore>,
 }
+
+/// The deadline of a read unless set (`with_read_timeout`): a few seconds,
+/// as a listing or an inspect answers in milliseconds on a healthy engine.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Tries of a request whose ssh connection or session sshd turned away.
 const SSH_ATTEMPTS: u64 = 4;
@@ -92,6 +103,8 @@ impl DockerEngine {
             name: name.to_string(),
             endpoint: ep.host.clone(),
             timeout,
+            read_timeout: timeout.min(DEFAULT_READ_TIMEOUT),
+            misses: Default::default(),
             podman,
             requests: ssh.then(|| tokio::sync::Semaphore::new(super::ssh::CONNECTIONS)),
         })
@@ -121,14 +134,51 @@ impl DockerEngine {
         Self::connect(&ep, crate::model::DEFAULT_ENGINE, timeout).await
     }
 
+    /// The same engine with reads bounded by `read_timeout` (at most the
+    /// write deadline).
+    pub fn with_read_timeout(mut self, read_timeout: Duration) -> Self {
+        self.read_timeout = read_timeout.min(self.timeout);
+        self
+    }
+
+    /// The same engine counting the calls that pass their deadline in
+    /// `misses` (shared with the connections made before and after it).
+    pub(crate) fn with_misses(mut self, misses: std::sync::Arc<super::DeadlineMisses>) -> Self {
+        self.misses = misses;
+        self
+    }
+
     /// The Engine API version in use after negotiation, e.g. `1.41`.
     pub fn api_version(&self) -> String {
         let v = self.docker.client_version();
         format!("{}.{}", v.major_version, v.minor_version)
     }
 
-    /// Runs one bollard call under the deadline and maps its error.
+    /// Runs one bollard call that changes something under the write deadline.
     async fn call<T, F, Fut>(&self, call: String, request: F) -> Result<T, EngineError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, BollardError>>,
+    {
+        self.bounded(call, self.timeout, request).await
+    }
+
+    /// Runs one read (a listing, an inspect) under the read deadline.
+    async fn read<T, F, Fut>(&self, call: String, request: F) -> Result<T, EngineError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, BollardError>>,
+    {
+        self.bounded(call, self.read_timeout, request).await
+    }
+
+    /// Runs one bollard call under `deadline` and maps its error.
+    async fn bounded<T, F, Fut>(
+        &self,
+        call: String,
+        deadline: Duration,
+        request: F,
+    ) -> Result<T, EngineError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, BollardError>>,
@@ -140,7 +190,7 @@ impl DockerEngine {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match tokio::time::timeout(self.timeout, request()).await {
+            match tokio::time::timeout(deadline, request()).await {
                 Ok(Ok(value)) => return Ok(value),
                 // Over ssh, sshd can turn a connection or a session away
                 // (MaxStartups, MaxSessions): the request never reached the
@@ -153,14 +203,15 @@ impl DockerEngine {
                 {
                     tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
                 }
-                Ok(Err(e)) => return Err(map_error(&call, &self.endpoint, self.timeout, e)),
+                Ok(Err(e)) => return Err(map_error(&call, &self.endpoint, deadline, e)),
                 Err(_) => {
+                    self.misses.add(&call);
                     return Err(EngineError::new(
                         call,
                         ErrorKind::Timeout {
-                            seconds: whole_seconds(self.timeout),
+                            seconds: whole_seconds(deadline),
                         },
-                    ))
+                    ));
                 }
             }
         }
@@ -177,6 +228,10 @@ impl Engine for DockerEngine {
         &self.endpoint
     }
 
+    fn deadline_misses(&self) -> Vec<(String, u64)> {
+        self.misses.counts()
+    }
+
     async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {
         let map = label_filters(filters);
         let call = format!("list {}", kind.plural());
@@ -188,7 +243,7 @@ impl Engine for DockerEngine {
                     .filters(&map)
                     .build();
                 let list = self
-                    .call(call, || self.docker.list_containers(Some(options.clone())))
+                    .read(call, || self.docker.list_containers(Some(options.clone())))
                     .await?;
                 list.into_iter()
                     .map(|c| container_from_summary(engine, c))
@@ -197,7 +252,7 @@ impl Engine for DockerEngine {
             Kind::Volume => {
                 let options = ListVolumesOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, || self.docker.list_volumes(Some(options.clone())))
+                    .read(call, || self.docker.list_volumes(Some(options.clone())))
                     .await?;
                 list.volumes
                     .unwrap_or_default()
@@ -208,7 +263,7 @@ impl Engine for DockerEngine {
             Kind::Network => {
                 let options = ListNetworksOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, || self.docker.list_networks(Some(options.clone())))
+                    .read(call, || self.docker.list_networks(Some(options.clone())))
                     .await?;
                 list.into_iter().map(|n| network_from(engine, n)).collect()
             }
@@ -224,14 +279,14 @@ impl Engine for DockerEngine {
             Kind::Service => {
                 let options = ListServicesOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, || self.docker.list_services(Some(options.clone())))
+                    .read(call, || self.docker.list_services(Some(options.clone())))
                     .await?;
                 list.into_iter().map(|s| service_from(engine, s)).collect()
             }
             Kind::Config => {
                 let options = ListConfigsOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, || self.docker.list_configs(Some(options.clone())))
+                    .read(call, || self.docker.list_configs(Some(options.clone())))
                     .await?;
                 list.into_iter()
                     .map(|c| {
@@ -250,7 +305,7 @@ impl Engine for DockerEngine {
             Kind::Secret => {
                 let options = ListSecretsOptionsBuilder::new().filters(&map).build();
                 let list = self
-                    .call(call, || self.docker.list_secrets(Some(options.clone())))
+                    .read(call, || self.docker.list_secrets(Some(options.clone())))
                     .await?;
                 list.into_iter()
                     .map(|c| {
@@ -273,7 +328,7 @@ impl Engine for DockerEngine {
         let filters = HashMap::from([("reference", vec![reference])]);
         let options = ListImagesOptionsBuilder::new().filters(&filters).build();
         let list = self
-            .call(format!("list images {reference}"), || {
+            .read(format!("list images {reference}"), || {
                 self.docker.list_images(Some(options.clone()))
             })
             .await?;
@@ -282,7 +337,7 @@ impl Engine for DockerEngine {
 
     async fn clock(&self) -> Result<i64, EngineError> {
         let info = self
-            .call("read the engine's clock (info)".into(), || {
+            .read("read the engine's clock (info)".into(), || {
                 self.docker.info()
             })
             .await?;
@@ -459,22 +514,29 @@ impl Engine for DockerEngine {
         let call = format!("inspect {} {}", key.kind, shown_id(key));
         let engine = self.name.as_str();
         Ok(match key.kind {
-            Kind::Container => container_from_inspect(
-                engine,
-                self.call(call, || {
-                    self.docker
-                        .inspect_container(&key.id, None::<InspectContainerOptions>)
-                })
-                .await?,
-            ),
+            Kind::Container => {
+                let mut o = container_from_inspect(
+                    engine,
+                    self.read(call, || {
+                        self.docker
+                            .inspect_container(&key.id, None::<InspectContainerOptions>)
+                    })
+                    .await?,
+                );
+                // Podman lets any container's ipc namespace be joined.
+                if self.podman {
+                    o.ipc_shareable = None;
+                }
+                o
+            }
             Kind::Volume => volume_from(
                 engine,
-                self.call(call, || self.docker.inspect_volume(&key.id))
+                self.read(call, || self.docker.inspect_volume(&key.id))
                     .await?,
             ),
             Kind::Network => {
                 let n = self
-                    .call(call, || {
+                    .read(call, || {
                         self.docker
                             .inspect_network(&key.id, None::<InspectNetworkOptions>)
                     })
@@ -491,7 +553,7 @@ impl Engine for DockerEngine {
             }
             Kind::Service => service_from(
                 engine,
-                self.call(call, || {
+                self.read(call, || {
                     self.docker
                         .inspect_service(&key.id, None::<InspectServiceOptions>)
                 })
@@ -499,7 +561,7 @@ impl Engine for DockerEngine {
             ),
             Kind::Config => {
                 let c = self
-                    .call(call, || self.docker.inspect_config(&key.id))
+                    .read(call, || self.docker.inspect_config(&key.id))
                     .await?;
                 let spec = c.spec.unwrap_or_default();
                 swarm_object(
@@ -513,7 +575,7 @@ impl Engine for DockerEngine {
             }
             Kind::Secret => {
                 let c = self
-                    .call(call, || self.docker.inspect_secret(&key.id))
+                    .read(call, || self.docker.inspect_secret(&key.id))
                     .await?;
                 let spec = c.spec.unwrap_or_default();
                 swarm_object(
@@ -1039,6 +1101,7 @@ fn container_from_inspect(engine: &str, c: ContainerInspectResponse) -> Object {
         .map(network_ref)
         .collect();
     let host = c.host_config.unwrap_or_default();
+    let ipc_shareable = host.ipc_mode.as_deref() == Some("shareable");
     let joins = [
         join_of(Namespace::Network, host.network_mode.as_deref()),
         join_of(Namespace::Pid, host.pid_mode.as_deref()),
@@ -1047,7 +1110,7 @@ fn container_from_inspect(engine: &str, c: ContainerInspectResponse) -> Object {
     .into_iter()
     .flatten()
     .collect();
-    container_object(
+    let mut o = container_object(
         engine,
         c.id.unwrap_or_default(),
         container_name(&c.name.into_iter().collect::<Vec<_>>()),
@@ -1061,7 +1124,9 @@ fn container_from_inspect(engine: &str, c: ContainerInspectResponse) -> Object {
         volume_mounts(c.mounts),
         networks,
         joins,
-    )
+    );
+    o.ipc_shareable = Some(ipc_shareable);
+    o
 }
 
 fn volume_from(engine: &str, v: Volume) -> Object {

@@ -25,6 +25,9 @@ struct Shared {
     name: String,
     endpoint: Endpoint,
     timeout: Duration,
+    read_timeout: Duration,
+    /// Calls past their deadline, over every connection.
+    misses: Arc<super::DeadlineMisses>,
     connected: Mutex<Connection>,
     /// Connection attempts finished so far.
     attempts: AtomicU64,
@@ -54,7 +57,12 @@ impl Shared {
                 return Err(error.clone());
             }
         }
-        let result = DockerEngine::connect(&self.endpoint, &self.name, self.timeout).await;
+        let result = DockerEngine::connect(&self.endpoint, &self.name, self.timeout)
+            .await
+            .map(|e| {
+                e.with_read_timeout(self.read_timeout)
+                    .with_misses(self.misses.clone())
+            });
         let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         match result {
             Ok(engine) => {
@@ -72,7 +80,10 @@ impl Shared {
 
     /// Passes `result` on; an unreachable engine is connected afresh next time.
     async fn seen<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
-        if matches!(&result, Err(e) if e.is_unreachable()) {
+        // A call past its deadline says nothing about the connection (every
+        // request has its own): only an unreachable engine is forgotten.
+        if matches!(&result, Err(e) if matches!(e.kind, crate::model::ErrorKind::Unreachable { .. }))
+        {
             self.connected.lock().await.engine = None;
         }
         result
@@ -85,12 +96,21 @@ pub(crate) struct LazyEngine {
 }
 
 impl LazyEngine {
-    pub(crate) fn new(name: &str, endpoint: Endpoint, timeout: Duration) -> Self {
+    /// `timeout` bounds each call that changes something, `read_timeout`
+    /// each listing and inspect (see `DockerEngine`).
+    pub(crate) fn new(
+        name: &str,
+        endpoint: Endpoint,
+        timeout: Duration,
+        read_timeout: Duration,
+    ) -> Self {
         LazyEngine {
             shared: Arc::new(Shared {
                 name: name.to_string(),
                 endpoint,
                 timeout,
+                read_timeout,
+                misses: Default::default(),
                 connected: Mutex::new(Connection::default()),
                 attempts: AtomicU64::new(0),
             }),
@@ -106,6 +126,10 @@ impl Engine for LazyEngine {
 
     fn endpoint(&self) -> &str {
         &self.shared.endpoint.host
+    }
+
+    fn deadline_misses(&self) -> Vec<(String, u64)> {
+        self.shared.misses.counts()
     }
 
     async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {

@@ -106,6 +106,8 @@ impl ContainerInfo {
         if inspected {
             modes.push((Namespace::Pid, &self.pid_mode));
             modes.push((Namespace::Ipc, &self.ipc_mode));
+            // As Docker: only a `shareable` ipc namespace can be joined.
+            o.ipc_shareable = Some(self.ipc_mode.as_deref() == Some("shareable"));
         }
         o.joins = modes
             .into_iter()
@@ -376,6 +378,8 @@ pub struct MemoryEngine {
     lost: AtomicBool,
     /// Each call's deadline, as `--timeout` gives the Docker engine.
     deadline: Option<Duration>,
+    /// Calls that passed it, by endpoint.
+    misses: super::DeadlineMisses,
     /// What each volume holds, as the tar stream a download of its mount
     /// gives (by volume name; none: an empty tar).
     contents: Mutex<BTreeMap<String, Vec<u8>>>,
@@ -402,6 +406,7 @@ impl MemoryEngine {
             followers: Mutex::default(),
             lost: AtomicBool::new(false),
             deadline: None,
+            misses: Default::default(),
             contents: Mutex::default(),
             helpers: AtomicUsize::new(0),
         }
@@ -550,6 +555,7 @@ impl MemoryEngine {
             Some(FaultAction::Delay(d)) => match self.deadline {
                 Some(limit) if d > limit => {
                     tokio::time::sleep(limit).await;
+                    self.misses.add(&call_name(op, target));
                     Err(EngineError::new(
                         call_name(op, target),
                         ErrorKind::Timeout {
@@ -659,6 +665,10 @@ impl Engine for MemoryEngine {
 
     fn endpoint(&self) -> &str {
         "memory"
+    }
+
+    fn deadline_misses(&self) -> Vec<(String, u64)> {
+        self.misses.counts()
     }
 
     async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {

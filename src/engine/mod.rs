@@ -119,6 +119,89 @@ pub trait Engine: Send + Sync {
     /// a label filter would drop them; the next labeled listing decides). The
     /// stream ends, or yields an error, when the connection drops.
     fn events(&self, label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>>;
+
+    /// How many calls passed their deadline since the engine was made, by
+    /// endpoint (`GET /containers/{id}/json`, ...), sorted. An engine that
+    /// does not count says none.
+    fn deadline_misses(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+}
+
+/// Counts calls that passed their deadline, by endpoint: shared by an engine
+/// and every connection it makes again.
+#[derive(Debug, Default)]
+pub(crate) struct DeadlineMisses(std::sync::Mutex<std::collections::BTreeMap<String, u64>>);
+
+impl DeadlineMisses {
+    /// Counts one call (`call`: the words of its `EngineError`) that passed
+    /// its deadline.
+    pub(crate) fn add(&self, call: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *counts.entry(endpoint_of(call)).or_default() += 1;
+    }
+
+    pub(crate) fn counts(&self) -> Vec<(String, u64)> {
+        let counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+}
+
+/// The Engine API endpoint of a call named as an `EngineError` names it
+/// (`inspect container 3f2a1b4c5d6e` is `GET /containers/{id}/json`); a
+/// call of no known shape is its first two words.
+pub(crate) fn endpoint_of(call: &str) -> String {
+    let mut words = call.split_whitespace();
+    let (verb, noun) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let plural = match noun {
+        "container" | "containers" => "containers",
+        "volume" | "volumes" => "volumes",
+        "network" | "networks" => "networks",
+        "service" | "services" => "services",
+        "config" | "configs" => "configs",
+        "secret" | "secrets" => "secrets",
+        "image" | "images" => "images",
+        _ => "",
+    };
+    let endpoint = match (verb, plural) {
+        ("list", "containers" | "images") => format!("GET /{plural}/json"),
+        ("list", p) if !p.is_empty() => format!("GET /{p}"),
+        ("inspect", "containers") => "GET /containers/{id}/json".to_string(),
+        ("inspect", p) if !p.is_empty() => format!("GET /{p}/{{id}}"),
+        ("remove", p) if !p.is_empty() => format!("DELETE /{p}/{{id}}"),
+        ("kill", "containers") => "POST /containers/{id}/kill".to_string(),
+        ("wait", _) => "POST /containers/{id}/wait".to_string(),
+        ("read", _) if call.starts_with("read the engine's clock") => "GET /info".to_string(),
+        ("read", _) => "GET /containers/{id}/archive".to_string(),
+        ("fill", _) => "PUT /containers/{id}/archive".to_string(),
+        ("create", "volumes") => "POST /volumes/create".to_string(),
+        ("create", _) => "POST /containers/create".to_string(),
+        _ if call.starts_with("list the task containers") => "GET /containers/json".to_string(),
+        _ => format!("{verb} {noun}"),
+    };
+    endpoint
+}
+
+#[cfg(test)]
+mod tests {
+    use super::endpoint_of;
+
+    #[test]
+    fn calls_are_counted_by_their_endpoint() {
+        for (call, endpoint) in [
+            ("list containers", "GET /containers/json"),
+            ("list networks", "GET /networks"),
+            ("list images ca-sbx:*", "GET /images/json"),
+            ("inspect container 3f2a1b4c5d6e", "GET /containers/{id}/json"),
+            ("inspect volume v", "GET /volumes/{id}"),
+            ("remove volume v", "DELETE /volumes/{id}"),
+            ("kill container 3f2a1b4c5d6e", "POST /containers/{id}/kill"),
+            ("read the engine's clock (info)", "GET /info"),
+            ("list the task containers of service s", "GET /containers/json"),
+        ] {
+            assert_eq!(endpoint_of(call), endpoint, "{call}");
+        }
+    }
 }
 
 /// One engine event, reduced to what wakes a reconcile.

@@ -42,6 +42,10 @@ pub struct ApplyOptions {
     /// A budget shared with other applies running at the same time (a fleet's
     /// engines): a removal starts only with a permit from it.
     pub budget: Option<Arc<Semaphore>>,
+    /// What discovery learnt by inspecting containers, shared by the
+    /// discoveries of one run (its verification asks no container again) and,
+    /// in `watch`, by every later cycle (see `list::Memo`).
+    pub memo: Arc<crate::exec::list::Memo>,
 }
 
 impl Default for ApplyOptions {
@@ -51,6 +55,7 @@ impl Default for ApplyOptions {
             in_progress_wait: Duration::from_secs(30),
             poll_interval: Duration::from_millis(100),
             budget: None,
+            memo: Arc::default(),
         }
     }
 }

@@ -62,6 +62,12 @@ pub enum Event<'a> {
     },
     /// Apply is over on this engine; verification starts.
     Applied { engine: &'a str },
+    /// How many calls of `engine` passed their deadline so far, by endpoint
+    /// (told after every watch cycle, before `Cycle`).
+    DeadlineMisses {
+        engine: &'a str,
+        misses: &'a [(String, u64)],
+    },
     /// A watch cycle ended on every engine; `report` is its merged report.
     Cycle {
         trigger: Trigger,

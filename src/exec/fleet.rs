@@ -277,10 +277,8 @@ pub(crate) async fn reconcile_saved_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{FaultAction, MemoryEngine, Op};
-    use crate::engine::{EngineError, ErrorKind};
+    use crate::engine::memory::MemoryEngine;
     use crate::exec::event::Silent;
-    use crate::model::Kind;
     use crate::plan::DeclaredBox;
 
     fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
@@ -292,18 +290,7 @@ mod tests {
         let a = engine("a", &["keep", "leak"]);
         let b = engine("b", &["keep"]);
         let down = engine("down", &["leak"]);
-        down.inject(
-            Op::List(Kind::Container),
-            None,
-            FaultAction::Fail(EngineError::new(
-                "list containers",
-                ErrorKind::Unreachable {
-                    endpoint: "tcp://down".into(),
-                    detail: "connection refused".into(),
-                },
-            )),
-            usize::MAX,
-        );
+        down.disconnect();
         let goal = Goal::Reconcile {
             boxes: vec![DeclaredBox {
                 engine: Some("a".into()),

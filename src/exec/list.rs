@@ -1,26 +1,33 @@
-//! Listing: what one engine holds, as an `Inventory`, and `plan_once`
-//! (list, plan, and inspect containers for shared namespaces until the plan
-//! stands).
+//! Discovery: what one engine holds, as an `Inventory`, and `plan_once`
+//! (list, plan, and inspect the containers that could share a namespace of
+//! one the plan removes, until the plan stands).
 //!
 //! Owns the engine calls of discovery: a constant eight listings whatever the
 //! number of objects or of a swarm's nodes (five, and the Swarm services,
 //! configs and secrets, which an engine that is not a swarm manager answers
-//! with an error that skips those kinds with one note), and one read of the
-//! engine's clock when a lease is listed, and the inspection of containers (at most eight at
-//! once) for the pid and ipc namespaces they share, which the listing does
-//! not show. What the answers mean is `plan::inventory`'s (pure). A failure
-//! anywhere fails the whole step: nothing may be planned from a partial
-//! inventory. Must not remove anything.
+//! with an error that skips those kinds with one note), one read of the
+//! engine's clock when a lease is listed, and the inspection (at most
+//! `INSPECT_CONCURRENCY` at once) of only the containers that could join a
+//! pid or ipc namespace of a container the plan removes (the listing does
+//! not show those joins; see `inventory::could_join`). Every call has its
+//! own deadline (the engine's). Degrades per object, not per engine: a
+//! listing or an inspection that fails is recorded in the inventory's
+//! `unknown`, and the planner blocks exactly what it could affect; the
+//! engine's part fails whole only when no listing of a managed kind
+//! answered (nothing was seen, so nothing can be named). What the answers
+//! mean is `plan::inventory`'s (pure). Must not remove anything.
+
+use std::collections::BTreeMap;
 
 use futures_util::stream::{self, StreamExt};
 
 use crate::engine::{Engine, EngineError};
 use crate::model::lease::LEASE_TTL_LABEL;
-use crate::model::{Kind, Object, ObjectKey, Scope, IMAGE_REFERENCE};
+use crate::model::{Kind, Listing, Object, ObjectKey, Scope, IMAGE_REFERENCE};
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan};
 
-/// A listing that failed. Nothing is planned from a partial inventory.
+/// Discovery that saw nothing: every listing of a managed kind failed.
 #[derive(Debug, Clone)]
 pub struct InventoryError {
     what: &'static str,
@@ -42,92 +49,87 @@ impl std::fmt::Display for InventoryError {
 impl std::error::Error for InventoryError {}
 
 /// How many containers are inspected at once.
-const INSPECT_CONCURRENCY: usize = 8;
+const INSPECT_CONCURRENCY: usize = 16;
 
 /// Lists the managed containers, every container (only to find unmanaged
 /// users of managed objects), the managed volumes and networks, the
 /// `ca-sbx:*` images, and on a swarm manager every service (one call; the
 /// managed ones are told apart on the client, the others may hold a managed
 /// network, config or secret) and the managed configs and secrets,
-/// concurrently, and keeps what passes the client-side check.
+/// concurrently, and keeps what passes the client-side check. A listing that
+/// fails is recorded in `unknown.listings`; only when the managed
+/// containers, volumes and networks all failed is it an error.
 pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
     let filters = scope.filters();
-    let wrap = |what| move |error| InventoryError { what, error };
+    let (managed, all, volumes, networks, images, services, configs, secrets) = tokio::join!(
+        engine.list(Kind::Container, &filters),
+        engine.list(Kind::Container, &[]),
+        engine.list(Kind::Volume, &filters),
+        engine.list(Kind::Network, &filters),
+        engine.list_images(IMAGE_REFERENCE),
+        engine.list(Kind::Service, &[]),
+        engine.list(Kind::Config, &filters),
+        engine.list(Kind::Secret, &filters),
+    );
+    if let (Err(error), Err(_), Err(_)) = (&managed, &volumes, &networks) {
+        return Err(InventoryError {
+            what: "containers, volumes or networks",
+            error: error.clone(),
+        });
+    }
+    let mut failed: BTreeMap<Listing, EngineError> = BTreeMap::new();
+    let mut take = |listing: Listing, result: Result<Vec<Object>, EngineError>| match result {
+        Ok(listed) => listed,
+        Err(error) => {
+            failed.entry(listing).or_insert(error);
+            Vec::new()
+        }
+    };
     // The Swarm kinds: an engine that is no swarm manager says so for each;
     // then none of them is listed, and the run says why once.
-    let swarm = async {
-        let (services, configs, secrets) = tokio::join!(
-            engine.list(Kind::Service, &[]),
-            engine.list(Kind::Config, &filters),
-            engine.list(Kind::Secret, &filters),
-        );
-        let no_swarm = [&services, &configs, &secrets]
-            .into_iter()
-            .find_map(|r| r.as_ref().err().filter(|e| e.is_no_swarm()).cloned());
-        if let Some(e) = no_swarm {
-            return Ok((Vec::new(), Vec::new(), Some(e)));
-        }
-        let services = services.map_err(wrap("services"))?;
-        let mut listed = configs.map_err(wrap("configs"))?;
-        listed.extend(secrets.map_err(wrap("secrets"))?);
-        Ok((services, listed, None))
+    let no_swarm = [&services, &configs, &secrets]
+        .into_iter()
+        .find_map(|r| r.as_ref().err().filter(|e| e.is_no_swarm()).cloned());
+    let (services, swarm_listed) = if no_swarm.is_some() {
+        (Vec::new(), Vec::new())
+    } else {
+        let services = take(Listing::Services, services);
+        let mut listed = take(Listing::Configs, configs);
+        listed.extend(take(Listing::Secrets, secrets));
+        (services, listed)
     };
-    let (managed, mut all, volumes, networks, images, (services, swarm_listed, swarm_skipped)) = tokio::try_join!(
-        async {
-            engine
-                .list(Kind::Container, &filters)
-                .await
-                .map_err(wrap("managed containers"))
-        },
-        async {
-            engine
-                .list(Kind::Container, &[])
-                .await
-                .map_err(wrap("all containers (to find users of managed objects)"))
-        },
-        async {
-            engine
-                .list(Kind::Volume, &filters)
-                .await
-                .map_err(wrap("volumes"))
-        },
-        async {
-            engine
-                .list(Kind::Network, &filters)
-                .await
-                .map_err(wrap("networks"))
-        },
-        async {
-            engine
-                .list_images(IMAGE_REFERENCE)
-                .await
-                .map_err(wrap("images"))
-        },
-        swarm,
-    )?;
+    let mut listed = take(Listing::Containers, managed);
+    let mut all = take(Listing::Containers, all);
+    let volumes = take(Listing::Volumes, volumes);
+    listed.extend(take(Listing::Networks, networks));
+    let images = images.unwrap_or_else(|error| {
+        failed.insert(Listing::Images, error);
+        Vec::new()
+    });
     // Leases are judged by the engine's clock: read it (one more call) only
     // when a listed volume carries a lease label. A clock that cannot be read
-    // fails the listing: a lease is never judged by a guess.
+    // is an unknown: a lease is never judged by a guess.
     let leased = volumes
         .iter()
         .any(|v| v.labels.contains_key(LEASE_TTL_LABEL));
     let skew_ms = if leased {
-        Some(
-            skew_ms(engine)
-                .await
-                .map_err(wrap("the engine's clock (to judge leases)"))?,
-        )
+        match skew_ms(engine).await {
+            Ok(skew) => Some(skew),
+            Err(error) => {
+                failed.insert(Listing::Clock, error);
+                None
+            }
+        }
     } else {
         None
     };
-    let mut listed = managed;
     listed.extend(volumes);
-    listed.extend(networks);
     listed.extend(swarm_listed);
     all.extend(services);
     let mut inventory = Inventory::from_listings(engine.name(), scope.clone(), listed, all, images);
     inventory.skew_ms = skew_ms;
-    inventory.swarm_skipped = swarm_skipped;
+    inventory.swarm_skipped = no_swarm;
+    inventory.unknown.listings = failed;
     Ok(inventory)
 }
 
@@ -146,85 +148,393 @@ pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
     Ok(raw.signum() * (raw.abs() - half).max(0))
 }
 
-/// Inspects every unmanaged container (once), and the managed containers
-/// named in `managed`, for the namespaces they share, and gives the answers
-/// to the inventory. A container gone meanwhile is skipped; any other failure
-/// fails the whole step (nothing may be removed on a guess).
+/// What inspections taught, by container: the namespaces it shares and
+/// whether its ipc namespace is shareable (neither ever changes for a
+/// container ID), and which inspections failed in this run. A run's
+/// verification and, in `watch`, every later cycle ask no container whose
+/// answer is known; a failed inspection is asked again only by the next
+/// run or cycle (`begin`). Holds only containers the last discovery listed.
+#[derive(Debug, Default)]
+pub struct Memo(std::sync::Mutex<Learnt>);
+
+#[derive(Debug, Default)]
+struct Learnt {
+    joins: std::collections::HashMap<ObjectKey, (Vec<crate::model::Join>, Option<bool>)>,
+    failed: std::collections::HashMap<ObjectKey, EngineError>,
+}
+
+impl Memo {
+    fn learnt(&self) -> std::sync::MutexGuard<'_, Learnt> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A new run or cycle on `engine`: its failed inspections are tried again.
+    pub(crate) fn begin(&self, engine: &str) {
+        self.learnt().failed.retain(|k, _| k.engine != engine);
+    }
+
+    /// How many containers' answers are known (for tests and benchmarks).
+    pub fn known(&self) -> usize {
+        self.learnt().joins.len()
+    }
+}
+
+/// Inspects `keys` (at most `INSPECT_CONCURRENCY` at once, each within
+/// its own deadline) for the namespaces they share, and gives the answers
+/// to the inventory: a container gone meanwhile holds nothing; one whose
+/// inspection failed is an unknown of the inventory, never a failure of
+/// the whole step. What `memo` knows is not asked again.
 async fn inspect_joins(
     engine: &dyn Engine,
     inventory: &mut Inventory,
-    managed: &[ObjectKey],
-) -> Result<(), InventoryError> {
-    let inspected: Vec<Result<Option<Object>, EngineError>> =
-        stream::iter(inventory.to_inspect(managed))
-            .map(|key| async move {
-                match engine.inspect(&key).await {
-                    Ok(o) => Ok(Some(o)),
-                    Err(e) if e.is_not_found() => Ok(None),
-                    Err(e) => Err(e),
+    keys: Vec<ObjectKey>,
+    memo: &Memo,
+) {
+    let mut found = Vec::with_capacity(keys.len());
+    let mut failed = Vec::new();
+    let mut ask = Vec::with_capacity(keys.len());
+    {
+        let learnt = memo.learnt();
+        for key in &keys {
+            let listed = inventory.container(key);
+            match (learnt.joins.get(key), learnt.failed.get(key), listed) {
+                (Some((joins, ipc)), _, Some(listed)) => {
+                    let mut o = listed.clone();
+                    o.joins.clone_from(joins);
+                    o.ipc_shareable = *ipc;
+                    found.push(o);
                 }
-            })
-            .buffered(INSPECT_CONCURRENCY)
-            .collect()
-            .await;
-    let mut found = Vec::with_capacity(inspected.len());
-    for result in inspected {
-        match result {
-            Ok(Some(o)) => found.push(o),
-            Ok(None) => {}
-            Err(error) => {
-                return Err(InventoryError {
-                    what: "containers (to find shared namespaces)",
-                    error,
-                })
+                (None, Some(error), _) => failed.push((key.clone(), error.clone())),
+                _ => ask.push(key.clone()),
             }
         }
     }
-    inventory.inspected(found);
-    Ok(())
+    let answers: Vec<(ObjectKey, Result<Object, EngineError>)> = stream::iter(ask)
+        .map(|key| async move {
+            let answer = engine.inspect(&key).await;
+            (key, answer)
+        })
+        .buffer_unordered(INSPECT_CONCURRENCY)
+        .collect()
+        .await;
+    {
+        let mut learnt = memo.learnt();
+        for (key, answer) in answers {
+            match answer {
+                Ok(o) => {
+                    learnt
+                        .joins
+                        .insert(key, (o.joins.clone(), o.ipc_shareable));
+                    found.push(o);
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    learnt.failed.insert(key.clone(), e.clone());
+                    failed.push((key, e));
+                }
+            }
+        }
+    }
+    inventory.inspected(&keys, found, failed);
 }
 
-/// Lists `engine` and plans `goal` at `now`. When the plan removes or blocks a
-/// container, the unmanaged containers and the managed containers that stay
-/// are inspected for the pid and ipc namespaces they share (the listing shows
-/// only the network mode), and the plan is made again with what that found.
+/// Lists `engine` and plans `goal` at `now`. While the plan removes
+/// containers, the containers that could share a pid or ipc namespace of
+/// one of them (the listing shows only the network mode) are inspected, and
+/// the plan is made again with what that found, until no new container is
+/// to be inspected (a container that now stays may share a namespace of one
+/// that still goes).
 pub async fn plan_once(
     engine: &dyn Engine,
     goal: &Goal,
     scope: &Scope,
     now: i64,
 ) -> Result<(Inventory, Plan), InventoryError> {
+    plan_with(engine, goal, scope, now, &Memo::default()).await
+}
+
+/// [`plan_once`], asking no container whose answer `memo` knows, and
+/// teaching it what the inspections found.
+pub async fn plan_with(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+    memo: &Memo,
+) -> Result<(Inventory, Plan), InventoryError> {
     let mut inventory = inventory(engine, scope).await?;
     let mut plan = Plan::build(goal, &inventory, now);
-    // Inspect until no new container stays: a managed container that stays
-    // (kept, or blocked by what an inspection found) may share a namespace of
-    // one that would go.
-    let mut seen: std::collections::BTreeSet<crate::model::ObjectKey> = Default::default();
     loop {
-        let containers_at_stake = plan.removes_containers()
-            || plan
-                .blocked
-                .iter()
-                .any(|b| b.object.kind == crate::model::Kind::Container);
-        if !containers_at_stake {
-            break;
-        }
-        let staying: Vec<crate::model::ObjectKey> = plan
+        // At stake: the containers the plan removes, and those it keeps only
+        // for a container that could not be inspected (what an inspection of
+        // their own finds may prove that it cannot hold them).
+        let unknown = |n: &&crate::plan::Noted| {
+            matches!(n.why, crate::model::Reason::HolderUnknown { .. })
+        };
+        let at_stake: Vec<ObjectKey> = plan
+            .steps
+            .iter()
+            .map(|s| &s.object)
+            .chain(plan.blocked.iter().filter(unknown).map(|n| &n.object))
+            .filter(|o| o.kind == Kind::Container)
+            .map(|o| o.key())
+            .collect();
+        let staying: Vec<ObjectKey> = plan
             .kept
             .containers
             .iter()
-            .chain(plan.blocked.iter())
-            .filter(|n| n.object.kind == crate::model::Kind::Container)
+            .chain(plan.blocked.iter().filter(|n| !unknown(n)))
+            .filter(|n| n.object.kind == Kind::Container)
             .map(|n| n.object.key())
-            .filter(|k| !seen.contains(k))
             .collect();
-        let first = !inventory.inspected && !inventory.unmanaged.is_empty();
-        if !first && staying.is_empty() {
+        let keys = inventory.to_inspect(&at_stake, &staying);
+        if keys.is_empty() {
             break;
         }
-        seen.extend(staying.iter().cloned());
-        inspect_joins(engine, &mut inventory, &staying).await?;
+        inspect_joins(engine, &mut inventory, keys, memo).await;
         plan = Plan::build(goal, &inventory, now);
     }
+    // Forget containers of this engine that are gone (watch runs for long).
+    {
+        let mut learnt = memo.learnt();
+        let listed = |k: &ObjectKey| k.engine != engine.name() || inventory.container(k).is_some();
+        learnt.joins.retain(|k, _| listed(k));
+    }
     Ok((inventory, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::memory::{
+        box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
+    };
+    use crate::model::Labels;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn leaks() -> Goal {
+        Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: None,
+        }
+    }
+
+    fn at(second: u32) -> Option<String> {
+        Some(format!("2026-12-01T10:00:{second:02}Z"))
+    }
+
+    /// Box `id`: its container (running or not, made at `second`) mounting
+    /// its volume `v-<id>`.
+    fn boxed(world: &mut World, id: &str, running: bool, second: u32) {
+        let mut c = ContainerInfo::new(&format!("c-{id}"), &format!("sbx-{id}"), box_labels(id));
+        c.mounts.insert(format!("v-{id}"));
+        c.state = if running { "running" } else { "exited" }.into();
+        c.created_at = at(second);
+        world.containers.push(c);
+        world.volumes.push(VolumeInfo {
+            name: format!("v-{id}"),
+            labels: box_labels(id),
+            created_at: None,
+        });
+    }
+
+    /// An unrelated, unlabeled running container made at `second`.
+    fn unrelated(world: &mut World, id: &str, second: u32) {
+        let mut c = ContainerInfo::new(id, id, Labels::new());
+        c.state = "running".into();
+        c.created_at = at(second);
+        world.containers.push(c);
+    }
+
+    fn hang(engine: &MemoryEngine, op: Op, target: Option<&str>) {
+        engine.inject(op, target, FaultAction::Delay(Duration::from_secs(60)), usize::MAX);
+    }
+
+    fn inspects(engine: &MemoryEngine) -> Vec<String> {
+        let mut calls: Vec<String> = engine
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("Inspect"))
+            .collect();
+        calls.sort();
+        calls
+    }
+
+    fn blocked(plan: &Plan) -> Vec<(String, serde_json::Value)> {
+        plan.blocked
+            .iter()
+            .map(|b| (b.object.name.clone(), serde_json::to_value(&b.why).unwrap()))
+            .collect()
+    }
+
+    fn removed(plan: &Plan) -> Vec<&str> {
+        plan.steps.iter().map(|s| s.object.name.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn only_containers_made_after_one_that_goes_are_inspected() {
+        let mut world = World::default();
+        for i in 0..5 {
+            unrelated(&mut world, &format!("before{i}"), 1);
+        }
+        boxed(&mut world, "a", true, 10);
+        unrelated(&mut world, "after", 20);
+        let engine = MemoryEngine::new(world);
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
+        assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_inspected_when_no_container_goes() {
+        let mut world = World::default();
+        unrelated(&mut world, "x", 20);
+        world.volumes.push(VolumeInfo {
+            name: "lone".into(),
+            labels: box_labels("a"),
+            created_at: None,
+        });
+        let engine = MemoryEngine::new(world);
+        plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert!(inspects(&engine).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_hung_inspect_blocks_only_what_its_container_could_hold() {
+        let mut world = World::default();
+        boxed(&mut world, "running", true, 10);
+        boxed(&mut world, "stopped", false, 10);
+        unrelated(&mut world, "locked", 20);
+        boxed(&mut world, "younger", true, 30);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
+        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        // The stopped box's ipc namespace is not shareable (learnt by
+        // inspecting it) and a running container cannot be in the pid
+        // namespace of a stopped one; the younger box is younger than the
+        // locked container.
+        assert_eq!(
+            removed(&plan),
+            ["sbx-stopped", "sbx-younger", "v-stopped", "v-younger"]
+        );
+        let blocked = blocked(&plan);
+        assert_eq!(blocked.len(), 2, "{blocked:?}");
+        assert_eq!(blocked[0].0, "sbx-running");
+        assert_eq!(blocked[0].1["code"], "holderUnknown");
+        assert_eq!(blocked[0].1["holder"]["id"], "locked");
+        assert!(blocked[0].1["error"]
+            .as_str()
+            .unwrap()
+            .contains("inspect container locked"));
+        assert_eq!(blocked[1].0, "v-running");
+        assert_eq!(blocked[1].1["code"], "waitsForBlocked");
+        assert_eq!(
+            plan.incomplete,
+            ["could not inspect container locked (locked): inspect container locked: no answer within 1s; the engine is hung or overloaded (raise --call-timeout for a listing or an inspect, --timeout for a change, to wait longer)"]
+        );
+        assert_eq!(inventory.unknown.containers.len(), 1);
+        assert_eq!(
+            inspects(&engine),
+            [
+                "Inspect(Container) c-stopped",
+                "Inspect(Container) locked"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shareable_stopped_container_stays_when_its_possible_joiner_is_unknown() {
+        let mut world = World::default();
+        boxed(&mut world, "shared", false, 10);
+        world.containers[0].ipc_mode = Some("shareable".into());
+        unrelated(&mut world, "locked", 20);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert!(plan.steps.is_empty());
+        assert_eq!(blocked(&plan)[0].1["code"], "holderUnknown");
+    }
+
+    #[tokio::test]
+    async fn a_hung_network_listing_blocks_no_container_or_volume() {
+        let mut world = World::default();
+        boxed(&mut world, "a", true, 10);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::List(Kind::Network), None);
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
+        assert_eq!(
+            plan.incomplete,
+            ["could not list networks: list networks: no answer within 1s; the engine is hung or overloaded (raise --call-timeout for a listing or an inspect, --timeout for a change, to wait longer)"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hung_container_listing_blocks_every_volume_and_network() {
+        let mut world = World::default();
+        boxed(&mut world, "a", true, 10);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::List(Kind::Container), None);
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert!(plan.steps.is_empty());
+        let blocked = blocked(&plan);
+        assert_eq!(blocked.len(), 1);
+        assert_eq!(blocked[0].0, "v-a");
+        assert_eq!(blocked[0].1["code"], "listingFailed");
+        assert_eq!(blocked[0].1["listing"], "containers");
+    }
+
+    #[tokio::test]
+    async fn a_memo_spares_later_discoveries_what_they_know() {
+        let mut world = World::default();
+        boxed(&mut world, "a", true, 10);
+        unrelated(&mut world, "answers", 20);
+        unrelated(&mut world, "locked", 20);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
+        let memo = Memo::default();
+        memo.begin(engine.name());
+        let (goal, scope) = (leaks(), Scope::default());
+        let plan = |memo| plan_with(&engine, &goal, &scope, NOW, memo);
+        let (_, first) = plan(&memo).await.unwrap();
+        assert_eq!(
+            inspects(&engine),
+            ["Inspect(Container) answers", "Inspect(Container) locked"]
+        );
+        // The same run (its verification): nothing is asked again, and the
+        // locked container is still unknown.
+        let (_, again) = plan(&memo).await.unwrap();
+        assert_eq!(inspects(&engine).len(), 2);
+        assert_eq!(again.blocked, first.blocked);
+        // The next cycle asks the locked one again, never the one that answered.
+        memo.begin(engine.name());
+        plan(&memo).await.unwrap();
+        assert_eq!(
+            inspects(&engine),
+            [
+                "Inspect(Container) answers",
+                "Inspect(Container) locked",
+                "Inspect(Container) locked"
+            ]
+        );
+        assert_eq!(memo.known(), 1);
+    }
 }

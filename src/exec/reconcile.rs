@@ -14,11 +14,11 @@ use crate::engine::Engine;
 use crate::exec::apply::{apply, ApplyOptions};
 use crate::exec::event::{Event, Observer};
 use crate::exec::report::{Early, Report};
-use crate::exec::verify::verify;
+use crate::exec::verify::verify_with;
 use crate::model::Scope;
 use crate::plan::{Goal, Plan};
 
-pub use crate::exec::list::plan_once;
+pub use crate::exec::list::{plan_once, plan_with};
 
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.
@@ -31,7 +31,8 @@ pub(crate) async fn reconcile_once(
     cancel: &CancellationToken,
     observer: &dyn Observer,
 ) -> Result<Report, Early> {
-    let (inventory, plan) = plan_once(engine, goal, scope, now).await?;
+    options.memo.begin(engine.name());
+    let (inventory, plan) = plan_with(engine, goal, scope, now, &options.memo).await?;
     observer.on(&Event::Planned {
         engine: engine.name(),
         inventory: &inventory,
@@ -44,6 +45,26 @@ pub(crate) async fn reconcile_once(
 /// or its steps are not what the planner makes of that inventory (edited).
 pub(crate) async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(), Early> {
     let (_, fresh) = plan_once(engine, &saved.goal, &saved.scope(), saved.now()).await?;
+    // A plan is carried out only on an inventory as complete as the one it
+    // was made from: what either discovery could not learn could change it.
+    if fresh.incomplete != saved.incomplete {
+        let mut changes: Vec<String> = fresh
+            .incomplete
+            .iter()
+            .filter(|t| !saved.incomplete.contains(t))
+            .map(|t| format!("now {t}"))
+            .collect();
+        changes.extend(
+            saved
+                .incomplete
+                .iter()
+                .filter(|t| !fresh.incomplete.contains(t))
+                .map(|t| format!("when it was made, {t}")),
+        );
+        return Err(Early::Stale {
+            changes: changes.join(", "),
+        });
+    }
     if fresh.basis != saved.basis {
         return Err(Early::Stale {
             changes: describe_changes(&saved.basis, &fresh.basis),
@@ -69,7 +90,7 @@ pub(crate) async fn execute(
     observer.on(&Event::Applied {
         engine: engine.name(),
     });
-    verify(engine, plan, &applied).await
+    verify_with(engine, plan, &applied, &options.memo).await
 }
 
 /// True if both plans remove the same objects in the same order with the same
@@ -183,7 +204,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_listing_removes_nothing() {
+    async fn a_failed_volume_listing_keeps_what_a_lease_could_hold_and_names_it() {
         let engine = MemoryEngine::new(world());
         let err = EngineError::new(
             "list volumes",
@@ -192,7 +213,24 @@ mod tests {
                 message: "boom".into(),
             },
         );
-        engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 1);
+        engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 2);
+        let report = once(&engine, &leaks()).await.unwrap();
+        assert!(!report.converged);
+        assert_eq!(engine.world(), world());
+        let left = serde_json::to_value(&report.remaining.containers[0].reason).unwrap();
+        assert_eq!(left["code"], "listingFailed");
+        assert_eq!(left["listing"], "volumes");
+        assert!(
+            report.failures[0].error.starts_with("could not list volumes"),
+            "{:?}",
+            report.failures
+        );
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_answers_no_listing_fails_early() {
+        let engine = MemoryEngine::new(world());
+        engine.disconnect();
         let early = once(&engine, &leaks()).await.unwrap_err();
         assert!(matches!(early, Early::Listing(_)), "{early}");
         assert_eq!(engine.world(), world());

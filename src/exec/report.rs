@@ -123,6 +123,11 @@ pub struct Report {
     pub(crate) remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
     pub(crate) interrupted: bool,
+    /// True if discovery could not learn everything (a listing or an
+    /// inspection failed) while the engine answered: the run went on with
+    /// what was proven safe. Not in the JSON (its failures say it).
+    #[serde(skip)]
+    pub(crate) degraded: bool,
 }
 
 /// The leftovers as the report's flat keys `remainingContainers`, ...
@@ -162,6 +167,7 @@ impl Report {
             failures: vec![],
             remaining: ByKind::default(),
             interrupted: false,
+            degraded: false,
         }
     }
 
@@ -192,6 +198,7 @@ impl Report {
     pub(crate) fn absorb(&mut self, part: &Report) {
         self.converged &= part.converged;
         self.interrupted |= part.interrupted;
+        self.degraded |= part.degraded;
         if self.now.is_none() {
             self.now.clone_from(&part.now);
         }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::Engine;
 use crate::exec::apply::Applied;
-use crate::exec::list::plan_once;
+use crate::exec::list::plan_with;
 use crate::exec::report::{ArchivedVolume, Failure, Gone, Named, Report};
 use crate::model::{ObjectKey, Outcome, Reason};
 use crate::plan::Plan;
@@ -17,6 +17,18 @@ use crate::plan::Plan;
 /// Lists the engine again, re-plans with the same goal at the same time, and
 /// reports. Converged only if the apply had no failure and the fresh plan is empty.
 pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Report {
+    verify_with(engine, plan, applied, &Default::default()).await
+}
+
+/// [`verify`], asking no container whose answer `memo` knows (the plan's
+/// own discovery: a container whose inspection failed there is not asked
+/// again, so a stuck one costs its deadline once per run).
+pub async fn verify_with(
+    engine: &dyn Engine,
+    plan: &Plan,
+    applied: &Applied,
+    memo: &crate::exec::list::Memo,
+) -> Report {
     let mut report = Report::empty();
     report.now = Some(plan.now.clone());
     report.kept = plan.kept.clone();
@@ -83,9 +95,32 @@ pub async fn verify(engine: &dyn Engine, plan: &Plan, applied: &Applied) -> Repo
         });
     }
 
+    // What the plan's discovery could not learn is a failure of the run.
+    let incomplete = |report: &mut Report, texts: &[String]| {
+        for text in texts {
+            if !report.failures.iter().any(|f| f.error == *text) {
+                report.failures.push(Failure {
+                    kind: "engine".into(),
+                    engine: engine.name().to_string(),
+                    name: engine.endpoint().to_string(),
+                    id: None,
+                    error: text.clone(),
+                });
+            }
+        }
+    };
+    incomplete(&mut report, &plan.incomplete);
+    report.degraded = !plan.incomplete.is_empty();
     let scope = plan.scope();
-    match plan_once(engine, &plan.goal, &scope, plan.now()).await {
+    match plan_with(engine, &plan.goal, &scope, plan.now(), memo).await {
         Ok((_, again)) => {
+            let again_texts: Vec<String> = again
+                .incomplete
+                .iter()
+                .map(|t| format!("verification failed: {t}"))
+                .collect();
+            incomplete(&mut report, &again_texts);
+            report.degraded |= !again.incomplete.is_empty();
             let left = again
                 .steps
                 .iter()

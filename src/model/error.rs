@@ -92,7 +92,7 @@ impl fmt::Display for EngineError {
             ),
             ErrorKind::Timeout { seconds } => write!(
                 f,
-                "{call}: no answer within {seconds}s; the engine is hung or overloaded (raise --timeout to wait longer)"
+                "{call}: no answer within {seconds}s; the engine is hung or overloaded (raise --call-timeout for a listing or an inspect, --timeout for a change, to wait longer)"
             ),
             ErrorKind::NoSwarm { message, .. } => {
                 write!(f, "{call}: not a swarm manager: {message}")

@@ -28,7 +28,7 @@ pub use error::{EngineError, ErrorKind};
 pub use outcome::Outcome;
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
 pub(crate) use reason::cut;
-pub use reason::{Reason, Ref};
+pub use reason::{Listing, Reason, Ref};
 
 /// The label every object of the sandbox system carries, with value exactly [`SANDBOX_VALUE`].
 pub(crate) const SANDBOX_LABEL: &str = "ca.sandbox";
@@ -204,6 +204,11 @@ pub struct Object {
     /// archive may read a volume through the container that mounts it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mounts: BTreeMap<String, String>,
+    /// For an inspected container: whether another container may join its
+    /// ipc namespace (Docker: `IpcMode` `shareable`); `None` when unknown
+    /// (not inspected, or an engine that does not require it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc_shareable: Option<bool>,
 }
 
 impl Object {
@@ -219,6 +224,7 @@ impl Object {
             joins: Vec::new(),
             image: None,
             mounts: BTreeMap::new(),
+            ipc_shareable: None,
         }
     }
 

@@ -71,6 +71,64 @@ impl fmt::Display for Refs<'_> {
     }
 }
 
+/// One listing of discovery, as a reason or a failure names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Listing {
+    /// The managed containers, or every container (to find unmanaged users).
+    #[serde(rename = "containers")]
+    Containers,
+    #[serde(rename = "volumes")]
+    Volumes,
+    #[serde(rename = "networks")]
+    Networks,
+    /// The `ca-sbx:*` images (reported, never removed).
+    #[serde(rename = "images")]
+    Images,
+    #[serde(rename = "services")]
+    Services,
+    #[serde(rename = "configs")]
+    Configs,
+    #[serde(rename = "secrets")]
+    Secrets,
+    /// The engine's clock, read to judge leases.
+    #[serde(rename = "the engine's clock")]
+    Clock,
+}
+
+impl Listing {
+    /// `containers`, ..., `the engine's clock`: the word of its JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Listing::Containers => "containers",
+            Listing::Volumes => "volumes",
+            Listing::Networks => "networks",
+            Listing::Images => "images",
+            Listing::Services => "services",
+            Listing::Configs => "configs",
+            Listing::Secrets => "secrets",
+            Listing::Clock => "the engine's clock",
+        }
+    }
+
+    /// What the missing listing could have shown about a blocked object.
+    fn could(self) -> &'static str {
+        match self {
+            Listing::Containers => "a container could use it",
+            Listing::Volumes | Listing::Clock => "a lease could keep its box",
+            Listing::Services => "a service could use it",
+            Listing::Networks | Listing::Images | Listing::Configs | Listing::Secrets => {
+                "it could be in use"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Listing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why the planner, apply or verify did what it did with an object. Typed, with
 /// a stable `code`. `Display` gives its words; its JSON is `{"code": ...,
 /// <its fields>, "text": <the words>}` (the `text` is ignored when read back).
@@ -129,6 +187,13 @@ pub enum Reason {
     HeldByUnmanaged { holders: Vec<Ref> },
     /// Blocked: a blocked object that stays uses it.
     WaitsForBlocked { object: Ref },
+    /// Blocked: a container that could not be inspected (`holder`: the call
+    /// failed or hung) could share this container's pid or ipc namespace,
+    /// which only an inspection shows; it is never removed on a guess.
+    HolderUnknown { holder: Ref, error: String },
+    /// Blocked: the listing of `listing` failed, and what it would have
+    /// shown could use this object (or, for leases, keep it).
+    ListingFailed { listing: Listing, error: String },
     /// Blocked: an orchestrator owns the container (a Swarm service's task,
     /// a Nomad allocation, a Kubernetes pod) and would recreate it if it were
     /// removed directly; its owner is not managed.
@@ -212,6 +277,15 @@ impl fmt::Display for Reason {
                 }
             ),
             Reason::WaitsForBlocked { object } => write!(f, "in use by blocked {object}"),
+            Reason::HolderUnknown { holder, error } => write!(
+                f,
+                "not removed: {holder} could share its namespaces and could not be inspected ({error}); run again when it answers"
+            ),
+            Reason::ListingFailed { listing, error } => write!(
+                f,
+                "not removed: the listing of {listing} failed ({error}), and {}; run again when the engine answers",
+                listing.could()
+            ),
             Reason::OwnedByOrchestrator { owner } => write!(
                 f,
                 "owned by {owner}, which would recreate it; never removed directly: {}",
@@ -327,6 +401,8 @@ mod tests {
             Reason::MountedByKept { .. } => "mountedByKept",
             Reason::HeldByUnmanaged { .. } => "heldByUnmanaged",
             Reason::WaitsForBlocked { .. } => "waitsForBlocked",
+            Reason::HolderUnknown { .. } => "holderUnknown",
+            Reason::ListingFailed { .. } => "listingFailed",
             Reason::OwnedByOrchestrator { .. } => "ownedByOrchestrator",
             Reason::ArchiveHelper => "archiveHelper",
             Reason::RemovalFailed { .. } => "removalFailed",
@@ -374,6 +450,14 @@ mod tests {
             Reason::HeldByUnmanaged { holders: vec![] },
             Reason::WaitsForBlocked {
                 object: holder("x"),
+            },
+            Reason::HolderUnknown {
+                holder: holder("x"),
+                error: "e".into(),
+            },
+            Reason::ListingFailed {
+                listing: Listing::Networks,
+                error: "e".into(),
             },
             Reason::OwnedByOrchestrator {
                 owner: Owner {

@@ -16,6 +16,7 @@
 //! | `sandboxctl_cycles_total` | counter | `result` (`converged`, `failed`) |
 //! | `sandboxctl_cycle_duration_seconds` | histogram | |
 //! | `sandboxctl_event_stream_reconnects_total` | counter | `engine` |
+//! | `sandboxctl_call_timeouts_total` | counter | `engine`, `endpoint` (`GET /containers/{id}/json`, ...) |
 //! | `sandboxctl_last_converged_cycle_age_seconds` | gauge | |
 //!
 //! The `kind`×`outcome` and `result` series exist (at 0) from the start, so
@@ -101,6 +102,12 @@ struct EngineLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EngineEndpoint {
+    engine: String,
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: Cow<'static, str>,
 }
@@ -112,6 +119,10 @@ struct Cycles {
     last_converged: Option<bool>,
     /// When the most recent converged cycle finished.
     last_converged_at: Option<Instant>,
+    /// Whether the most recent cycle, failed, was degraded: every engine
+    /// answered, and what a stuck or failed call blocked stayed while the
+    /// rest was reaped.
+    last_degraded: bool,
 }
 
 /// The metrics of one `watch` process. Share it as `Arc<Metrics>`: every
@@ -124,6 +135,7 @@ pub(crate) struct Metrics {
     cycles_total: Family<ResultLabel, Counter>,
     cycle_duration: Histogram,
     reconnects: Family<EngineLabel, Counter>,
+    call_timeouts: Family<EngineEndpoint, Counter>,
     cycles: Arc<Mutex<Cycles>>,
     clock: Clock,
 }
@@ -191,6 +203,12 @@ impl Metrics {
             "Times the engine event stream was reconnected, by engine",
             reconnects.clone(),
         );
+        let call_timeouts = Family::<EngineEndpoint, Counter>::default();
+        registry.register(
+            "sandboxctl_call_timeouts",
+            "Engine calls that passed their deadline, by engine and endpoint",
+            call_timeouts.clone(),
+        );
         // Collectors are encoded after all metrics whatever the order of
         // registration; registered last to say so.
         registry.register_collector(Box::new(ConvergedAge {
@@ -217,6 +235,7 @@ impl Metrics {
             cycles_total,
             cycle_duration,
             reconnects,
+            call_timeouts,
             cycles,
             clock,
         }
@@ -224,7 +243,20 @@ impl Metrics {
 
     /// Records a finished cycle: its wall time, whether it converged, and
     /// when it finished (`now`, from the same clock as [`Metrics::with_clock`]).
+    #[cfg(test)]
     pub(crate) fn record_cycle(&self, duration: Duration, converged: bool, now: Instant) {
+        self.record_cycle_of(duration, converged, false, now);
+    }
+
+    /// [`Metrics::record_cycle`], saying whether a failed cycle was
+    /// degraded (see `Cycles::last_degraded`).
+    pub(crate) fn record_cycle_of(
+        &self,
+        duration: Duration,
+        converged: bool,
+        degraded: bool,
+        now: Instant,
+    ) {
         self.cycle_duration.observe(duration.as_secs_f64());
         let result = if converged { "converged" } else { "failed" };
         self.cycles_total
@@ -234,6 +266,7 @@ impl Metrics {
             .inc();
         let mut cycles = lock(&self.cycles);
         cycles.last_converged = Some(converged);
+        cycles.last_degraded = !converged && degraded;
         if converged {
             cycles.last_converged_at = Some(now);
         }
@@ -276,6 +309,19 @@ impl Metrics {
         self.reconnects.get_or_create(&engine_label(engine)).inc();
     }
 
+    /// Sets `engine`'s count of calls past their deadline at `endpoint` to
+    /// `total` (the engine's own running count; a counter never goes back).
+    pub(crate) fn set_call_timeouts(&self, engine: &str, endpoint: &str, total: u64) {
+        let counter = self.call_timeouts.get_or_create(&EngineEndpoint {
+            engine: engine.to_string(),
+            endpoint: endpoint.to_string(),
+        });
+        let seen = counter.get();
+        if total > seen {
+            counter.inc_by(total - seen);
+        }
+    }
+
     /// The OpenMetrics text exposition, ending with `# EOF`.
     fn encode(&self) -> String {
         let mut out = String::new();
@@ -302,6 +348,10 @@ impl Metrics {
             .map(|at| now.saturating_duration_since(at));
         match (cycles.last_converged, age) {
             (None, _) => Health::unhealthy("no reconcile cycle has finished yet".into()),
+            (Some(false), _) if cycles.last_degraded => Health::healthy(format!(
+                "degraded: the last cycle reaped what it could, but a listing or an inspection failed or hung (see sandboxctl_call_timeouts_total); last converged cycle {}",
+                age.map_or("never".to_string(), |a| format!("{} ago", secs(a)))
+            )),
             (Some(true), Some(age)) => {
                 Health::healthy(format!("last cycle converged {} ago", secs(age)))
             }
@@ -527,7 +577,15 @@ impl Observer for Metrics {
             }
             Event::Finished { step, outcome, .. } => self.add_removal(step.object.kind, outcome),
             Event::Cycle { took, report, .. } => {
-                self.record_cycle(*took, report.report.converged, Instant::now());
+                // Degraded, not dead: every engine answered, and only what a
+                // failed or stuck call could affect was left.
+                let answered = report.parts.iter().all(|p| p.result.is_ok());
+                self.record_cycle_of(
+                    *took,
+                    report.report.converged,
+                    answered && report.report.degraded,
+                    Instant::now(),
+                );
                 for part in &report.parts {
                     let failures = part.result.as_ref().map_or(1, |r| r.failures.len());
                     for _ in 0..failures {
@@ -539,6 +597,11 @@ impl Observer for Metrics {
                 engine,
                 error: None,
             } => self.add_reconnect(engine),
+            Event::DeadlineMisses { engine, misses } => {
+                for (endpoint, total) in misses.iter() {
+                    self.set_call_timeouts(engine, endpoint, *total);
+                }
+            }
             _ => {}
         }
     }

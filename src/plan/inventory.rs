@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::model::{ImageInfo, Join, Kind, Namespace, Object, ObjectKey, Scope};
+use crate::model::{EngineError, ImageInfo, Join, Kind, Listing, Namespace, Object, ObjectKey, Scope};
 
 /// How an unmanaged container uses a managed object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -63,6 +63,46 @@ pub(crate) struct Holder {
     pub(crate) how: Use,
 }
 
+/// What one engine's discovery could not learn, and why. Never a reason to
+/// fail the engine's whole part: each blocks what it could affect.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unknowns {
+    /// Listings that failed (or passed their deadline).
+    pub(crate) listings: BTreeMap<Listing, EngineError>,
+    /// Containers whose inspection failed, by key: the pid and ipc
+    /// namespaces they share are unknown.
+    pub(crate) containers: BTreeMap<ObjectKey, EngineError>,
+}
+
+/// True if `joiner` could share a pid or ipc namespace of `target` (both
+/// containers) as far as the listing shows, without an inspection: Docker
+/// resolves `container:<name>` to the target's ID when the joiner is created
+/// and refuses a target that does not exist then, so a joiner is never older
+/// than its target (creation times have one-second steps: the same second
+/// counts). An unknown creation time could be anything.
+pub(crate) fn could_join(joiner: &Object, target: &Object) -> bool {
+    match (joiner.created, target.created) {
+        (Some(j), Some(t)) => j >= t,
+        _ => true,
+    }
+}
+
+/// True if `holder`, whose inspection failed, could hold managed container
+/// `target` through a shared pid or ipc namespace. Beside [`could_join`]: a
+/// running container cannot be in the pid namespace of one that stopped (its
+/// processes die with the namespace's first process), and only a target
+/// whose ipc namespace is shareable (`ipc_shareable`, known once the target
+/// was inspected) can be joined for ipc.
+pub(crate) fn could_hold(holder: &Object, target: &Object) -> bool {
+    if !could_join(holder, target) {
+        return false;
+    }
+    let running = |o: &Object| o.state.as_deref() == Some("running");
+    let pid = !(running(holder) && !running(target));
+    let ipc = target.ipc_shareable != Some(false);
+    pid || ipc
+}
+
 /// The managed objects of one engine, as one listing of each kind saw them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
@@ -83,8 +123,12 @@ pub struct Inventory {
     /// not (the engine is not a swarm manager: `ErrorKind::NoSwarm`); a
     /// worker's is said once as a note.
     pub swarm_skipped: Option<crate::model::EngineError>,
-    /// True once the unmanaged containers were inspected for pid/ipc joins.
-    pub(crate) inspected: bool,
+    /// Containers (managed or not, by ID) already inspected for the pid and
+    /// ipc namespaces they share: each is inspected once.
+    pub(crate) inspected: BTreeSet<String>,
+    /// What discovery could not learn: failed listings, and containers whose
+    /// inspection failed. The planner blocks exactly what each could affect.
+    pub(crate) unknown: Unknowns,
     /// Objects the engine returned for the label filter that failed the client-side
     /// check (a daemon that ignored the filter). Never acted on; reported as a warning.
     pub rejected: Vec<ObjectKey>,
@@ -282,43 +326,99 @@ impl Inventory {
         self.holders = holders;
     }
 
+    /// A container by its key: managed, or an unmanaged one listed.
+    pub(crate) fn container(&self, key: &ObjectKey) -> Option<&Object> {
+        self.objects.get(key).or_else(|| {
+            self.unmanaged
+                .binary_search_by(|o| o.key.cmp(key))
+                .ok()
+                .map(|i| &self.unmanaged[i])
+        })
+    }
+
     /// The containers to inspect for the pid and ipc namespaces they share
-    /// (which the listing does not show): every unmanaged container the first
-    /// time, and the managed containers named in `managed`.
-    pub(crate) fn to_inspect(&self, managed: &[ObjectKey]) -> Vec<ObjectKey> {
-        let unmanaged = if self.inspected {
-            &[][..]
-        } else {
-            &self.unmanaged[..]
+    /// (which the listing does not show), for the managed containers
+    /// `at_stake` (those the plan removes): every container not yet
+    /// inspected that [`could_join`] one of them, unmanaged or managed and
+    /// staying (`staying`: neither at stake nor removed). Then, for a
+    /// container whose inspection failed, the containers at stake whose ipc
+    /// mode would decide whether it could hold them (see [`could_hold`]).
+    /// Sorted by key; none twice.
+    pub(crate) fn to_inspect(&self, at_stake: &[ObjectKey], staying: &[ObjectKey]) -> Vec<ObjectKey> {
+        let targets: Vec<&Object> = at_stake.iter().filter_map(|k| self.objects.get(k)).collect();
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        // The oldest target: a container made before it joins none of them.
+        let oldest = targets.iter().map(|t| t.created).min().flatten();
+        let fresh = |c: &&Object| !self.inspected.contains(&c.key.id);
+        let joiner = |c: &&Object| match (c.created, oldest) {
+            (Some(made), Some(oldest)) if made < oldest => false,
+            _ => targets.iter().any(|t| t.key != c.key && could_join(c, t)),
         };
-        unmanaged
+        let mut keys: BTreeSet<ObjectKey> = self
+            .unmanaged
             .iter()
             .filter(|c| c.kind() == Kind::Container)
+            .chain(staying.iter().filter_map(|k| self.objects.get(k)))
+            .filter(fresh)
+            .filter(joiner)
             .map(|c| c.key.clone())
-            .chain(managed.iter().cloned())
-            .collect()
+            .collect();
+        for holder in self.unknown.containers.keys().filter_map(|k| self.container(k)) {
+            for t in &targets {
+                let decides = t.ipc_shareable.is_none()
+                    && could_join(holder, t)
+                    && holder.state.as_deref() == Some("running")
+                    && t.state.as_deref() != Some("running");
+                if decides && !self.inspected.contains(&t.key.id) {
+                    keys.insert(t.key.clone());
+                }
+            }
+        }
+        keys.into_iter().collect()
     }
 
     /// Takes what the inspection of `to_inspect` found (containers gone
-    /// meanwhile left out) and resolves what depends on what again. Pure.
-    pub(crate) fn inspected(&mut self, found: Vec<Object>) {
-        let mut fresh = Vec::new();
+    /// meanwhile left out; `failed`: those whose inspection failed, with
+    /// why) and resolves what depends on what again. Pure.
+    pub(crate) fn inspected(
+        &mut self,
+        asked: &[ObjectKey],
+        found: Vec<Object>,
+        failed: Vec<(ObjectKey, EngineError)>,
+    ) {
+        self.inspected.extend(asked.iter().map(|k| k.id.clone()));
+        // An unmanaged container asked for and neither found nor failed is
+        // gone: it holds nothing any more.
+        let answered: BTreeSet<&ObjectKey> = found
+            .iter()
+            .map(|o| &o.key)
+            .chain(failed.iter().map(|(k, _)| k))
+            .collect();
+        let gone: Vec<ObjectKey> = asked
+            .iter()
+            .filter(|k| !answered.contains(k) && !self.objects.contains_key(k))
+            .cloned()
+            .collect();
+        drop(answered);
+        self.unmanaged.retain(|u| !gone.contains(&u.key));
         for o in found {
-            if !self.scope.manages(&o.labels) {
-                fresh.push(o);
-            } else if let Some(listed) = self.objects.get_mut(&o.key) {
+            self.unknown.containers.remove(&o.key);
+            if let Some(listed) = self.objects.get_mut(&o.key) {
                 // Only what the listing could not show: the shared namespaces.
                 listed.joins = o.joins;
+                listed.ipc_shareable = o.ipc_shareable;
+            } else if !self.scope.manages(&o.labels) {
+                match self.unmanaged.binary_search_by(|u| u.key.cmp(&o.key)) {
+                    Ok(i) => self.unmanaged[i] = o,
+                    Err(i) => self.unmanaged.insert(i, o),
+                }
             }
         }
-        if !self.inspected {
-            // The listed unmanaged containers are replaced by what their
-            // inspection found; unmanaged services stay.
-            self.unmanaged.retain(|o| o.kind() != Kind::Container);
+        for (key, error) in failed {
+            self.unknown.containers.insert(key, error);
         }
-        self.unmanaged.extend(fresh);
-        self.unmanaged.sort_by(|a, b| a.key.cmp(&b.key));
-        self.inspected = true;
         self.resolve();
     }
 

@@ -21,7 +21,7 @@ use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ByKind, Kind, Labels, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
+    ByKind, Kind, Labels, Listing, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
 };
 use crate::plan::inventory::{fingerprint, Holder, Inventory};
 use crate::plan::lease::{EngineClock, LeaseNote, Leases};
@@ -378,6 +378,11 @@ pub struct Plan {
     /// The engine's clock, when leases were judged by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_clock: Option<EngineClock>,
+    /// What discovery could not learn (a listing or an inspection that
+    /// failed), in words, sorted: each is a failure of the run, and what it
+    /// could affect is in `blocked`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<String>,
     /// The fingerprint of `basis`.
     pub(crate) fingerprint: String,
     /// What the plan was built from: one digest per managed object (see `Inventory::basis`).
@@ -701,6 +706,86 @@ fn foreign_owner(o: &Object, inv: &Inventory) -> Option<crate::model::Owner> {
     Some(owner)
 }
 
+/// Why `o`, which would be removed for `why`, must stay because of what
+/// discovery could not learn (`inv.unknown`), if it must:
+/// - the containers could not be listed: a container (unmanaged, or not
+///   seen) could use any container, volume or network;
+/// - the services could not be listed: a service could use a network,
+///   config or secret, or own a task container;
+/// - the volumes (or the engine's clock, with a lease listed) could not be
+///   read: a lease could keep an undeclared box;
+/// - a container whose inspection failed could share this container's pid
+///   or ipc namespace (`inventory::could_hold`).
+///
+/// A failed listing of networks, images, configs or secrets blocks nothing
+/// of the other kinds.
+fn unknown_block(o: &Object, why: &Reason, inv: &Inventory) -> Option<Reason> {
+    let failed = |listing: Listing| {
+        inv.unknown.listings.get(&listing).map(|e| Reason::ListingFailed {
+            listing,
+            error: e.to_string(),
+        })
+    };
+    let kind = o.kind();
+    if matches!(kind, Kind::Container | Kind::Volume | Kind::Network) {
+        if let Some(r) = failed(Listing::Containers) {
+            return Some(r);
+        }
+    }
+    let task = kind == Kind::Container && crate::model::Owner::swarm_service(&o.labels).is_some();
+    if matches!(kind, Kind::Network | Kind::Config | Kind::Secret) || task {
+        if let Some(r) = failed(Listing::Services) {
+            return Some(r);
+        }
+    }
+    if let (Reason::BoxNotDeclared { box_id }, false) = (why, is_archive_helper(o)) {
+        if let Some(r) = failed(Listing::Volumes) {
+            return Some(r);
+        }
+        let leased = inv.objects.values().any(|v| {
+            v.kind() == Kind::Volume
+                && v.box_id() == Some(box_id.as_str())
+                && v.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL)
+        });
+        if leased {
+            if let Some(r) = failed(Listing::Clock) {
+                return Some(r);
+            }
+        }
+    }
+    if kind == Kind::Container {
+        for (key, error) in &inv.unknown.containers {
+            let Some(holder) = inv.container(key) else { continue };
+            if holder.key != o.key && crate::plan::inventory::could_hold(holder, o) {
+                return Some(Reason::HolderUnknown {
+                    holder: object_ref(holder, None),
+                    error: error.to_string(),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The plan's `incomplete`: every failed listing and inspection, in words.
+fn incomplete(inv: &Inventory) -> Vec<String> {
+    let listings = inv
+        .unknown
+        .listings
+        .iter()
+        .map(|(listing, e)| format!("could not list {listing}: {e}"));
+    let inspections = inv.unknown.containers.iter().map(|(key, e)| {
+        let name = inv.container(key).map_or("", |c| c.name.as_str());
+        format!(
+            "could not inspect container {name} ({}): {e}",
+            crate::model::short_id(&key.id)
+        )
+    });
+    let mut all: Vec<String> = listings.chain(inspections).collect();
+    all.sort();
+    all
+}
+
 impl Plan {
     /// Builds the plan for `goal` over `inv` at time `now` (Unix seconds). Pure:
     /// no I/O, no clock, no randomness; orders are sorted.
@@ -823,6 +908,14 @@ impl Plan {
                 verdicts[i] = Verdict::Block(Reason::OwnedByOrchestrator { owner });
             }
         }
+        // Blocked: what discovery could not learn could affect it.
+        for (i, o) in objects.iter().enumerate() {
+            if let Verdict::Remove(why) = &verdicts[i] {
+                if let Some(reason) = unknown_block(o, why, inv) {
+                    verdicts[i] = Verdict::Block(reason);
+                }
+            }
+        }
         // What a blocked object depends on is blocked (it cannot go while its
         // user stays), to a fixpoint.
         let mut stack: Vec<usize> = (0..objects.len())
@@ -929,6 +1022,7 @@ impl Plan {
             },
             leases: leases.notes,
             engine_clock: leases.clock,
+            incomplete: incomplete(inv),
             fingerprint: String::new(),
             basis: BTreeMap::new(),
         }
@@ -950,9 +1044,10 @@ impl Plan {
         parse_rfc3339(&self.now).unwrap_or_default()
     }
 
-    /// True when there is nothing to remove and nothing blocked.
+    /// True when there is nothing to remove, nothing blocked, and discovery
+    /// learnt everything it asked.
     pub(crate) fn is_empty(&self) -> bool {
-        self.steps.is_empty() && self.blocked.is_empty()
+        self.steps.is_empty() && self.blocked.is_empty() && self.incomplete.is_empty()
     }
 
     /// What each step waits for, as 0-based step indices: the walk's input.
@@ -966,12 +1061,6 @@ impl Plan {
     /// Removals of one kind.
     pub fn removal_count(&self, kind: Kind) -> usize {
         self.steps.iter().filter(|s| s.object.kind == kind).count()
-    }
-
-    /// True if the plan removes any container (then unmanaged containers are
-    /// worth inspecting for shared namespaces).
-    pub(crate) fn removes_containers(&self) -> bool {
-        self.removal_count(Kind::Container) > 0
     }
 
     /// Checks a plan read from a file: version, scope, step numbering, and that

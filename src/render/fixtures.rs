@@ -45,6 +45,7 @@ fn empty_plan() -> Plan {
         retained: Retained::default(),
         leases: vec![],
         engine_clock: None,
+        incomplete: vec![],
         fingerprint: String::new(),
         basis: BTreeMap::new(),
     }

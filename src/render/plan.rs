@@ -96,6 +96,14 @@ pub fn plan_human(plan: &Plan) -> String {
             .collect();
         out.push_str(&table(rows, "  "));
     }
+    if !plan.incomplete.is_empty() {
+        out.push_str("\nNot learnt (what these could affect is blocked; the run fails):\n");
+        for text in &plan.incomplete {
+            out.push_str("  ");
+            out.push_str(&escape(text));
+            out.push('\n');
+        }
+    }
     if !plan.blocked.is_empty() {
         out.push_str("\nBlocked (never forced; apply will fail until resolved):\n");
         out.push_str(&table(noted_rows(&plan.blocked), "  "));

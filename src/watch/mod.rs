@@ -244,6 +244,13 @@ pub(crate) async fn watch(
                 &keeping,
             )
             .await;
+            for engine in engines {
+                let misses = engine.deadline_misses();
+                observer.on(&Event::DeadlineMisses {
+                    engine: engine.name(),
+                    misses: &misses,
+                });
+            }
             observer.on(&Event::Cycle {
                 trigger: why,
                 took: started.elapsed(),

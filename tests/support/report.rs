@@ -113,6 +113,20 @@ pub enum Reason {
         object: Ref,
         text: String,
     },
+    /// Blocked: a container that could not be inspected could share its
+    /// namespaces.
+    HolderUnknown {
+        holder: Ref,
+        error: String,
+        text: String,
+    },
+    /// Blocked: a listing failed that could show a user of it (`listing`:
+    /// `containers`, `volumes`, `services`, `the engine's clock`, ...).
+    ListingFailed {
+        listing: String,
+        error: String,
+        text: String,
+    },
     /// Blocked: an orchestrator that is not managed owns the container.
     OwnedByOrchestrator {
         owner: Owner,
@@ -176,6 +190,8 @@ impl Reason {
             | Reason::MountedByKept { text, .. }
             | Reason::HeldByUnmanaged { text, .. }
             | Reason::WaitsForBlocked { text, .. }
+            | Reason::HolderUnknown { text, .. }
+            | Reason::ListingFailed { text, .. }
             | Reason::OwnedByOrchestrator { text, .. }
             | Reason::RemovalFailed { text, .. }
             | Reason::ArchiveFailed { text, .. }
@@ -501,6 +517,11 @@ impl Removed {
 
     pub fn is_empty(&self) -> bool {
         Kind::ALL.iter().all(|&k| self.of(k).is_empty())
+    }
+
+    /// How many objects were removed, of every kind.
+    pub fn len(&self) -> usize {
+        Kind::ALL.iter().map(|&k| self.of(k).len()).sum()
     }
 }
 
