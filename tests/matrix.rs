@@ -309,6 +309,7 @@ impl Command {
             Fault::VerifyListing,
             Fault::LostMidApply,
             Fault::Deadline,
+            Fault::InspectHangs,
         ];
         match self {
             Command::Lease => &[
@@ -498,6 +499,11 @@ pub enum Fault {
     /// The container listing passes its deadline (the lease commands: their
     /// first call, the create of `lease` and `hold`, the listing of `lease --release`).
     Deadline,
+    /// The inspection of an unrelated (unlabeled) container made after the
+    /// box's hangs past its deadline (a `docker cp` holds its lock): the
+    /// box's container, which it could have joined, is blocked
+    /// (`holderUnknown`) and what it uses waits for it; the rest goes.
+    InspectHangs,
     /// Creating a volume (a lease; `restore`'s volume) fails.
     Create,
     /// Creating the helper container fails (the engine refuses it).
@@ -521,10 +527,27 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// True when the fault leaves the engine answering with discovery
+    /// incomplete (a listing or an inspection failed or hung): a running
+    /// watch is then degraded, not dead (`/healthz` 200, "degraded: ...").
+    pub fn degrades(self) -> bool {
+        matches!(
+            self,
+            Fault::ListContainers
+                | Fault::ListVolumes
+                | Fault::ListNetworks
+                | Fault::ListImages
+                | Fault::VerifyListing
+                | Fault::Deadline
+                | Fault::InspectHangs
+                | Fault::ListServices
+        )
+    }
+
     /// The faults of the calls only a swarm manager's world makes.
     pub const SWARM: [Fault; 2] = [Fault::ListServices, Fault::ServiceRemoval];
 
-    pub const ALL: [Fault; 20] = [
+    pub const ALL: [Fault; 21] = [
         Fault::Unreachable,
         Fault::ListContainers,
         Fault::ListVolumes,
@@ -535,6 +558,7 @@ impl Fault {
         Fault::VerifyListing,
         Fault::LostMidApply,
         Fault::Deadline,
+        Fault::InspectHangs,
         Fault::Create,
         Fault::CreateHelper,
         Fault::Upload,
@@ -559,6 +583,7 @@ impl Fault {
             Fault::VerifyListing => "the verification listing fails",
             Fault::LostMidApply => "connection lost mid-apply",
             Fault::Deadline => "a call passes its deadline",
+            Fault::InspectHangs => "an unrelated container's inspect hangs",
             Fault::Create => "creating a volume fails",
             Fault::CreateHelper => "creating the helper fails",
             Fault::Upload => "the upload fails",
@@ -1068,9 +1093,12 @@ pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<Strin
         }
     }
     if let Some(watch) = &seen.watch {
-        match watch.healthz {
-            Some(503) => {}
-            other => problems.push(format!("/healthz answered {other:?}, not 503")),
+        let expected = if cell.fault.degrades() { 200 } else { 503 };
+        if watch.healthz != Some(expected) {
+            problems.push(format!(
+                "/healthz answered {:?}, not {expected}",
+                watch.healthz
+            ));
         }
         let mine = |l: &&serde_json::Value| l["engine"] == faulty;
         let failed = watch.log.iter().filter(mine).any(|l| {
@@ -1227,6 +1255,7 @@ real_slice! {
     real_destroy_id_fleet1_lost_mid_apply: DestroyId / FleetOfOne / LostMidApply;
     real_destroy_prune_fleet2_lost_mid_apply: DestroyPrune / FleetOfTwo / LostMidApply;
     real_destroy_prune_one_deadline: DestroyPrune / One / Deadline;
+    real_apply_one_inspect_hangs: Apply / One / InspectHangs;
     real_watch_once_one_unreachable: WatchOnce / One / Unreachable;
     real_watch_once_fleet2_list_volumes: WatchOnce / FleetOfTwo / ListVolumes;
     real_watch_once_fleet1_verify_listing: WatchOnce / FleetOfOne / VerifyListing;
@@ -1324,7 +1353,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
         );
     }
     let all = Cell::all();
-    assert_eq!(all.len(), 6 * 3 * 10 + 3 * (6 + 5 + 5) + 3 * (7 + 4));
+    assert_eq!(all.len(), 6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 4));
     assert!(REAL_SLICE.iter().all(|c| all.contains(&Cell::new(
         c.command,
         c.shape.in_memory(),
@@ -1351,7 +1380,7 @@ mod real {
         BOX,
     };
     use crate::support::cli::{Cli, Output, Running};
-    use crate::support::docker::{Run, Sandbox, VolumeSpec, SCOPE_KEY};
+    use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec, SCOPE_KEY};
     use crate::support::engines::{Corner, Engine, SecondDockerd, SshServer, Sshd};
     use crate::support::lease::{LEASE_PREFIX, LEASE_TTL};
     use crate::support::proxy::Proxy;
@@ -1382,6 +1411,9 @@ mod real {
         leak: String,
         /// `ca.sandbox=true` with the scope label: not managed, must survive.
         decoy: String,
+        /// An unlabeled exited container made after the box's (the main
+        /// engine's, in an [`Fault::InspectHangs`] cell): its inspection hangs.
+        bystander: Option<String>,
     }
 
     impl Objects {
@@ -1418,7 +1450,7 @@ mod real {
 
     /// The main engine's part of a world, made through the harness (the
     /// box's network only when `networked`).
-    async fn main_objects(sbx: &Sandbox, networked: bool) -> Objects {
+    async fn main_objects(sbx: &Sandbox, networked: bool, bystander: bool) -> Objects {
         let doomed = async {
             if networked {
                 let b = sbx.add_box_with_network(BOX, Run::Created).await;
@@ -1433,6 +1465,12 @@ mod real {
             sbx.leaked_volume(),
             sbx.volume(VolumeSpec::new().label("ca.sandbox", "true")),
         );
+        let bystander = if bystander {
+            let spec = ContainerSpec::new().unscoped().run(Run::Exited);
+            Some(sbx.container(spec).await.id)
+        } else {
+            None
+        };
         Objects {
             container_id: container.id,
             container: container.name,
@@ -1440,6 +1478,7 @@ mod real {
             network,
             leak,
             decoy,
+            bystander,
         }
     }
 
@@ -1477,6 +1516,7 @@ mod real {
             network: network_id.map(|id| (id, network)),
             leak,
             decoy,
+            bystander: None,
         }
     }
 
@@ -1644,7 +1684,11 @@ mod real {
                 })
             };
             let main = async {
-                let (main, ()) = tokio::join!(main_objects(&sbx, !cell.command.leases()), async {
+                let (main, ()) = tokio::join!(main_objects(
+                    &sbx,
+                    !cell.command.leases(),
+                    cell.fault == Fault::InspectHangs
+                ), async {
                     if let Some(leases) = &leases {
                         leases.make_on_main(&sbx).await;
                     }
@@ -1677,6 +1721,9 @@ mod real {
                 .state_toml(&state)
                 .args(["--format", format])
                 .deadline(RUN_DEADLINE);
+            if cell.fault == Fault::InspectHangs {
+                cli = cli.args(["--call-timeout", DEADLINE_SECS]);
+            }
             if cell.fault == Fault::Deadline {
                 let secs = match cell.shape {
                     Shape::SshPort => SSH_DEADLINE_SECS,
@@ -1821,6 +1868,13 @@ mod real {
                 }
                 Fault::LostMidApply => proxy.on("DELETE", "").cut(),
                 Fault::Deadline => proxy.on("GET", "/containers/json").always().delay(HELD),
+                Fault::InspectHangs => {
+                    let id = self.main.bystander.as_ref().expect("made for this fault");
+                    proxy
+                        .on("GET", &format!("/containers/{id}/json"))
+                        .always()
+                        .delay(HELD)
+                }
                 Fault::Create => proxy
                     .on("POST", "/volumes/create")
                     .always()
@@ -2492,6 +2546,8 @@ mod memory {
     const SECRET_ID: &str = "d00d5ec7e70000000000000a1";
     /// Outside the managed set: must survive every cell.
     const OUTSIDE: [&str; 3] = ["lookalike", "other-scope", "bystander"];
+    /// The unlabeled running container of every engine's world.
+    const BYSTANDER_ID: &str = "b0b0000000000000000000000000000000000000000000000000000000000002";
     /// Lease look-alikes of the lease commands' world: `ca.sandbox=true`,
     /// another box's lease, a lease of another scope. Must survive.
     const LEASE_OUTSIDE: [&str; 3] = [
@@ -2521,11 +2577,10 @@ mod memory {
         doomed.mounts.insert(VOLUME.into());
         doomed.networks.insert(NETWORK_ID.into());
         doomed.created_at = created.clone();
-        let mut bystander = ContainerInfo::new(
-            "b0b0000000000000000000000000000000000000000000000000000000000002",
-            "bystander",
-            Labels::new(),
-        );
+        // Its ipc namespace is shareable: an unrelated container whose
+        // inspection hangs could have joined it.
+        doomed.ipc_mode = Some("shareable".into());
+        let mut bystander = ContainerInfo::new(BYSTANDER_ID, "bystander", Labels::new());
         bystander.state = "running".into();
         let volume = |name: &str, labels: Labels| VolumeInfo {
             name: name.into(),
@@ -2803,6 +2858,12 @@ mod memory {
             Fault::Deadline => engine.inject(
                 Op::List(Kind::Container),
                 None,
+                FaultAction::Delay(HELD),
+                usize::MAX,
+            ),
+            Fault::InspectHangs => engine.inject(
+                Op::Inspect(Kind::Container),
+                Some(BYSTANDER_ID),
                 FaultAction::Delay(HELD),
                 usize::MAX,
             ),
@@ -3196,7 +3257,7 @@ mod memory {
             let evidence = match self.cell.fault {
                 Fault::Unreachable | Fault::LostMidApply => "the connection was lost",
                 Fault::NoImage => "no ca-sbx:* image",
-                Fault::Deadline => "no answer within",
+                Fault::Deadline | Fault::InspectHangs => "no answer within",
                 _ => "matrix fault",
             };
             (!output.contains(evidence))

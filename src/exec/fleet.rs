@@ -218,11 +218,16 @@ pub(crate) async fn reconcile_saved_all(
         "Make a new plan with `sandboxctl plan --out {}`",
         path.display()
     );
-    // Each engine's part of the plan, once checked against the engine now.
-    let checks: Vec<Result<&Plan, PartError>> = join_all(engines.iter().map(|e| async {
+    // Each engine's part of the plan, once checked against the engine now:
+    // to carry out, or (an engine whose discovery is incomplete now) the
+    // report that names what it saw.
+    let checks: Vec<Result<Result<&Plan, Report>, PartError>> = join_all(engines.iter().map(|e| async {
         match saved.engines.iter().find(|p| p.engine == e.name()) {
             Some(plan) => match check_saved(e.as_ref(), plan).await {
-                Ok(()) => Ok(plan),
+                Ok(()) => Ok(Ok(plan)),
+                Err(Early::Incomplete(fresh)) => {
+                    Ok(Err(Report::unchecked(e.name(), e.endpoint(), &fresh)))
+                }
                 Err(early @ Early::Listing(_)) => Err(early.into()),
                 Err(other) => Err(plan_file(format!("{other}. {remake}")).into()),
             },
@@ -259,7 +264,8 @@ pub(crate) async fn reconcile_saved_all(
                     stale.join(", ")
                 ))
                 .into()),
-                Ok(plan) => Ok(execute(e, plan, options, cancel, observer).await),
+                Ok(Err(unchecked)) => Ok(unchecked.clone()),
+                Ok(Ok(plan)) => Ok(execute(e, plan, options, cancel, observer).await),
             }
         })
         .await,

@@ -537,4 +537,18 @@ mod tests {
         );
         assert_eq!(memo.known(), 1);
     }
+
+    #[tokio::test]
+    async fn an_inspection_the_listing_proves_harmless_is_no_failure() {
+        let mut world = World::default();
+        boxed(&mut world, "stopped", false, 10);
+        unrelated(&mut world, "locked", 20);
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert_eq!(removed(&plan), ["sbx-stopped", "v-stopped"]);
+        assert!(plan.blocked.is_empty() && plan.incomplete.is_empty());
+    }
 }

@@ -47,6 +47,9 @@ pub(crate) async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(),
     let (_, fresh) = plan_once(engine, &saved.goal, &saved.scope(), saved.now()).await?;
     // A plan is carried out only on an inventory as complete as the one it
     // was made from: what either discovery could not learn could change it.
+    if saved.incomplete.is_empty() && !fresh.incomplete.is_empty() {
+        return Err(Early::Incomplete(Box::new(fresh)));
+    }
     if fresh.incomplete != saved.incomplete {
         let mut changes: Vec<String> = fresh
             .incomplete

@@ -214,6 +214,34 @@ impl Report {
         self.remaining.extend_from(&part.remaining);
     }
 
+    /// The report of a saved plan's part that could not be checked against
+    /// its engine (`Early::Incomplete`): nothing was removed; the fresh
+    /// plan's failed listings and inspections are the failures, and every
+    /// object it saw that would go or is blocked is named.
+    pub(crate) fn unchecked(engine: &str, endpoint: &str, fresh: &crate::plan::Plan) -> Report {
+        let mut report = Report::empty();
+        report.now = Some(fresh.now.clone());
+        report.kept = fresh.kept.clone();
+        report.retained = fresh.retained.clone();
+        report.degraded = true;
+        for text in &fresh.incomplete {
+            report.failures.push(Failure {
+                kind: "engine".into(),
+                engine: engine.to_string(),
+                name: endpoint.to_string(),
+                id: None,
+                error: text.clone(),
+            });
+        }
+        for step in &fresh.steps {
+            report.push_leftover(&step.object, Reason::PlanUnchecked);
+        }
+        for b in &fresh.blocked {
+            report.push_leftover(&b.object, b.why.clone());
+        }
+        report
+    }
+
     pub(crate) fn push_leftover(&mut self, object: &Entry, reason: Reason) {
         let left = Leftover {
             object: Named::of(object),
@@ -233,6 +261,11 @@ pub(crate) enum Early {
     /// The managed inventory changed since the saved plan was made.
     #[error("the managed inventory changed since it was made ({changes}); nothing was removed")]
     Stale { changes: String },
+    /// The engine's discovery is incomplete now (a listing or an inspection
+    /// failed) while it was complete when the saved plan was made: the plan
+    /// cannot be checked. Carries the fresh plan, whose objects are named.
+    #[error("{}", .0.incomplete.join("; "))]
+    Incomplete(Box<crate::plan::Plan>),
     /// The saved plan is not the plan of the inventory it was made from.
     #[error("its steps are not the plan of the inventory it was made from (was it edited?); nothing was removed")]
     Edited,

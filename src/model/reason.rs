@@ -212,6 +212,9 @@ pub enum Reason {
     WaitsForFailed { step: usize, object: Ref },
     /// Not attempted: the run was interrupted.
     Interrupted,
+    /// Not attempted: a saved plan's part is carried out only on an engine
+    /// whose discovery is as complete as when the plan was made.
+    PlanUnchecked,
     /// Still there after a successful removal: something recreated it.
     AppearedAfterPlan,
     /// Removed by another actor before or while this run removed it.
@@ -302,6 +305,9 @@ impl fmt::Display for Reason {
                 "not attempted: it waits for step {step} ({object}), which did not succeed"
             ),
             Reason::Interrupted => f.write_str("not attempted: the run was interrupted"),
+            Reason::PlanUnchecked => f.write_str(
+                "not attempted: a listing or an inspection failed, so the saved plan could not be checked against the engine; run again when it answers",
+            ),
             Reason::AppearedAfterPlan => f.write_str(
                 "appeared after the plan was made (or was recreated after its removal); run again",
             ),
@@ -410,6 +416,7 @@ mod tests {
             Reason::Changed { .. } => "changed",
             Reason::WaitsForFailed { .. } => "waitsForFailed",
             Reason::Interrupted => "interrupted",
+            Reason::PlanUnchecked => "planUnchecked",
             Reason::AppearedAfterPlan => "appearedAfterPlan",
             Reason::AlreadyGone => "alreadyGone",
         }
@@ -476,6 +483,7 @@ mod tests {
                 object: holder("x"),
             },
             Reason::Interrupted,
+            Reason::PlanUnchecked,
             Reason::AppearedAfterPlan,
             Reason::AlreadyGone,
         ];

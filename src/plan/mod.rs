@@ -767,14 +767,29 @@ fn unknown_block(o: &Object, why: &Reason, inv: &Inventory) -> Option<Reason> {
     None
 }
 
-/// The plan's `incomplete`: every failed listing and inspection, in words.
-fn incomplete(inv: &Inventory) -> Vec<String> {
+/// The plan's `incomplete`, in words: every failed listing (what it would
+/// have shown is unknown), and every failed inspection that blocks an object
+/// (`blocked`); one that the listing proved harmless blocks nothing and is
+/// no failure.
+fn incomplete(inv: &Inventory, blocked: &[Noted]) -> Vec<String> {
     let listings = inv
         .unknown
         .listings
         .iter()
         .map(|(listing, e)| format!("could not list {listing}: {e}"));
-    let inspections = inv.unknown.containers.iter().map(|(key, e)| {
+    let holding: BTreeSet<&str> = blocked
+        .iter()
+        .filter_map(|b| match &b.why {
+            Reason::HolderUnknown { holder, .. } => holder.id.as_deref(),
+            _ => None,
+        })
+        .collect();
+    let needed = inv
+        .unknown
+        .containers
+        .iter()
+        .filter(|(key, _)| holding.contains(key.id.as_str()));
+    let inspections = needed.map(|(key, e)| {
         let name = inv.container(key).map_or("", |c| c.name.as_str());
         format!(
             "could not inspect container {name} ({}): {e}",
@@ -1008,6 +1023,7 @@ impl Plan {
 
         let mut scope = inv.scope.labels.clone();
         scope.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
+        let incomplete = incomplete(inv, &blocked);
         Plan {
             version: PLAN_VERSION,
             engine: inv.engine.clone(),
@@ -1022,7 +1038,7 @@ impl Plan {
             },
             leases: leases.notes,
             engine_clock: leases.clock,
-            incomplete: incomplete(inv),
+            incomplete,
             fingerprint: String::new(),
             basis: BTreeMap::new(),
         }

@@ -157,6 +157,11 @@ pub enum Reason {
     Interrupted {
         text: String,
     },
+    /// Not attempted: the saved plan could not be checked against an engine
+    /// whose discovery is incomplete now.
+    PlanUnchecked {
+        text: String,
+    },
     AppearedAfterPlan {
         text: String,
     },
@@ -199,6 +204,7 @@ impl Reason {
             | Reason::Changed { text, .. }
             | Reason::WaitsForFailed { text, .. }
             | Reason::Interrupted { text }
+            | Reason::PlanUnchecked { text }
             | Reason::AppearedAfterPlan { text }
             | Reason::AlreadyGone { text } => text,
         }
