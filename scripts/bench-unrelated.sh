@@ -27,6 +27,10 @@
 #   (d) as (b), on E
 # Each sandboxctl run must exit 0 and report converged with its box's container
 # and volume removed; after every contender the box's labels must match nothing.
+# The churn (dropping the K/2 newest unrelated containers, creating (a)'s box and
+# K/2 new ones after it) happens at the start of each round, before all four
+# contenders, followed by BENCH_CHURN_SETTLE seconds; the rotation spreads any
+# after-effect of it over all four contenders alike.
 #
 # Engine calls: before the timing rounds, for each K of BENCH_COUNTS, L is laid
 # out with K unrelated containers (K/2 before a new box, the rest after it) and
@@ -52,6 +56,7 @@
 #   BENCH_COUNTS     K values for the engine-call table        [0 50 150 300]
 #   BENCH_CREATE_P   concurrent `docker run` while creating unrelated ones [8]
 #   BENCH_SETTLE     seconds to let the daemon settle before each timing   [1]
+#   BENCH_CHURN_SETTLE  seconds to let it settle after each round's churn  [5]
 #   BENCH_BOX_ARGS   extra `docker run` arguments for the box's container
 #                    [--network none]
 #   SANDBOXCTL       sandboxctl binary [target/release/sandboxctl; build it
@@ -69,6 +74,7 @@ REPEAT=${BENCH_REPEAT:-11}
 read -r -a COUNTS <<<"${BENCH_COUNTS:-0 50 150 300}"
 CREATE_P=${BENCH_CREATE_P:-8}
 SETTLE=${BENCH_SETTLE:-1}
+CHURN_SETTLE=${BENCH_CHURN_SETTLE:-5}
 read -r -a BOX_ARGS <<<"${BENCH_BOX_ARGS:---network none}"
 BIN=${SANDBOXCTL:-$ROOT/target/release/sandboxctl}
 IMAGE=ca-sbx:bench-sleep
@@ -284,16 +290,17 @@ run_idiom() {
     if ((rc == 0)); then echo "$(ms "$t0" "$t1") ok"; else echo "$(ms "$t0" "$t1") FAILED:exit-$rc"; fi
 }
 
-# Contender $1 in round $2: makes its box, lets the daemon settle, times it,
-# checks the box is gone; appends a line to RAW.
+# Contender $1 in round $2: makes its box (the round's layout made (a)'s), lets
+# the daemon settle, times it, checks the box is gone; appends a line to RAW.
 contender() {
     local c=$1 round=$2 box=$RUN_ID-r$round-$1 host res left others load
     case $c in
     a | b) host=$L_HOST ;;
     c | d) host=$E_HOST ;;
     esac
-    # (a)'s box sits in the middle of the unrelated containers; the others are just made.
-    if [[ $c == a ]]; then layout "$K" "$box"; else create_box "$host" "$box"; fi
+    # (a)'s box sits in the middle of the unrelated containers (made by the
+    # round's layout); the others are made now.
+    [[ $c == a ]] || create_box "$host" "$box"
     sleep "$SETTLE"
     others=$(($(docker -H "$host" ps -q | wc -l) - 1))
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -457,7 +464,8 @@ report() {
     echo
     echo "One box (running container + named volume), \`sandboxctl destroy BOX\` vs \`docker rm -f C && docker volume rm V\`;"
     echo "K = $K unrelated unlabeled running containers beside (a) and (b) (half created before the box, half after),"
-    echo "none beside (c) and (d) (a second private dockerd, same set-up, same rounds); $REPEAT rounds, order rotated each round."
+    echo "none beside (c) and (d) (a second private dockerd, same set-up, same rounds); $REPEAT rounds, order rotated each round"
+    echo "(the round's churn of K/2 unrelated containers comes first, then ${CHURN_SETTLE} s settling; ${SETTLE} s before each timing)."
     echo "Machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); private dockerds Docker $ver, storage $(docker -H "$L_HOST" info -f '{{.Driver}}'); $("$BIN" --version 2>/dev/null || echo sandboxctl) ($BIN)."
     echo
     echo "| contender | min ms | median ms | max ms | ok | other running containers | runs (ms) |"
@@ -482,7 +490,7 @@ report() {
         printf "- median(a) - median(c) = %+.1f ms (goal <= +80 ms: %s)\n", a - c, (a - c <= 80 ? "MET" : "NOT MET")
         printf "- for reference: median(c) / median(d) = %.2f; median(b) - median(d) = %+.1f ms\n", c / d, b - d
     }'
-    awk -F'\t' '{ if ($6 > lmax) lmax = $6 } END { printf "- highest 1-min load average at the start of a timing: %s\n", lmax }' "$RAW"
+    awk -F'\t' 'NR == 1 { lo = hi = $6 } { if ($6 < lo) lo = $6; if ($6 > hi) hi = $6 } END { printf "- 1-min load average at the start of the timings: %s..%s\n", lo, hi }' "$RAW"
     echo "ok: exit 0 and converged with the box's container and volume removed (sandboxctl), exit 0 (idiom), and the box's"
     echo "labels match nothing afterwards. other running containers: on that engine when the timing started (besides the box)."
 
@@ -511,6 +519,9 @@ main() {
     count_calls
     local round i c order=(a b c d)
     for ((round = 1; round <= REPEAT; round++)); do
+        log "round $round: laying out K=$K unrelated containers around (a)'s box"
+        layout "$K" "$RUN_ID-r$round-a"
+        sleep "$CHURN_SETTLE"
         for ((i = 0; i < 4; i++)); do
             c=${order[(i + round - 1) % 4]}
             contender "$c" "$round"

@@ -360,6 +360,9 @@ impl Run<'_> {
             if let Some(w) = render::lease_warnings(plan) {
                 sink.err(&w);
             }
+            if let Some(w) = render::incomplete_warnings(plan) {
+                sink.err(&w);
+            }
         }
         // A listing or an inspection that failed fails the plan too: what
         // it could affect is only blocked, not known.
@@ -856,6 +859,10 @@ impl Observer for Printer<'_> {
                     if self.warned.borrow_mut().insert(w.clone()) {
                         self.err(&w);
                     }
+                }
+                // A watch says it in its cycle log (its stderr is that log).
+                if let Some(w) = render::incomplete_warnings(plan).filter(|_| !self.watching()) {
+                    self.err(&w);
                 }
                 if format != Format::Human || !self.print_plan || self.watching() {
                     return;

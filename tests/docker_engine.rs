@@ -222,8 +222,12 @@ async fn lists_names_states_labels_and_named_volume_mounts() {
         assert!((started - 5..=unix_now() + 5).contains(&at), "{at}");
         assert_eq!(deps(c, Kind::Volume), BTreeSet::from([b.volume.clone()]));
         assert!(c.joins.is_empty(), "{c:#?}");
-        // Inspect agrees with the listing.
-        assert_eq!(engine.inspect(&c.key).await.unwrap(), *c);
+        // Inspect agrees with the listing, and also says whether the ipc
+        // namespace may be joined (the daemon's default: private).
+        let mut inspected = engine.inspect(&c.key).await.unwrap();
+        assert_eq!(inspected.ipc_shareable, Some(false));
+        inspected.ipc_shareable = None;
+        assert_eq!(inspected, *c);
     }
     let m = find(&list, &mixed.id);
     assert_eq!(

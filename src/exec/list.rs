@@ -235,7 +235,16 @@ async fn inspect_joins(
             }
         }
     }
+    let stuck = !failed.is_empty();
     inventory.inspected(&keys, found, failed);
+    // A container whose lock is held (a `docker cp`, a removal in progress)
+    // cannot be inspected, but the listing takes no lock: one that is gone
+    // or no longer runs by now holds nothing.
+    if stuck {
+        if let Ok(all) = engine.list(Kind::Container, &[]).await {
+            inventory.relisted(&all);
+        }
+    }
 }
 
 /// Lists `engine` and plans `goal` at `now`. While the plan removes

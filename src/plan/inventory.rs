@@ -74,6 +74,16 @@ pub struct Unknowns {
     pub(crate) containers: BTreeMap<ObjectKey, EngineError>,
 }
 
+/// True if container `o` runs (or is paused or restarting): only then does
+/// it share another container's namespace. One that does not run shares
+/// none; removing its target only keeps it from starting again.
+pub(crate) fn live(o: &Object) -> bool {
+    matches!(
+        o.state.as_deref(),
+        Some("running" | "paused" | "restarting")
+    )
+}
+
 /// True if `joiner` could share a pid or ipc namespace of `target` (both
 /// containers) as far as the listing shows, without an inspection: Docker
 /// resolves `container:<name>` to the target's ID when the joiner is created
@@ -88,17 +98,17 @@ pub(crate) fn could_join(joiner: &Object, target: &Object) -> bool {
 }
 
 /// True if `holder`, whose inspection failed, could hold managed container
-/// `target` through a shared pid or ipc namespace. Beside [`could_join`]: a
-/// running container cannot be in the pid namespace of one that stopped (its
-/// processes die with the namespace's first process), and only a target
-/// whose ipc namespace is shareable (`ipc_shareable`, known once the target
-/// was inspected) can be joined for ipc.
+/// `target` through a shared pid or ipc namespace. Beside [`could_join`]:
+/// only a [`live`] container holds a namespace; a live container cannot be
+/// in the pid namespace of one that is not (its processes die with the
+/// namespace's first process); and only a target whose ipc namespace is
+/// shareable (`ipc_shareable`, known once the target was inspected) can be
+/// joined for ipc.
 pub(crate) fn could_hold(holder: &Object, target: &Object) -> bool {
-    if !could_join(holder, target) {
+    if !live(holder) || !could_join(holder, target) {
         return false;
     }
-    let running = |o: &Object| o.state.as_deref() == Some("running");
-    let pid = !(running(holder) && !running(target));
+    let pid = live(target);
     let ipc = target.ipc_shareable != Some(false);
     pid || ipc
 }
@@ -300,9 +310,11 @@ impl Inventory {
                     uses.push((d.clone(), Use::of(d.kind)));
                 }
             }
+            // A namespace is shared only while the joiner runs (see `live`).
             let joins = c
                 .joins
                 .iter()
+                .filter(|_| live(c))
                 .filter_map(|j| Some((target_of(j)?, Use::Joins(j.namespace))));
             for (key, how) in uses.into_iter().chain(joins) {
                 holders.entry(key).or_default().push(Holder {
@@ -359,7 +371,7 @@ impl Inventory {
         let mut keys: BTreeSet<ObjectKey> = self
             .unmanaged
             .iter()
-            .filter(|c| c.kind() == Kind::Container)
+            .filter(|c| c.kind() == Kind::Container && live(c))
             .chain(staying.iter().filter_map(|k| self.objects.get(k)))
             .filter(fresh)
             .filter(joiner)
@@ -369,8 +381,8 @@ impl Inventory {
             for t in &targets {
                 let decides = t.ipc_shareable.is_none()
                     && could_join(holder, t)
-                    && holder.state.as_deref() == Some("running")
-                    && t.state.as_deref() != Some("running");
+                    && live(holder)
+                    && !live(t);
                 if decides && !self.inspected.contains(&t.key.id) {
                     keys.insert(t.key.clone());
                 }
@@ -420,6 +432,31 @@ impl Inventory {
             self.unknown.containers.insert(key, error);
         }
         self.resolve();
+    }
+
+    /// Takes a fresh listing of every container (made after some
+    /// inspections failed; a listing takes no container's lock): a container
+    /// whose inspection failed and that is gone now holds nothing, and one
+    /// still there is judged by its state now (a container being removed or
+    /// stopped no longer runs). Pure.
+    pub(crate) fn relisted(&mut self, all: &[Object]) {
+        let now: BTreeMap<&ObjectKey, &Object> = all.iter().map(|o| (&o.key, o)).collect();
+        let unknown: Vec<ObjectKey> = self.unknown.containers.keys().cloned().collect();
+        for key in unknown {
+            match now.get(&key) {
+                None => {
+                    self.unknown.containers.remove(&key);
+                    self.unmanaged.retain(|u| u.key != key);
+                }
+                Some(fresh) => {
+                    if let Some(o) = self.objects.get_mut(&key) {
+                        o.state.clone_from(&fresh.state);
+                    } else if let Ok(i) = self.unmanaged.binary_search_by(|u| u.key.cmp(&key)) {
+                        self.unmanaged[i].state.clone_from(&fresh.state);
+                    }
+                }
+            }
+        }
     }
 
     /// Every box ID a managed object carries.

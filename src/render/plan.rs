@@ -184,6 +184,21 @@ pub(crate) fn lease_warnings(plan: &Plan) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// One `warning:` line per listing or inspection the plan's discovery could
+/// not make (what it could affect is blocked, the rest goes on), if any.
+pub(crate) fn incomplete_warnings(plan: &Plan) -> Option<String> {
+    let mut out = String::new();
+    for text in &plan.incomplete {
+        let _ = writeln!(
+            out,
+            "warning: engine {}: {}; only what it could affect is held back",
+            escape(&plan.engine),
+            escape(text),
+        );
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 /// The one-line summary: `Plan: remove 2 containers, 1 volume and 0 networks; ...`.
 pub(crate) fn plan_summary(plan: &Plan) -> String {
     let tail = format!(
@@ -315,6 +330,67 @@ pub(crate) fn fleet_plan_summary(fleet: &FleetPlan) -> String {
 mod tests {
     use super::*;
     use crate::render::fixtures::{hostile_plan, plan_of_two};
+
+    /// A degraded discovery, planned on the in-memory engine: a running box
+    /// and a stopped one, an unrelated container made after both whose
+    /// inspection hangs, and a network listing that fails. The running box
+    /// is blocked (`holderUnknown`), what it uses waits for it, the stopped
+    /// box goes, and both failures are said.
+    #[tokio::test]
+    async fn a_degraded_discovery_names_what_it_could_not_learn() {
+        use crate::engine::memory::{
+            box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
+        };
+        use crate::model::{EngineError, ErrorKind, Kind, Scope};
+        let mut world = World::default();
+        for (id, state) in [("running", "running"), ("stopped", "exited")] {
+            let mut c = ContainerInfo::new(&format!("c0{id}"), &format!("sbx-{id}"), box_labels(id));
+            c.mounts.insert(format!("{id}-data"));
+            c.state = state.into();
+            c.created_at = Some("2026-12-01T10:00:00Z".into());
+            world.containers.push(c);
+            world.volumes.push(VolumeInfo {
+                name: format!("{id}-data"),
+                labels: box_labels(id),
+                created_at: None,
+            });
+        }
+        let mut locked = ContainerInfo::new("f00d", "copying", Default::default());
+        locked.state = "running".into();
+        locked.created_at = Some("2026-12-01T10:05:00Z".into());
+        world.containers.push(locked);
+        let engine =
+            MemoryEngine::new(world).with_deadline(std::time::Duration::from_millis(20));
+        let hung = FaultAction::Delay(std::time::Duration::from_secs(60));
+        engine.inject(Op::Inspect(Kind::Container), Some("f00d"), hung, usize::MAX);
+        let refused = EngineError::new(
+            "list networks",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "network store is locked".into(),
+            },
+        );
+        engine.inject(Op::List(Kind::Network), None, FaultAction::Fail(refused), 1);
+        let goal = crate::plan::Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: None,
+        };
+        let (_, plan) = crate::exec::list::plan_once(&engine, &goal, &Scope::default(), 1_800_000_000)
+            .await
+            .unwrap();
+        let blocked: Vec<serde_json::Value> = plan
+            .blocked
+            .iter()
+            .map(|b| serde_json::to_value(&b.why).unwrap())
+            .collect();
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!("plan_degraded_human", plan_human(&plan));
+            insta::assert_json_snapshot!("plan_degraded_blocked_reasons", blocked);
+        });
+    }
 
     #[test]
     fn archive_steps_say_where_then_remove() {
