@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # bench-unrelated.sh: what do unrelated containers cost `sandboxctl destroy BOX`?
 #
+# usage: scripts/bench-unrelated.sh   (no arguments; settings in the environment
+#        below; needs root, dockerd, jq and python3)
+#
 # Issue "Inspect only what can matter": destroying one box should cost about
 # the same beside K unrelated containers as beside none, and about what the
 # docker CLI idiom costs. All load goes on two PRIVATE dockerds that this
@@ -136,6 +139,13 @@ purge_boxes() {
 cleanup() {
     local rc=$? stray
     trap - EXIT INT TERM
+    # Output may go to a pipe that is gone (`| head`): write nothing more to
+    # stdout, and if stderr is gone too, clean up silently rather than die.
+    trap '' PIPE
+    exec 1>/dev/null
+    if ! printf '[%s] cleaning up (exit %s)\n' "$(date +%H:%M:%S)" "$rc" >&2 2>/dev/null; then
+        exec 2>/dev/null
+    fi
     if [[ -n $PROXY_PID ]]; then
         kill -TERM "$PROXY_PID" 2>/dev/null || true
         wait "$PROXY_PID" 2>/dev/null || true
@@ -176,6 +186,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 141' PIPE
 
 # ------------------------------------------------------------------ engines
 

@@ -294,8 +294,15 @@ impl Run<'_> {
             if let Some(w) = render::rejected_warning(inventory) {
                 sink.err(&w);
             }
+            if let Some(w) = render::unlisted_warnings(inventory) {
+                sink.err(&w);
+            }
         }
-        let failed = parts.iter().any(|(_, r)| r.is_err());
+        // A listing that failed fails the inventory too: it is not all there.
+        let failed = parts.iter().any(|(_, r)| {
+            r.as_ref()
+                .map_or(true, |inv| !inv.unknown.listings.is_empty())
+        });
         // Leases judged as the plan judges them, at the run's time.
         let parts: Vec<(String, Result<render::Listed, InventoryError>)> = parts
             .into_iter()
@@ -406,10 +413,24 @@ impl Run<'_> {
             let done = match &config.job {
                 Job::Explain { query, .. } => explain(config, engine.as_ref(), goal, query)
                     .await
-                    .map(|items| render::explain(&items, config.format)),
+                    .map(|(items, incomplete)| {
+                        // Explained as far as it is known; the run fails.
+                        if let Some(w) = incomplete {
+                            sink.err(&w);
+                            failed = true;
+                        }
+                        render::explain(&items, config.format)
+                    }),
                 _ => plan_once(engine.as_ref(), goal, &config.scope, config.now)
                     .await
-                    .map(|(_, plan)| render::graph(&plan, config.format))
+                    .map(|(_, plan)| {
+                        // Drawn as far as it is known; the run fails.
+                        if let Some(w) = render::incomplete_warnings(&plan) {
+                            sink.err(&w);
+                            failed = true;
+                        }
+                        render::graph(&plan, config.format)
+                    })
                     .map_err(Into::into),
             };
             match done {
@@ -941,13 +962,14 @@ fn log_time() -> String {
 }
 
 /// Plans, lists what the managed inventory leaves out (unlabeled volumes and
-/// networks, unmanaged containers), and explains what `query` names.
+/// networks, unmanaged containers), and explains what `query` names; with
+/// the warnings of what the plan's discovery could not learn, if any.
 async fn explain(
     config: &Config,
     engine: &dyn Engine,
     goal: &Goal,
     query: &str,
-) -> anyhow::Result<Vec<crate::plan::explain::Explanation>> {
+) -> anyhow::Result<(Vec<crate::plan::explain::Explanation>, Option<String>)> {
     use crate::model::Kind;
     use crate::plan::explain::{explain, find, universe, Query};
     let (inventory, plan) = plan_once(engine, goal, &config.scope, config.now).await?;
@@ -961,10 +983,11 @@ async fn explain(
     let objects = universe(inventory.objects.values().cloned(), others);
     let found = find(&Query::parse(query), &objects)?;
     let state = config.state.as_ref().map(|p| p.display().to_string());
-    Ok(found
+    let items = found
         .into_iter()
         .map(|o| explain(o, &plan, &config.scope, state.as_deref()))
-        .collect())
+        .collect();
+    Ok((items, render::incomplete_warnings(&plan)))
 }
 
 /// Opens `--audit FILE`, if given.

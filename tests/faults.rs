@@ -84,11 +84,7 @@ async fn listing_fails(test: &str, method: &str, path: &str, what: &str) -> Opti
     out.expect_code(1);
     assert!(!report.converged);
     // The plan's listing, and the verification's (each a failure of its own).
-    assert!(
-        (1..=2).contains(&report.failures.len()),
-        "{}",
-        out.dump()
-    );
+    assert!((1..=2).contains(&report.failures.len()), "{}", out.dump());
     let plain = format!("could not list {what}");
     let verifying = format!("verification failed: {plain}");
     for f in &report.failures {
@@ -130,8 +126,13 @@ fn code_of(report: &Report, kind: Kind, name: &str) -> String {
 
 #[tokio::test]
 async fn listing_containers_fails_removes_nothing_and_names_what_it_saw() {
-    let Some(t) =
-        listing_fails("fault-list-containers", "GET", "/containers/json", "containers").await
+    let Some(t) = listing_fails(
+        "fault-list-containers",
+        "GET",
+        "/containers/json",
+        "containers",
+    )
+    .await
     else {
         return;
     };
@@ -158,7 +159,10 @@ async fn listing_volumes_fails_keeps_what_a_lease_could_hold() {
     assert_eq!(t.proxy.count("DELETE", ""), 0, "{}", t.proxy.dump());
     for c in [&t.a.container, &t.b.container, &t.net.container] {
         assert!(t.sbx.container_exists(&c.id).await);
-        assert_eq!(code_of(&t.report, Kind::Container, &c.name), "listingFailed");
+        assert_eq!(
+            code_of(&t.report, Kind::Container, &c.name),
+            "listingFailed"
+        );
     }
     assert_eq!(
         code_of(&t.report, Kind::Network, &t.net.network.name),
@@ -191,7 +195,11 @@ async fn listing_images_fails_removes_everything_and_still_fails() {
     assert!(!t.sbx.network_exists(&t.net.network.id).await);
     assert!(!t.sbx.volume_exists(&t.leak).await);
     assert_eq!(t.report.removed.len(), 8, "{}", t.out.dump());
-    assert!(t.report.all_remaining().next().is_none(), "{}", t.out.dump());
+    assert!(
+        t.report.all_remaining().next().is_none(),
+        "{}",
+        t.out.dump()
+    );
 }
 
 // ----- removal failures ---------------------------------------------------------

@@ -18,7 +18,9 @@
 //!   before its removal); a removal fails (the box's container); the
 //!   verification listing fails; the connection is lost at the first removal
 //!   (every later call fails); a call passes its deadline (the container listing);
-//!   creating a volume fails; creating the helper container fails; the
+//!   an unrelated container's inspect hangs (a running unlabeled container
+//!   made after the box's, which then could have joined it: the box's
+//!   container is blocked `holderUnknown`, the rest goes); creating a volume fails; creating the helper container fails; the
 //!   upload fails; the upload is cut mid-stream; removing the helper fails;
 //!   the download fails; the download is cut mid-stream; no retained
 //!   `ca-sbx:*` image. Each command has the faults of the calls it
@@ -38,7 +40,10 @@
 //! JSON report (a running watch: a failed cycle of the faulty engine in its
 //! log, `/healthz` 503, and `converged: false` in its final report); every
 //! failure and every leftover named with the faulty engine; no "Converged"
-//! claim in the human output (but in the healthy engine's own part); in a
+//! claim in the human output (but in the healthy engine's own part); a
+//! running watch under a fault that leaves discovery incomplete (a listing,
+//! an inspection: [`Fault::degrades`]) answers `/healthz` 200, degraded, not
+//! 503; in a
 //! fleet of two, the healthy engine's part converged and reported under its
 //! own name; nothing outside the scope touched. And the fault really happened.
 //!
@@ -84,11 +89,11 @@
 //! healthy engine's two volumes archived). Nothing in the world waits for a
 //! volume, so "what waits for it is skipped" is not judged here.
 //!
-//! The whole matrix (6 × 3 × 10 = 180 converging cells, 3 × (6 + 5 + 5) =
-//! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 261) runs with the
+//! The whole matrix (6 × 3 × 11 = 198 converging cells, 3 × (6 + 5 + 5) =
+//! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 279) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
 //! test per command. The archive cells have no real cell yet.
-//! A slice of it ([`REAL_SLICE`], 32 cells: 15 converging cells with every
+//! A slice of it ([`REAL_SLICE`], 33 cells: 16 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
 //! lease commands; 7 cells of the real-only shape [`Shape::SshPort`], one
@@ -1411,8 +1416,9 @@ mod real {
         leak: String,
         /// `ca.sandbox=true` with the scope label: not managed, must survive.
         decoy: String,
-        /// An unlabeled exited container made after the box's (the main
-        /// engine's, in an [`Fault::InspectHangs`] cell): its inspection hangs.
+        /// An unlabeled running container made after the box's (which then
+        /// runs; the main engine's, in an [`Fault::InspectHangs`] cell): its
+        /// inspection hangs.
         bystander: Option<String>,
     }
 
@@ -1451,12 +1457,18 @@ mod real {
     /// The main engine's part of a world, made through the harness (the
     /// box's network only when `networked`).
     async fn main_objects(sbx: &Sandbox, networked: bool, bystander: bool) -> Objects {
+        // With a bystander, the box runs: the bystander could have joined it.
+        let run = if bystander {
+            Run::Running
+        } else {
+            Run::Created
+        };
         let doomed = async {
             if networked {
-                let b = sbx.add_box_with_network(BOX, Run::Created).await;
+                let b = sbx.add_box_with_network(BOX, run).await;
                 (b.container, b.volume, Some((b.network.id, b.network.name)))
             } else {
-                let b = sbx.add_box(BOX, Run::Created).await;
+                let b = sbx.add_box(BOX, run).await;
                 (b.container, b.volume, None)
             }
         };
@@ -1466,7 +1478,7 @@ mod real {
             sbx.volume(VolumeSpec::new().label("ca.sandbox", "true")),
         );
         let bystander = if bystander {
-            let spec = ContainerSpec::new().unscoped().run(Run::Exited);
+            let spec = ContainerSpec::new().unscoped().run(Run::Running);
             Some(sbx.container(spec).await.id)
         } else {
             None
@@ -1684,15 +1696,18 @@ mod real {
                 })
             };
             let main = async {
-                let (main, ()) = tokio::join!(main_objects(
-                    &sbx,
-                    !cell.command.leases(),
-                    cell.fault == Fault::InspectHangs
-                ), async {
-                    if let Some(leases) = &leases {
-                        leases.make_on_main(&sbx).await;
+                let (main, ()) = tokio::join!(
+                    main_objects(
+                        &sbx,
+                        !cell.command.leases(),
+                        cell.fault == Fault::InspectHangs
+                    ),
+                    async {
+                        if let Some(leases) = &leases {
+                            leases.make_on_main(&sbx).await;
+                        }
                     }
-                });
+                );
                 main
             };
             let (main, healthy) = tokio::join!(main, healthy);

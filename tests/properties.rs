@@ -329,11 +329,16 @@ fn uses_listed(world: &World, c: &ContainerInfo, kind: Kind, id: &str) -> bool {
 
 /// Does container `c` use the object of `kind` identified by `id` (a volume's
 /// name, a network's or container's ID)? Mounts, attachments and namespace joins.
+/// An unmanaged container shares a namespace only while it runs (paused and
+/// restarting count): one that does not run holds none.
 fn uses(world: &World, scope: &Scope, c: &ContainerInfo, kind: Kind, id: &str) -> bool {
-    let seen = SEES_MANAGED_PID_JOINS || !scope.manages(&c.labels);
+    let managed = scope.manages(&c.labels);
+    let seen = SEES_MANAGED_PID_JOINS || !managed;
+    let live = matches!(c.state.as_str(), "running" | "paused" | "restarting");
     match kind {
         Kind::Volume => c.mounts.contains(id),
         Kind::Network => c.networks.contains(id),
+        Kind::Container if !managed && !live => false,
         Kind::Container => std::iter::once(&c.network_mode)
             .chain([&c.pid_mode, &c.ipc_mode].into_iter().filter(|_| seen))
             .any(|mode| joined(world, mode).is_some_and(|t| t.id == id)),
@@ -691,6 +696,8 @@ fn the_plan_checker_rejects_unsafe_plans() {
     let mut joining = world.clone();
     let mut sidecar = ContainerInfo::new(&container_id(9), "sidecar", Labels::new());
     sidecar.pid_mode = Some("container:c0".into());
+    // Only a running joiner shares the namespace.
+    sidecar.state = "running".into();
     joining.containers.push(sidecar);
     assert!(check_plan(&joining, &scope, &nothing, &plan).is_err());
     // ... and the planner, inspecting, blocks the joined container and what it uses.

@@ -137,12 +137,18 @@ impl DeadlineMisses {
     /// Counts one call (`call`: the words of its `EngineError`) that passed
     /// its deadline.
     pub(crate) fn add(&self, call: &str) {
-        let mut counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *counts.entry(endpoint_of(call)).or_default() += 1;
     }
 
     pub(crate) fn counts(&self) -> Vec<(String, u64)> {
-        let counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let counts = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 }
@@ -192,12 +198,18 @@ mod tests {
             ("list containers", "GET /containers/json"),
             ("list networks", "GET /networks"),
             ("list images ca-sbx:*", "GET /images/json"),
-            ("inspect container 3f2a1b4c5d6e", "GET /containers/{id}/json"),
+            (
+                "inspect container 3f2a1b4c5d6e",
+                "GET /containers/{id}/json",
+            ),
             ("inspect volume v", "GET /volumes/{id}"),
             ("remove volume v", "DELETE /volumes/{id}"),
             ("kill container 3f2a1b4c5d6e", "POST /containers/{id}/kill"),
             ("read the engine's clock (info)", "GET /info"),
-            ("list the task containers of service s", "GET /containers/json"),
+            (
+                "list the task containers of service s",
+                "GET /containers/json",
+            ),
         ] {
             assert_eq!(endpoint_of(call), endpoint, "{call}");
         }

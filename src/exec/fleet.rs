@@ -221,28 +221,29 @@ pub(crate) async fn reconcile_saved_all(
     // Each engine's part of the plan, once checked against the engine now:
     // to carry out, or (an engine whose discovery is incomplete now) the
     // report that names what it saw.
-    let checks: Vec<Result<Result<&Plan, Report>, PartError>> = join_all(engines.iter().map(|e| async {
-        match saved.engines.iter().find(|p| p.engine == e.name()) {
-            Some(plan) => match check_saved(e.as_ref(), plan).await {
-                Ok(()) => Ok(Ok(plan)),
-                Err(Early::Incomplete(fresh)) => {
-                    Ok(Err(Report::unchecked(e.name(), e.endpoint(), &fresh)))
+    let checks: Vec<Result<Result<&Plan, Report>, PartError>> =
+        join_all(engines.iter().map(|e| async {
+            match saved.engines.iter().find(|p| p.engine == e.name()) {
+                Some(plan) => match check_saved(e.as_ref(), plan).await {
+                    Ok(()) => Ok(Ok(plan)),
+                    Err(Early::Incomplete(fresh)) => {
+                        Ok(Err(Report::unchecked(e.name(), e.endpoint(), &fresh)))
+                    }
+                    Err(early @ Early::Listing(_)) => Err(early.into()),
+                    Err(other) => Err(plan_file(format!("{other}. {remake}")).into()),
+                },
+                None => {
+                    let has: Vec<&str> = saved.engines.iter().map(|p| p.engine.as_str()).collect();
+                    Err(plan_file(format!(
+                        "it has no part for engine {} (it has: {}); nothing was removed. {remake}",
+                        e.name(),
+                        has.join(", ")
+                    ))
+                    .into())
                 }
-                Err(early @ Early::Listing(_)) => Err(early.into()),
-                Err(other) => Err(plan_file(format!("{other}. {remake}")).into()),
-            },
-            None => {
-                let has: Vec<&str> = saved.engines.iter().map(|p| p.engine.as_str()).collect();
-                Err(plan_file(format!(
-                    "it has no part for engine {} (it has: {}); nothing was removed. {remake}",
-                    e.name(),
-                    has.join(", ")
-                ))
-                .into())
             }
-        }
-    }))
-    .await;
+        }))
+        .await;
     // A part that is stale, edited or missing refuses the whole plan (what
     // was reviewed is not what is there); an engine that cannot be listed
     // fails its part alone, as in `apply`.

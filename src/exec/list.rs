@@ -165,7 +165,9 @@ struct Learnt {
 
 impl Memo {
     fn learnt(&self) -> std::sync::MutexGuard<'_, Learnt> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A new run or cycle on `engine`: its failed inspections are tried again.
@@ -222,9 +224,7 @@ async fn inspect_joins(
         for (key, answer) in answers {
             match answer {
                 Ok(o) => {
-                    learnt
-                        .joins
-                        .insert(key, (o.joins.clone(), o.ipc_shareable));
+                    learnt.joins.insert(key, (o.joins.clone(), o.ipc_shareable));
                     found.push(o);
                 }
                 Err(e) if e.is_not_found() => {}
@@ -277,9 +277,8 @@ pub async fn plan_with(
         // At stake: the containers the plan removes, and those it keeps only
         // for a container that could not be inspected (what an inspection of
         // their own finds may prove that it cannot hold them).
-        let unknown = |n: &&crate::plan::Noted| {
-            matches!(n.why, crate::model::Reason::HolderUnknown { .. })
-        };
+        let unknown =
+            |n: &&crate::plan::Noted| matches!(n.why, crate::model::Reason::HolderUnknown { .. });
         let at_stake: Vec<ObjectKey> = plan
             .steps
             .iter()
@@ -362,7 +361,12 @@ mod tests {
     }
 
     fn hang(engine: &MemoryEngine, op: Op, target: Option<&str>) {
-        engine.inject(op, target, FaultAction::Delay(Duration::from_secs(60)), usize::MAX);
+        engine.inject(
+            op,
+            target,
+            FaultAction::Delay(Duration::from_secs(60)),
+            usize::MAX,
+        );
     }
 
     fn inspects(engine: &MemoryEngine) -> Vec<String> {
@@ -456,10 +460,7 @@ mod tests {
         assert_eq!(inventory.unknown.containers.len(), 1);
         assert_eq!(
             inspects(&engine),
-            [
-                "Inspect(Container) c-stopped",
-                "Inspect(Container) locked"
-            ]
+            ["Inspect(Container) c-stopped", "Inspect(Container) locked"]
         );
     }
 

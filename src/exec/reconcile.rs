@@ -224,7 +224,9 @@ mod tests {
         assert_eq!(left["code"], "listingFailed");
         assert_eq!(left["listing"], "volumes");
         assert!(
-            report.failures[0].error.starts_with("could not list volumes"),
+            report.failures[0]
+                .error
+                .starts_with("could not list volumes"),
             "{:?}",
             report.failures
         );

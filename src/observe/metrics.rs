@@ -902,6 +902,38 @@ mod tests {
     }
 
     #[test]
+    fn a_degraded_cycle_is_healthy_and_says_so_and_a_dead_one_is_not() {
+        let clock = FakeClock::new();
+        let metrics = clock.metrics();
+        let resync = Duration::from_secs(60);
+        metrics.record_cycle_of(Duration::from_secs(1), false, true, clock.now());
+        let health = metrics.health_at(clock.now(), resync);
+        assert_eq!(health.status(), StatusCode::OK);
+        assert!(health.detail.starts_with("degraded: "), "{}", health.detail);
+        assert!(health.detail.ends_with("last converged cycle never"));
+        // A failure that is not a degraded discovery (an engine down) is dead.
+        metrics.record_cycle_of(Duration::from_secs(1), false, false, clock.now());
+        let health = metrics.health_at(clock.now(), resync);
+        assert_eq!(health.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn calls_past_their_deadline_are_counted_by_engine_and_endpoint() {
+        let metrics = FakeClock::new().metrics();
+        metrics.set_call_timeouts("a", "GET /containers/{id}/json", 2);
+        metrics.set_call_timeouts("a", "GET /containers/{id}/json", 2);
+        metrics.set_call_timeouts("a", "GET /containers/{id}/json", 3);
+        metrics.set_call_timeouts("b", "GET /networks", 1);
+        let text = metrics.encode();
+        for line in [
+            r#"sandboxctl_call_timeouts_total{engine="a",endpoint="GET /containers/{id}/json"} 3"#,
+            r#"sandboxctl_call_timeouts_total{engine="b",endpoint="GET /networks"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in\n{text}");
+        }
+    }
+
+    #[test]
     fn failing_from_the_start_is_unhealthy() {
         let clock = FakeClock::new();
         let metrics = clock.metrics();

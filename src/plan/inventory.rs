@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::model::{EngineError, ImageInfo, Join, Kind, Listing, Namespace, Object, ObjectKey, Scope};
+use crate::model::{
+    EngineError, ImageInfo, Join, Kind, Listing, Namespace, Object, ObjectKey, Scope,
+};
 
 /// How an unmanaged container uses a managed object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -356,8 +358,15 @@ impl Inventory {
     /// container whose inspection failed, the containers at stake whose ipc
     /// mode would decide whether it could hold them (see [`could_hold`]).
     /// Sorted by key; none twice.
-    pub(crate) fn to_inspect(&self, at_stake: &[ObjectKey], staying: &[ObjectKey]) -> Vec<ObjectKey> {
-        let targets: Vec<&Object> = at_stake.iter().filter_map(|k| self.objects.get(k)).collect();
+    pub(crate) fn to_inspect(
+        &self,
+        at_stake: &[ObjectKey],
+        staying: &[ObjectKey],
+    ) -> Vec<ObjectKey> {
+        let targets: Vec<&Object> = at_stake
+            .iter()
+            .filter_map(|k| self.objects.get(k))
+            .collect();
         if targets.is_empty() {
             return Vec::new();
         }
@@ -377,12 +386,15 @@ impl Inventory {
             .filter(joiner)
             .map(|c| c.key.clone())
             .collect();
-        for holder in self.unknown.containers.keys().filter_map(|k| self.container(k)) {
+        for holder in self
+            .unknown
+            .containers
+            .keys()
+            .filter_map(|k| self.container(k))
+        {
             for t in &targets {
-                let decides = t.ipc_shareable.is_none()
-                    && could_join(holder, t)
-                    && live(holder)
-                    && !live(t);
+                let decides =
+                    t.ipc_shareable.is_none() && could_join(holder, t) && live(holder) && !live(t);
                 if decides && !self.inspected.contains(&t.key.id) {
                     keys.insert(t.key.clone());
                 }

@@ -21,7 +21,8 @@ use petgraph::Direction;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    ByKind, Kind, Labels, Listing, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL, SANDBOX_VALUE,
+    ByKind, Kind, Labels, Listing, Object, ObjectKey, Reason, Ref, Scope, SANDBOX_LABEL,
+    SANDBOX_VALUE,
 };
 use crate::plan::inventory::{fingerprint, Holder, Inventory};
 use crate::plan::lease::{EngineClock, LeaseNote, Leases};
@@ -721,10 +722,13 @@ fn foreign_owner(o: &Object, inv: &Inventory) -> Option<crate::model::Owner> {
 /// of the other kinds.
 fn unknown_block(o: &Object, why: &Reason, inv: &Inventory) -> Option<Reason> {
     let failed = |listing: Listing| {
-        inv.unknown.listings.get(&listing).map(|e| Reason::ListingFailed {
-            listing,
-            error: e.to_string(),
-        })
+        inv.unknown
+            .listings
+            .get(&listing)
+            .map(|e| Reason::ListingFailed {
+                listing,
+                error: e.to_string(),
+            })
     };
     let kind = o.kind();
     if matches!(kind, Kind::Container | Kind::Volume | Kind::Network) {
@@ -755,7 +759,9 @@ fn unknown_block(o: &Object, why: &Reason, inv: &Inventory) -> Option<Reason> {
     }
     if kind == Kind::Container {
         for (key, error) in &inv.unknown.containers {
-            let Some(holder) = inv.container(key) else { continue };
+            let Some(holder) = inv.container(key) else {
+                continue;
+            };
             if holder.key != o.key && crate::plan::inventory::could_hold(holder, o) {
                 return Some(Reason::HolderUnknown {
                     holder: object_ref(holder, None),

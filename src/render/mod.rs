@@ -48,7 +48,7 @@ pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease
 pub(crate) use log::{
     watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,
 };
-pub(crate) use plan::{fleet_plan, incomplete_warnings, lease_warnings, plan};
+pub(crate) use plan::{fleet_plan, incomplete_warnings, lease_warnings, plan, unlisted_warnings};
 pub(crate) use report::{fleet_report, report};
 pub(crate) use validate::validation;
 

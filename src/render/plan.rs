@@ -199,6 +199,21 @@ pub(crate) fn incomplete_warnings(plan: &Plan) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
+/// One `warning:` line per listing of `inventory` that failed (what it
+/// would have shown is missing), if any.
+pub(crate) fn unlisted_warnings(inventory: &crate::plan::inventory::Inventory) -> Option<String> {
+    let mut out = String::new();
+    for (listing, error) in &inventory.unknown.listings {
+        let _ = writeln!(
+            out,
+            "warning: engine {}: could not list {listing}: {}; the inventory is incomplete",
+            escape(&inventory.engine),
+            escape(&error.to_string()),
+        );
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 /// The one-line summary: `Plan: remove 2 containers, 1 volume and 0 networks; ...`.
 pub(crate) fn plan_summary(plan: &Plan) -> String {
     let tail = format!(
@@ -344,7 +359,8 @@ mod tests {
         use crate::model::{EngineError, ErrorKind, Kind, Scope};
         let mut world = World::default();
         for (id, state) in [("running", "running"), ("stopped", "exited")] {
-            let mut c = ContainerInfo::new(&format!("c0{id}"), &format!("sbx-{id}"), box_labels(id));
+            let mut c =
+                ContainerInfo::new(&format!("c0{id}"), &format!("sbx-{id}"), box_labels(id));
             c.mounts.insert(format!("{id}-data"));
             c.state = state.into();
             c.created_at = Some("2026-12-01T10:00:00Z".into());
@@ -359,8 +375,7 @@ mod tests {
         locked.state = "running".into();
         locked.created_at = Some("2026-12-01T10:05:00Z".into());
         world.containers.push(locked);
-        let engine =
-            MemoryEngine::new(world).with_deadline(std::time::Duration::from_millis(20));
+        let engine = MemoryEngine::new(world).with_deadline(std::time::Duration::from_millis(20));
         let hung = FaultAction::Delay(std::time::Duration::from_secs(60));
         engine.inject(Op::Inspect(Kind::Container), Some("f00d"), hung, usize::MAX);
         let refused = EngineError::new(
@@ -378,9 +393,10 @@ mod tests {
             max_lease: None,
             archive: None,
         };
-        let (_, plan) = crate::exec::list::plan_once(&engine, &goal, &Scope::default(), 1_800_000_000)
-            .await
-            .unwrap();
+        let (_, plan) =
+            crate::exec::list::plan_once(&engine, &goal, &Scope::default(), 1_800_000_000)
+                .await
+                .unwrap();
         let blocked: Vec<serde_json::Value> = plan
             .blocked
             .iter()
