@@ -96,23 +96,36 @@ pub(crate) async fn execute(
     verify_with(engine, plan, &applied, &options.memo).await
 }
 
-/// True if both plans remove the same objects in the same order with the same
-/// edges and block the same objects (container state may differ: it is not
-/// part of the basis).
+/// True if both plans do the same work: every field of every step (the
+/// object, why, what it waits for, where its volume is archived and through
+/// which container it is read) and every blocked object with why, but a
+/// container's running state (not part of the basis). An edit of any field
+/// that changes what `apply FILE` does is a difference.
 fn same_work(a: &Plan, b: &Plan) -> bool {
-    let steps = |p: &Plan| -> Vec<(usize, String, Vec<usize>)> {
-        p.steps
+    let work = |p: &Plan| -> (serde_json::Value, serde_json::Value) {
+        let mut steps = serde_json::to_value(&p.steps).unwrap_or_default();
+        if let Some(steps) = steps.as_array_mut() {
+            for step in steps {
+                if let Some(object) = step.get_mut("object").and_then(|o| o.as_object_mut()) {
+                    object.remove("state");
+                }
+                // The step's own fields flattened beside its object's.
+                if let Some(step) = step.as_object_mut() {
+                    step.remove("state");
+                }
+            }
+        }
+        let blocked: Vec<(String, serde_json::Value)> = p
+            .blocked
             .iter()
-            .map(|s| (s.step, s.object.key().to_string(), s.waits_for.clone()))
-            .collect()
+            .map(|n| {
+                let why = serde_json::to_value(&n.why).unwrap_or_default();
+                (n.object.key().to_string(), why)
+            })
+            .collect();
+        (steps, serde_json::to_value(blocked).unwrap_or_default())
     };
-    let blocked = |p: &Plan| -> Vec<String> {
-        p.blocked
-            .iter()
-            .map(|n| n.object.key().to_string())
-            .collect()
-    };
-    a.scope == b.scope && a.engine == b.engine && steps(a) == steps(b) && blocked(a) == blocked(b)
+    a.scope == b.scope && a.engine == b.engine && work(a) == work(b)
 }
 
 /// What differs between the basis a plan was made from and the inventory now.
@@ -277,6 +290,33 @@ mod tests {
         )
         .await;
         assert!(report.converged);
+    }
+
+    #[tokio::test]
+    async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
+        let mut w = world();
+        // Read through its container: the container's step carries `reads`.
+        w.containers[0].paths.insert("va".into(), "/data".into());
+        let engine = MemoryEngine::new(w.clone());
+        let goal = leaks().with_archive(Some(crate::plan::ArchivePolicy::new("/srv/archive")));
+        let (_, plan) = plan_once(&engine, &goal, &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert!(plan.steps[1].archive.is_some() && !plan.steps[0].reads.is_empty());
+        let edits: [fn(&mut Plan); 4] = [
+            |p| p.steps[1].archive = None,
+            |p| p.steps[1].archive = Some("/tmp/elsewhere".into()),
+            |p| p.steps[0].reads[0].path = "/".into(),
+            |p| p.steps[1].archived_by = None,
+        ];
+        for edit in edits {
+            let mut edited = plan.clone();
+            edit(&mut edited);
+            let early = check_saved(&engine, &edited).await.unwrap_err();
+            assert!(matches!(early, Early::Edited), "{early}");
+        }
+        assert_eq!(engine.world(), w, "nothing removed");
+        check_saved(&engine, &plan).await.unwrap();
     }
 
     #[tokio::test]
