@@ -443,3 +443,80 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
     let _ = boxes;
 }
+
+/// A saved plan that archives its volumes, edited so that a volume goes
+/// unarchived (its `archive` dropped) or is archived elsewhere (its folder
+/// changed): `apply FILE` refuses as edited and removes nothing; the plan
+/// as saved still applies, archiving the volume.
+#[tokio::test]
+async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
+    let Some(sbx) = Sandbox::new("race-edited-archive").await else {
+        return;
+    };
+    let doomed = sbx.add_box("doomed", Run::Exited).await;
+    let proxy = Proxy::start();
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let state = format!(
+        "{}\n[policy]\narchive = \"{}\"\n",
+        state(&sbx, &[]),
+        dir.path().display()
+    );
+    let cli = Cli::new()
+        .docker_host(&proxy.docker_host())
+        .state_toml(&state)
+        .json()
+        .deadline(Duration::from_secs(90));
+    let path = cli.dir().join("plan.json");
+    cli.run_with(["plan".as_ref(), "--out".as_ref(), path.as_os_str()])
+        .expect_code(0);
+    let saved: Value = serde_json::from_str(&cli.read("plan.json")).unwrap();
+    let volume_step = saved["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s["kind"] == "volume")
+        .expect("the volume is a step");
+    let edits: [(&str, Value); 2] = [
+        ("archive dropped", Value::Null),
+        (
+            "archive moved",
+            Value::from(elsewhere.path().display().to_string()),
+        ),
+    ];
+    for (what, archive) in edits {
+        let mut edited = saved.clone();
+        match archive {
+            Value::Null => {
+                edited["steps"][volume_step]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("archive");
+            }
+            other => edited["steps"][volume_step]["archive"] = other,
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+        let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+        out.expect_code(1);
+        assert!(
+            out.stdout.contains("was it edited?") || out.stderr.contains("was it edited?"),
+            "{what}: {}",
+            out.dump()
+        );
+        assert_eq!(proxy.count("DELETE", ""), 0, "{what}: {}", proxy.dump());
+        assert!(sbx.volume_exists(&doomed.volume).await, "{what}");
+        assert!(
+            std::fs::read_dir(elsewhere.path())
+                .unwrap()
+                .next()
+                .is_none(),
+            "{what}: something was written elsewhere"
+        );
+    }
+    // The plan as saved applies, and archives the volume first.
+    std::fs::write(&path, serde_json::to_string_pretty(&saved).unwrap()).unwrap();
+    let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+    out.expect_code(0);
+    assert!(!sbx.volume_exists(&doomed.volume).await);
+    assert_eq!(out.report().archived.len(), 1, "{}", out.dump());
+}
