@@ -336,6 +336,9 @@ pub enum FaultAction {
     /// Another actor removes the object just before the call is served, so the
     /// call itself sees the world without it.
     VanishFirst,
+    /// Another actor creates this volume just before the call is served
+    /// (a race with a create, which Docker answers with that volume).
+    VolumeAppears(VolumeInfo),
     /// Carry out the call, then answer with this error anyway (a dropped
     /// connection after the engine did the work).
     DoThenFail(EngineError),
@@ -568,6 +571,11 @@ impl MemoryEngine {
                     serve(&mut self.world.lock().unwrap())
                 }
             },
+            Some(FaultAction::VolumeAppears(v)) => {
+                let mut world = self.world.lock().unwrap();
+                world.volumes.push(v);
+                serve(&mut world)
+            }
             Some(FaultAction::VanishFirst) => {
                 let mut world = self.world.lock().unwrap();
                 world.containers.retain(|c| c.id != target);
@@ -846,7 +854,9 @@ impl Engine for MemoryEngine {
                 return failed(self.unreachable(call));
             }
             Some(FaultAction::Fail(e)) | Some(FaultAction::DoThenFail(e)) => return failed(e),
-            Some(FaultAction::VanishFirst) | Some(FaultAction::Delay(_)) => None,
+            Some(FaultAction::VanishFirst)
+            | Some(FaultAction::Delay(_))
+            | Some(FaultAction::VolumeAppears(_)) => None,
         };
         let volume = match self.mounted(container, Some(path), &call) {
             Ok(v) => v,

@@ -958,6 +958,8 @@ pub enum RestoreError {
     },
     #[error("volume {0} exists; restore never overwrites a volume (remove it, or restore with --volume NEW)")]
     Exists(String),
+    #[error("volume name {name:?} ({from}) is not a volume name: a letter or digit, then letters, digits, '_', '.' or '-' (at most 255 characters); nothing was created")]
+    BadName { name: String, from: &'static str },
     #[error(
         "no ca-sbx:* image is present to make a helper container from (images are never pulled)"
     )]
@@ -1004,7 +1006,16 @@ pub fn read_manifest(archive: &Path) -> Result<Manifest, RestoreError> {
         path: path.clone(),
         error,
     };
-    let text = std::fs::read(&path).map_err(|e| fail(e.to_string()))?;
+    let text = std::fs::read(&path).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            fail(format!(
+                "{e}; it is written beside the archive as {}: copy it there with the archive (restore never guesses a volume's name or labels)",
+                path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            ))
+        } else {
+            fail(e.to_string())
+        }
+    })?;
     let m: Manifest = serde_json::from_slice(&text).map_err(|e| fail(e.to_string()))?;
     if m.version != MANIFEST_VERSION {
         return Err(fail(format!(
@@ -1033,11 +1044,50 @@ fn sha256_file(path: &Path) -> io::Result<String> {
     Ok(hex(&sha.finalize()))
 }
 
+/// True if `name` has the shape of a named volume's name: `[a-zA-Z0-9]
+/// [a-zA-Z0-9_.-]*`, at most 255 characters (no `/`, `:` or space can reach
+/// the helper's mount string; Docker itself also wants two characters).
+fn volume_name_ok(name: &str) -> bool {
+    let mut chars = name.chars();
+    (1..=255).contains(&name.len())
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// The label a restore run puts on the volume it creates, valued with that
+/// run's own token: only a volume carrying it is the run's to fill or remove.
+pub const RESTORE_LABEL: &str = "ca.sandbox.restore";
+
+/// The labels a restored volume is created with: the manifest's, less every
+/// `ca.sandbox*` label (the file is untrusted: `ca.sandbox=1`, the scope and
+/// the box are sandboxctl's to set, and a lease is never restored), then the
+/// active scope's (`ca.sandbox=1` among them), the box's ID when the manifest
+/// names a valid one, and this run's restore label.
+pub fn restored_labels(manifest: &Manifest, scope_labels: &Labels, run: &str) -> Labels {
+    let mut labels: Labels = manifest
+        .labels
+        .iter()
+        .filter(|(k, _)| !k.starts_with(crate::model::SANDBOX_LABEL))
+        .filter(|(k, _)| !scope_labels.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    labels.extend(scope_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    if let Some(b) = manifest.box_id.as_deref().filter(|b| !b.is_empty()) {
+        labels.insert(BOX_ID_LABEL.to_string(), b.to_string());
+    }
+    labels.insert(RESTORE_LABEL.to_string(), run.to_string());
+    labels
+}
+
 /// Restores `archive` into a new volume (`volume`, or the manifest's name):
-/// checks the archive's SHA-256 against its manifest first, refuses a volume
-/// that exists, creates the volume with the archived volume's labels, fills it
-/// through a helper, and checks the entries and bytes put back against the
-/// manifest. A volume this created and could not fill is removed again.
+/// validates the manifest and the name before any engine call, checks the
+/// archive's SHA-256 against its manifest, refuses a volume that exists,
+/// creates the volume with [`restored_labels`] (this run's own restore
+/// label among them) and goes on only if the volume the engine answers with
+/// carries that label (Docker answers a name that exists with that volume),
+/// fills it through a helper, and checks the entries and bytes put back
+/// against the manifest. A volume this run created and could not fill is
+/// removed again, after a fresh inspection shows this run's label on it.
 pub async fn restore(
     engine: &dyn Engine,
     archive: &Path,
@@ -1045,6 +1095,22 @@ pub async fn restore(
     scope_labels: &Labels,
 ) -> Result<Restored, RestoreError> {
     let manifest = read_manifest(archive)?;
+    let (name, from) = match volume {
+        Some(v) => (v.to_string(), "--volume"),
+        None => (manifest.volume.clone(), "the manifest's volume"),
+    };
+    if !volume_name_ok(&name) {
+        return Err(RestoreError::BadName { name, from });
+    }
+    let run = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos()
+    );
+    let labels = restored_labels(&manifest, scope_labels, &run);
     let path = archive.to_path_buf();
     let actual = tokio::task::spawn_blocking(move || sha256_file(&path))
         .await
@@ -1057,7 +1123,6 @@ pub async fn restore(
             actual,
         });
     }
-    let name = volume.unwrap_or(&manifest.volume).to_string();
     match engine
         .inspect(&ObjectKey::new(engine.name(), Kind::Volume, &name))
         .await
@@ -1071,13 +1136,14 @@ pub async fn restore(
         .await
         .map_err(RestoreError::Engine)?;
     let image = helper_image(&images).ok_or(RestoreError::NoImage)?;
+    let ours = |o: &crate::model::Object| o.labels.get(RESTORE_LABEL) == Some(&run);
     let created = engine
-        .create_volume(&name, &manifest.labels)
+        .create_volume(&name, &labels)
         .await
         .map_err(RestoreError::Engine)?;
-    if created.labels != manifest.labels {
+    if !ours(&created) {
         // Docker answers an existing name with that volume: someone made it
-        // just now. It is not ours to fill.
+        // just now. It is not ours to fill, nor to remove.
         return Err(RestoreError::Exists(name));
     }
     let volume_key = ObjectKey::new(engine.name(), Kind::Volume, &name);
@@ -1085,14 +1151,21 @@ pub async fn restore(
     let (entries, bytes) = match filled {
         Ok(counts) => counts,
         Err(error) => {
-            return Err(match engine.remove(&volume_key).await {
+            // Removed only if it still carries this run's label.
+            let removal = match engine.inspect(&volume_key).await {
+                Ok(v) if ours(&v) => engine.remove(&volume_key).await,
+                Ok(_) => return Err(error),
+                Err(e) if e.is_not_found() => Ok(()),
+                Err(e) => Err(e),
+            };
+            return Err(match removal {
                 Ok(()) => error,
                 Err(removal) => RestoreError::LeftBehind {
                     volume: name,
                     error: Box::new(error),
                     removal: Box::new(removal),
                 },
-            })
+            });
         }
     };
     for (what, expected, actual) in [
@@ -1110,7 +1183,7 @@ pub async fn restore(
     }
     Ok(Restored {
         volume: name,
-        labels: manifest.labels.clone(),
+        labels,
         box_id: manifest.box_id.clone(),
         file_count: entries,
         uncompressed_size: bytes,
@@ -1808,6 +1881,122 @@ mod tests {
         assert!(verdict.failed, "{verdict:?}");
     }
 
+    /// Edits the manifest beside `archive` with `edit`.
+    fn edit_manifest(archive: &Path, edit: impl FnOnce(&mut Manifest)) {
+        let path = manifest_path(archive);
+        let mut m: Manifest = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut m);
+        std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_hostile_manifest_name_is_refused_before_any_engine_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        let scope = scope_labels(&Scope::default());
+        for bad in ["/etc:/x", "v:/host", "../v", "-v", "", "v w", "v\n"] {
+            edit_manifest(&path, |m| m.volume = bad.into());
+            let calls = engine.calls().len();
+            let e = restore(&engine, &path, None, &scope).await.unwrap_err();
+            assert!(matches!(e, RestoreError::BadName { .. }), "{bad:?}: {e}");
+            assert_eq!(
+                engine.calls().len(),
+                calls,
+                "{bad:?}: an engine call was made"
+            );
+            let e = restore(&engine, &path, Some(bad), &scope)
+                .await
+                .unwrap_err();
+            assert!(matches!(e, RestoreError::BadName { .. }), "{bad:?}: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_manifest_s_labels_never_unmanage_or_lease_the_volume() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        edit_manifest(&path, |m| {
+            m.labels = [
+                ("ca.sandbox", "0"),
+                (crate::model::lease::LEASE_TTL_LABEL, "24h"),
+                ("ca.sandbox.test", "another-scope"),
+                ("team", "a"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        });
+        let scope = scope_labels(&Scope::new(
+            [("ca.sandbox.test".to_string(), "mine".to_string())].into(),
+        ));
+        let r = restore(&engine, &path, None, &scope).await.unwrap();
+        let v = engine
+            .world()
+            .volumes
+            .into_iter()
+            .find(|v| v.name == r.volume)
+            .unwrap();
+        assert_eq!(v.labels.get("ca.sandbox").map(String::as_str), Some("1"));
+        assert_eq!(
+            v.labels.get("ca.sandbox.test").map(String::as_str),
+            Some("mine")
+        );
+        assert_eq!(v.labels.get("ca.sandbox.id").map(String::as_str), Some("b"));
+        assert_eq!(v.labels.get("team").map(String::as_str), Some("a"));
+        assert!(!v.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL));
+    }
+
+    #[tokio::test]
+    async fn a_volume_someone_else_made_at_the_create_is_never_filled_nor_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(dir.path())).await;
+        let path = PathBuf::from(&report.archived[0].path);
+        // The volume does not exist when restore looks, then another actor
+        // makes it, unlabeled, just before restore's create (which Docker
+        // answers with that volume, unchanged).
+        let unlabeled = crate::engine::memory::VolumeInfo {
+            name: "v".into(),
+            labels: Labels::new(),
+            created_at: None,
+        };
+        engine.inject(
+            Op::Create(Kind::Volume),
+            Some("v"),
+            FaultAction::VolumeAppears(unlabeled.clone()),
+            1,
+        );
+        engine.inject(
+            Op::CreateHelper,
+            None,
+            FaultAction::Fail(EngineError::new(
+                "create a helper container",
+                crate::model::ErrorKind::Other {
+                    status: Some(500),
+                    message: "no".into(),
+                },
+            )),
+            usize::MAX,
+        );
+        let scope = scope_labels(&Scope::default());
+        let before = engine.calls().len();
+        let e = restore(&engine, &path, None, &scope).await.unwrap_err();
+        assert_eq!(e, RestoreError::Exists("v".into()));
+        let v = engine.world().volumes.into_iter().find(|v| v.name == "v");
+        assert_eq!(v, Some(unlabeled), "the other actor's volume is untouched");
+        let calls = engine.calls()[before..].to_vec();
+        assert!(
+            calls
+                .iter()
+                .all(|c| !c.starts_with("Remove") && !c.starts_with("CreateHelper")),
+            "{calls:?}"
+        );
+    }
+
     #[tokio::test]
     async fn restores_what_was_archived_and_refuses_an_existing_volume() {
         let dir = tempfile::tempdir().unwrap();
@@ -1817,7 +2006,9 @@ mod tests {
         let scope = scope_labels(&Scope::default());
         let r = restore(&engine, &path, None, &scope).await.unwrap();
         assert_eq!(r.volume, "v");
-        assert_eq!(r.labels, box_labels("b"));
+        let mut labels = r.labels.clone();
+        assert!(labels.remove(RESTORE_LABEL).is_some(), "{labels:?}");
+        assert_eq!(labels, box_labels("b"));
         assert_eq!(engine.content("v"), sample_tar());
         assert!(engine.world().containers.is_empty(), "the helper is gone");
         let again = restore(&engine, &path, None, &scope).await.unwrap_err();
