@@ -8,6 +8,7 @@ mod support;
 mod archive;
 mod archive_restart;
 mod cli_docker;
+mod degraded;
 mod docker_engine;
 mod engine_endpoints;
 mod engines;

@@ -7,5 +7,6 @@ pub mod docker;
 pub mod engines;
 pub mod files;
 pub mod lease;
+pub mod lock;
 pub mod proxy;
 pub mod report;
