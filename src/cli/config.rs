@@ -99,8 +99,9 @@ pub struct Config {
     /// Removals in flight on any one engine of a fleet.
     pub(crate) engine_parallelism: usize,
     pub(crate) timeout: Duration,
-    /// `--call-timeout`: each read's deadline (at most `timeout`).
-    pub(crate) call_timeout: Duration,
+    /// `--call-timeout`: each read's deadline (at most `timeout`); `None`:
+    /// the engine's default (see `DockerEngine::connect`).
+    pub(crate) call_timeout: Option<Duration>,
     pub(crate) parallelism: usize,
     /// `--audit FILE`.
     pub(crate) audit: Option<PathBuf>,

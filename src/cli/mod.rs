@@ -65,9 +65,10 @@ pub struct Cli {
 
     /// Deadline for each engine read (a listing, an inspect), in seconds (at
     /// most --timeout). A read that passes it fails only what depends on it.
+    /// [default: 5; over ssh, --timeout: a read may open an ssh session first]
     #[arg(long, global = true, env = "SANDBOXCTL_CALL_TIMEOUT", value_name = "SECS",
-          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    call_timeout: u64,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    call_timeout: Option<u64>,
 
     #[command(subcommand)]
     command: Command,
@@ -286,7 +287,7 @@ pub struct Args {
     scope: Labels,
     pub(crate) format: Format,
     timeout: Duration,
-    call_timeout: Duration,
+    call_timeout: Option<Duration>,
     pub(crate) command: Command,
 }
 
@@ -403,7 +404,9 @@ impl Cli {
             scope,
             format,
             timeout: Duration::from_secs(self.timeout),
-            call_timeout: Duration::from_secs(self.call_timeout.min(self.timeout)),
+            call_timeout: self
+                .call_timeout
+                .map(|c| Duration::from_secs(c.min(self.timeout))),
             command: self.command,
         })
     }

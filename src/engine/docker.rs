@@ -73,7 +73,9 @@ impl DockerEngine {
     /// Connects to a resolved endpoint (unix, tcp/http, TLS, ssh; see
     /// `engine::connect`), negotiates the API version (every later request
     /// carries its `/vX.Y` prefix) and learns whether the engine is Podman.
-    /// Every later call is bounded by `timeout`. Any failure here is
+    /// Every later call that changes something is bounded by `timeout`,
+    /// every read by [`DEFAULT_READ_TIMEOUT`] (over ssh by `timeout`) unless
+    /// `with_read_timeout` says otherwise. Any failure here is
     /// `ErrorKind::Unreachable` naming the endpoint.
     pub(crate) async fn connect(
         ep: &Endpoint,
@@ -103,7 +105,13 @@ impl DockerEngine {
             name: name.to_string(),
             endpoint: ep.host.clone(),
             timeout,
-            read_timeout: timeout.min(DEFAULT_READ_TIMEOUT),
+            // Over ssh a read may first open a session (a handshake, the
+            // remote docker CLI starting): it gets the write deadline.
+            read_timeout: if ssh {
+                timeout
+            } else {
+                timeout.min(DEFAULT_READ_TIMEOUT)
+            },
             misses: Default::default(),
             podman,
             requests: ssh.then(|| tokio::sync::Semaphore::new(super::ssh::CONNECTIONS)),

@@ -25,7 +25,7 @@ struct Shared {
     name: String,
     endpoint: Endpoint,
     timeout: Duration,
-    read_timeout: Duration,
+    read_timeout: Option<Duration>,
     /// Calls past their deadline, over every connection.
     misses: Arc<super::DeadlineMisses>,
     connected: Mutex<Connection>,
@@ -60,8 +60,11 @@ impl Shared {
         let result = DockerEngine::connect(&self.endpoint, &self.name, self.timeout)
             .await
             .map(|e| {
-                e.with_read_timeout(self.read_timeout)
-                    .with_misses(self.misses.clone())
+                let e = e.with_misses(self.misses.clone());
+                match self.read_timeout {
+                    Some(read) => e.with_read_timeout(read),
+                    None => e,
+                }
             });
         let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         match result {
@@ -97,12 +100,13 @@ pub(crate) struct LazyEngine {
 
 impl LazyEngine {
     /// `timeout` bounds each call that changes something, `read_timeout`
-    /// each listing and inspect (see `DockerEngine`).
+    /// each listing and inspect (`None`: the engine's default; see
+    /// `DockerEngine::connect`).
     pub(crate) fn new(
         name: &str,
         endpoint: Endpoint,
         timeout: Duration,
-        read_timeout: Duration,
+        read_timeout: Option<Duration>,
     ) -> Self {
         LazyEngine {
             shared: Arc::new(Shared {
