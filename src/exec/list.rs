@@ -324,13 +324,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
 
     fn leaks() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::nothing_declared()
     }
 
     fn at(second: u32) -> Option<String> {

@@ -187,13 +187,7 @@ mod tests {
     }
 
     fn leaks() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::nothing_declared()
     }
 
     async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {

@@ -518,6 +518,18 @@ impl<'i> Ages<'i> {
 }
 
 impl Goal {
+    /// Reconcile a state that declares nothing: every managed object is a
+    /// leak (no grace, no kept volume, no archive).
+    pub fn nothing_declared() -> Goal {
+        Goal::Reconcile {
+            boxes: vec![],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: None,
+        }
+    }
+
     /// The ceiling of a lease's ttl (seconds; `None`: the default, 24 hours).
     pub(crate) fn max_lease(&self) -> Option<u64> {
         match self {

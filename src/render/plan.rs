@@ -386,13 +386,7 @@ mod tests {
             },
         );
         engine.inject(Op::List(Kind::Network), None, FaultAction::Fail(refused), 1);
-        let goal = crate::plan::Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = crate::plan::Goal::nothing_declared();
         let (_, plan) =
             crate::exec::list::plan_once(&engine, &goal, &Scope::default(), 1_800_000_000)
                 .await
