@@ -400,6 +400,28 @@ mod tests {
             insta::assert_snapshot!("plan_degraded_human", plan_human(&plan));
             insta::assert_json_snapshot!("plan_degraded_blocked_reasons", blocked);
         });
+        // The container listing fails too: no container is seen, and every
+        // volume waits for it (listingFailed).
+        let refused = EngineError::new(
+            "list containers",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "container store is locked".into(),
+            },
+        );
+        engine.inject(
+            Op::List(Kind::Container),
+            None,
+            FaultAction::Fail(refused),
+            2,
+        );
+        let (_, plan) =
+            crate::exec::list::plan_once(&engine, &goal, &Scope::default(), 1_800_000_000)
+                .await
+                .unwrap();
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!("plan_degraded_containers_unlisted_human", plan_human(&plan));
+        });
     }
 
     #[test]
