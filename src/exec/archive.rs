@@ -182,21 +182,29 @@ impl ArchiveError {
     }
 }
 
-/// A name that is safe as one path element: engine- or user-given text
-/// (a box ID) never climbs out of `DIR` nor makes a hidden file.
+/// A name as one path element of an archive's place (an engine's name, a
+/// box ID, a volume's name in the file's name), injectively: two names never
+/// share an element. Every byte outside `[A-Za-z0-9._-]`, `%` itself
+/// included, becomes `%XX` (upper-case hex), and so does a leading `.` (no
+/// hidden file, never `.` nor `..`); the name `_` is `%5F` (a bare `_` is
+/// the folder of volumes of no box), and the empty name is `%` (which
+/// nothing else encodes to: every other `%` is followed by two hex digits).
+/// So `a/b` is `a%2Fb`, `a_b` stays `a_b`, `../x` is `%2E.%2Fx`. Decoding
+/// `%XX` gives the name back (docs/archive.md).
 fn path_element(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out.is_empty() || out.starts_with('.') {
-        out.insert(0, '_');
+    use std::fmt::Write as _;
+    match text {
+        "" => return "%".into(),
+        "_" => return "%5F".into(),
+        _ => {}
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, b) in text.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || (b == b'.' && i > 0) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
     }
     out
 }
@@ -1213,11 +1221,82 @@ mod tests {
     #[test]
     fn path_elements_never_climb_or_hide() {
         assert_eq!(path_element("box-1.a_b"), "box-1.a_b");
-        assert_eq!(path_element("../etc"), "_.._etc");
-        assert_eq!(path_element("a/b c"), "a_b_c");
-        assert_eq!(path_element(".hidden"), "_.hidden");
-        assert_eq!(path_element(""), "_");
+        assert_eq!(path_element("a/b"), "a%2Fb");
+        assert_eq!(path_element("a_b"), "a_b");
+        assert_eq!(path_element("../etc"), "%2E.%2Fetc");
+        assert_eq!(path_element("a/b c"), "a%2Fb%20c");
+        assert_eq!(path_element(".hidden"), "%2Ehidden");
+        assert_eq!(path_element("."), "%2E");
+        assert_eq!(path_element(".."), "%2E.");
+        assert_eq!(path_element("50%"), "50%25");
+        assert_eq!(path_element("caf\u{e9}"), "caf%C3%A9");
+        assert_eq!(path_element(""), "%");
+        assert_eq!(path_element("_"), "%5F");
+        assert_eq!(
+            folder(Path::new("/d"), "default", None),
+            Path::new("/d/default/_")
+        );
+        assert_eq!(
+            folder(Path::new("/d"), "ssh://h", Some("a/b")),
+            Path::new("/d/ssh%3A%2F%2Fh/a%2Fb")
+        );
         assert_eq!(stamp(0), "19700101T000000Z");
+    }
+
+    /// The name an element stands for (docs/archive.md): `%` is the empty
+    /// name; else every `%XX` is the byte XX.
+    fn decode(element: &str) -> Vec<u8> {
+        if element == "%" {
+            return Vec::new();
+        }
+        let b = element.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Injective (decoding gives every name back, so two names never
+        /// share an element), and always one plain element: never empty,
+        /// `.`, `..`, hidden, `_` (no box), nor holding anything but
+        /// `[A-Za-z0-9._%-]`.
+        #[test]
+        fn path_elements_are_injective_and_one_plain_element(name in "(\\PC|[/._%])*") {
+            let e = path_element(&name);
+            proptest::prop_assert_eq!(decode(&e), name.as_bytes());
+            proptest::prop_assert!(!e.is_empty() && !e.starts_with('.') && e != "_", "{e:?}");
+            proptest::prop_assert!(
+                e.bytes().all(|b| b.is_ascii_alphanumeric() || b"._%-".contains(&b)),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn boxes_a_slash_b_and_a_underscore_b_and_no_box_never_share_a_folder() {
+        let dir = Path::new("/d");
+        let folders: std::collections::BTreeSet<PathBuf> = [
+            None,
+            Some("_"),
+            Some("a/b"),
+            Some("a_b"),
+            Some("a%2Fb"),
+            Some(""),
+        ]
+        .into_iter()
+        .map(|b| folder(dir, "default", b))
+        .collect();
+        assert_eq!(folders.len(), 6, "{folders:?}");
     }
 
     #[test]
@@ -1770,6 +1849,31 @@ mod tests {
             report.remaining.volumes[0].reason,
             Reason::ArchiveFailed { .. }
         ));
+    }
+
+    /// Two volumes of boxes `a/b` and `a_b`, as `engine_with` has one.
+    fn engine_of_two_boxes() -> MemoryEngine {
+        let engine = MemoryEngine::new(World {
+            volumes: vec![volume("v1", "a/b"), volume("v2", "a_b")],
+            images: vec![image()],
+            ..World::default()
+        });
+        engine.set_content("v1", sample_tar());
+        engine.set_content("v2", sample_tar());
+        engine
+    }
+
+    #[tokio::test]
+    async fn boxes_a_slash_b_and_a_underscore_b_are_archived_into_two_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_of_two_boxes();
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        let mut found = files(dir.path());
+        found.retain(|f| f.ends_with(".tar.zst"));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("default/a%2Fb/v1-"), "{found:?}");
+        assert!(found[1].starts_with("default/a_b/v2-"), "{found:?}");
     }
 
     #[tokio::test]
