@@ -999,17 +999,15 @@ fn open_audit(config: &Config) -> anyhow::Result<Option<AuditObserver>> {
 }
 
 /// Writes a saved plan next to its destination and renames it into place, so
-/// a reader never sees half a plan.
+/// a reader never sees half a plan: the temporary file is created `0600`,
+/// never through a link (a name already taken is passed over), and a link
+/// at `path` is replaced, not written through (`exec::files::replace`).
 fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
     let fail = |detail: String| PlanFileError {
         path: path.to_path_buf(),
         detail,
     };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp~");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+    crate::exec::files::replace(path, text.as_bytes()).map_err(|e| fail(e.to_string()))
 }
 
 /// Reports a run that failed before any engine work: the error on stderr,
@@ -1331,6 +1329,71 @@ mod tests {
             sink.err.contains("cannot write audit log /dev/full"),
             "{}",
             sink.err
+        );
+    }
+
+    #[tokio::test]
+    async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
+        let files = tempfile::tempdir().unwrap();
+        let target = files.path().join("target");
+        std::fs::write(&target, "keep me\n").unwrap();
+        let link = files.path().join("audit.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let (_dir, config) = config("", &["apply", "--audit", &link.display().to_string()]);
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(
+            &config,
+            vec![engine.clone()],
+            CancellationToken::new(),
+            &mut sink,
+        )
+        .await;
+        assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+        assert!(
+            sink.err.contains(&format!(
+                "audit log {} is a symbolic link; sandboxctl never writes through one: pass the real file's path to --audit",
+                link.display()
+            )),
+            "{}",
+            sink.err
+        );
+        assert_eq!(engine.world().containers.len(), 1, "nothing removed");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
+
+    #[tokio::test]
+    async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // SAFETY: a plain syscall; 022 is this test binary's usual umask.
+        unsafe { libc::umask(0o022) };
+        let files = tempfile::tempdir().unwrap();
+        let target = files.path().join("target");
+        std::fs::write(&target, "keep me\n").unwrap();
+        let saved = files.path().join("plan.json");
+        // The temporary name the plan was once written at, plainly.
+        std::os::unix::fs::symlink(&target, files.path().join("plan.json.tmp~")).unwrap();
+        let (_dir, config) = config("", &["plan", "--out", &saved.display().to_string()]);
+        let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+        let mut sink = Buffers::default();
+        let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+        assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        let plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+        assert!(plan.is_object(), "{plan}");
+        let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600, "a saved plan is its user's alone");
+        let mut names: Vec<String> = std::fs::read_dir(files.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["plan.json", "plan.json.tmp~", "target"],
+            "no temporary file left"
         );
     }
 

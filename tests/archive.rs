@@ -606,3 +606,121 @@ async fn an_archive_stream_that_falls_silent_fails_by_the_deadline_and_keeps_the
 async fn an_archive_stream_cut_mid_body_fails_and_keeps_the_volume() {
     a_broken_archive_stream("archive-stream-cut", false).await;
 }
+
+/// The mode bits of what stands at `path` (not followed).
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Under umask 022, the archives, their manifests and every folder
+/// sandboxctl makes under DIR (and DIR itself) are its user's alone; and the
+/// volumes of boxes `a/b` and `a_b` go to two folders.
+#[tokio::test]
+async fn archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder() {
+    let Some(sbx) = Sandbox::new("archive-private").await else {
+        return;
+    };
+    let slash = sbx.volume(VolumeSpec::new().in_box("a/b")).await;
+    let underscore = sbx.volume(VolumeSpec::new().in_box("a_b")).await;
+    // The binary inherits this process's umask: 022, this test binary's usual.
+    // SAFETY: a plain syscall.
+    unsafe { libc::umask(0o022) };
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("archive");
+    let out = sbx.cli().state_toml("").run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        dir.to_str().unwrap(),
+    ]);
+    out.success();
+    let report = out.json();
+    let mut archived: Vec<(String, std::path::PathBuf)> = report["archived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["volume"].as_str().unwrap().to_string(),
+                a["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    archived.sort();
+    assert_eq!(archived.len(), 2, "{}", out.dump());
+    let folder_of = |volume: &str| {
+        archived
+            .iter()
+            .find(|(v, _)| v == volume)
+            .map(|(_, p)| p.parent().unwrap().to_path_buf())
+            .unwrap()
+    };
+    assert_eq!(folder_of(&slash), dir.join("default").join("a%2Fb"));
+    assert_eq!(folder_of(&underscore), dir.join("default").join("a_b"));
+    for folder in [
+        dir.clone(),
+        dir.join("default"),
+        folder_of(&slash),
+        folder_of(&underscore),
+    ] {
+        assert_eq!(mode(&folder), 0o700, "{}", folder.display());
+    }
+    let files = files_under(&dir);
+    assert_eq!(files.len(), 4, "{files:?}");
+    for file in files {
+        assert_eq!(mode(&dir.join(&file)), 0o600, "{file}");
+    }
+}
+
+/// `DIR/<engine>` is a link to elsewhere: nothing is written through it,
+/// the volume stays (`archiveFailed`, named), and the run exits 1.
+#[tokio::test]
+async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
+    let Some(sbx) = Sandbox::new("archive-symlink").await else {
+        return;
+    };
+    let volume = sbx.volume(VolumeSpec::new().in_box("linked")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let link = dir.path().join("default");
+    std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+    let out = sbx.cli().state_toml("").run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        dir.path().to_str().unwrap(),
+    ]);
+    out.expect_code(1);
+    let report = out.json();
+    assert_eq!(report["remainingVolumes"][0]["name"], volume.as_str());
+    assert_eq!(
+        report["remainingVolumes"][0]["reason"]["code"],
+        "archiveFailed",
+        "{}",
+        out.dump()
+    );
+    let error = report["failures"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "archive folder {} is a symbolic link",
+            link.display()
+        )),
+        "{}",
+        out.dump()
+    );
+    assert!(sbx.volume_exists(&volume).await, "the volume stays");
+    assert_eq!(
+        std::fs::read_dir(elsewhere.path()).unwrap().count(),
+        0,
+        "nothing written through the link"
+    );
+    assert_eq!(std::fs::read_link(&link).unwrap(), elsewhere.path());
+    assert_eq!(helpers(&sbx).await, 0, "{}", out.dump());
+}

@@ -15,7 +15,11 @@
 //! and the helper are removed and a typed `ArchiveError` says why. A writer
 //! holds a lock on each of its temporary files while it lives; before writing
 //! into a folder it sweeps what dead writers left there (`sweep`), never a
-//! living writer's file.
+//! living writer's file. Every file and folder is made through
+//! `exec::files`: `0600` and `0700`, and never through a symbolic link (a
+//! link below `DIR` is refused: `ArchiveError::Symlink`). The engine's and
+//! the box's names become one path element each, injectively
+//! (`path_element`, docs/archive.md).
 //!
 //! Reads only through a helper made from an image already present (a retained
 //! `ca-sbx:*` image): never pulls. Returns typed results; never prints and
@@ -30,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{Engine, EngineError, Helper, TarBody, HELPER_MOUNT};
+use crate::exec::files::{self, Folder};
 use crate::model::{
     ImageInfo, Kind, Labels, Object, ObjectKey, ARCHIVE_HELPER_ROLE, BOX_ID_LABEL, ROLE_LABEL,
 };
@@ -137,6 +142,10 @@ pub enum ArchiveError {
         path: PathBuf,
         error: String,
     },
+    /// A folder under `DIR` (`<engine>`, `<box>`) is a symbolic link:
+    /// nothing is written through it, so the volume stays.
+    #[error("archive folder {} is a symbolic link; sandboxctl never writes an archive through one: remove the link (sandboxctl then makes the folder itself) or point --archive at the real folder, then run again", .0.display())]
+    Symlink(PathBuf),
     /// The volume vanished or was recreated while its helper was made.
     #[error(
         "volume {0} vanished or was recreated while its helper container was made; left alone"
@@ -182,21 +191,29 @@ impl ArchiveError {
     }
 }
 
-/// A name that is safe as one path element: engine- or user-given text
-/// (a box ID) never climbs out of `DIR` nor makes a hidden file.
+/// A name as one path element of an archive's place (an engine's name, a
+/// box ID, a volume's name in the file's name), injectively: two names never
+/// share an element. Every byte outside `[A-Za-z0-9._-]`, `%` itself
+/// included, becomes `%XX` (upper-case hex), and so does a leading `.` (no
+/// hidden file, never `.` nor `..`); the name `_` is `%5F` (a bare `_` is
+/// the folder of volumes of no box), and the empty name is `%` (which
+/// nothing else encodes to: every other `%` is followed by two hex digits).
+/// So `a/b` is `a%2Fb`, `a_b` stays `a_b`, `../x` is `%2E.%2Fx`. Decoding
+/// `%XX` gives the name back (docs/archive.md).
 fn path_element(text: &str) -> String {
-    let mut out: String = text
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if out.is_empty() || out.starts_with('.') {
-        out.insert(0, '_');
+    use std::fmt::Write as _;
+    match text {
+        "" => return "%".into(),
+        "_" => return "%5F".into(),
+        _ => {}
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, b) in text.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-') || (b == b'.' && i > 0) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
     }
     out
 }
@@ -210,10 +227,38 @@ fn stamp(secs: i64) -> String {
         + "Z"
 }
 
+/// The folders under `DIR` the archives of `box_id`'s volumes on `engine`
+/// go to: `<engine>/<box or _>`, each one path element (`path_element`).
+fn elements(engine: &str, box_id: Option<&str>) -> [String; 2] {
+    [
+        path_element(engine),
+        box_id.map(path_element).unwrap_or_else(|| "_".into()),
+    ]
+}
+
 /// The folder the archives of `box_id`'s volumes on `engine` go to.
 pub fn folder(dir: &Path, engine: &str, box_id: Option<&str>) -> PathBuf {
-    dir.join(path_element(engine))
-        .join(box_id.map(path_element).unwrap_or_else(|| "_".into()))
+    let [engine, box_folder] = elements(engine, box_id);
+    dir.join(engine).join(box_folder)
+}
+
+/// Opens `DIR/<engine>/<box>` (`elements`), making what is missing
+/// (`0700`). `DIR` is the user's: a link in it is followed. Each level under
+/// it is opened without following a link: a link there is refused
+/// (`Symlink`), nothing is written through it.
+fn open_folder(dir: &Path, elements: &[String]) -> Result<Folder, ArchiveError> {
+    let mut folder =
+        Folder::create_all(dir).map_err(|e| ArchiveError::io("create folder", dir, e))?;
+    for name in elements {
+        folder = folder.child(name).map_err(|e| {
+            if files::is_link(&e) {
+                ArchiveError::Symlink(folder.join(name))
+            } else {
+                ArchiveError::io("create folder", &folder.join(name), e)
+            }
+        })?;
+    }
+    Ok(folder)
 }
 
 /// The first retained `ca-sbx:*` image, by ID (a tag may move meanwhile).
@@ -358,9 +403,18 @@ async fn write_from(
         format: "tar+zstd".into(),
         root,
     };
-    let folder = folder(dir, engine.name(), box_id.as_deref());
+    let place = Place {
+        dir: dir.to_path_buf(),
+        elements: elements(engine.name(), box_id.as_deref()),
+    };
     let base = format!("{}-{}", path_element(&volume.name), stamp(now));
-    stream_to_file(engine, container, path, folder, base, manifest).await
+    stream_to_file(engine, container, path, place, base, manifest).await
+}
+
+/// Where an archive goes: `dir/<engine>/<box>`, opened by the writer.
+struct Place {
+    dir: PathBuf,
+    elements: [String; 2],
 }
 
 /// Removes a helper container; one already gone counts as removed.
@@ -407,14 +461,14 @@ async fn stream_to_file(
     engine: &dyn Engine,
     container: &str,
     path: &str,
-    folder: PathBuf,
+    place: Place,
     base: String,
     manifest: Manifest,
 ) -> Result<Archived, ArchiveError> {
     let began = std::time::Instant::now();
     let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(BLOCKS);
     let writer =
-        tokio::task::spawn_blocking(move || write_archive(rx, &folder, &base, manifest, began));
+        tokio::task::spawn_blocking(move || write_archive(rx, &place, &base, manifest, began));
     // The stream is read by a task of its own, on the runtime's workers where
     // the engine's connection runs, rather than by whoever awaits this (the
     // main thread, for `apply`): one thread fewer to wake for every chunk.
@@ -565,15 +619,16 @@ impl Write for WriteBehind {
 /// failure at any point leaves no temporary file and no half-named pair. The
 /// temporary files' locks (`held`) are let go only after the removals, so no
 /// sweep takes a file this writer still means to remove or rename.
-struct Cleanup {
-    paths: Vec<PathBuf>,
+struct Cleanup<'a> {
+    folder: &'a Folder,
+    names: Vec<String>,
     held: Vec<Partial>,
 }
 
-impl Drop for Cleanup {
+impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
-        for p in &self.paths {
-            let _ = std::fs::remove_file(p);
+        for name in &self.names {
+            let _ = self.folder.remove(name);
         }
         // `held` is dropped after this body: the locks go last.
     }
@@ -593,19 +648,17 @@ struct Partial {
 }
 
 impl Partial {
-    /// Creates `path` (never an existing file) and locks it. A sweep may
+    /// Creates `name` in `folder` (never an existing file nor through a
+    /// link; `0600`) and locks it. A sweep may
     /// take the file between its creation and the lock (it is unlocked
-    /// then): the lock is taken first, then `path` is checked to still be
+    /// then): the lock is taken first, then `name` is checked to still be
     /// this file; if a sweep removed it, it is made again (a few times).
-    fn create(path: &Path) -> io::Result<Partial> {
+    fn create(folder: &Folder, name: &str) -> io::Result<Partial> {
         for _ in 0..3 {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)?;
+            let file = folder.create_new(name)?;
             // Blocking: a sweep holds it only while it removes it.
             file.lock()?;
-            if same_file(path, &file)? {
+            if folder.names(name, &file)? {
                 return Ok(Partial { file });
             }
         }
@@ -615,24 +668,12 @@ impl Partial {
     }
 }
 
-/// Whether `path` names `file` now (same device and inode; a symlink is
-/// not followed). `Ok(false)` when `path` does not exist.
-fn same_file(path: &Path, file: &std::fs::File) -> io::Result<bool> {
-    use std::os::unix::fs::MetadataExt as _;
-    let named = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    let held = file.metadata()?;
-    Ok(named.dev() == held.dev() && named.ino() == held.ino())
-}
-
-/// Opens the temporary file `path` and takes its lock if no one holds it:
-/// `Some` (locked, and `path` still names it) when its writer is dead or
-/// gone; `None` when a living writer holds it, or it is not there.
-fn take_dead(path: &Path) -> Option<std::fs::File> {
-    let file = std::fs::File::open(path).ok()?;
+/// Opens the temporary file `name` of `folder` (never through a link) and
+/// takes its lock if no one holds it: `Some` (locked, and `name` still
+/// names it) when its writer is dead or gone; `None` when a living writer
+/// holds it, or it is not there.
+fn take_dead(folder: &Folder, name: &str) -> Option<std::fs::File> {
+    let file = folder.open_read(name).ok()?;
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) | Err(std::fs::TryLockError::Error(_)) => {
@@ -640,8 +681,8 @@ fn take_dead(path: &Path) -> Option<std::fs::File> {
         }
     }
     // Its writer may have renamed it to its final name and let go since it
-    // was opened: then `path` no longer names it.
-    same_file(path, &file).ok()?.then_some(file)
+    // was opened: then `name` no longer names it.
+    folder.names(name, &file).ok()?.then_some(file)
 }
 
 /// Whether `name` is a temporary file a writer of this module makes:
@@ -666,49 +707,49 @@ fn is_partial_name(name: &str) -> bool {
 ///   `.<base>.tar.zst.partial`, if any, must be lockable first, and only
 ///   then is the archive looked for: a living writer holds that lock until
 ///   its archive stands under its final name.
-pub(crate) fn sweep(folder: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(folder) else {
+fn sweep(folder: &Folder) -> Vec<PathBuf> {
+    let Ok(mut names) = folder.entries() else {
         return Vec::new();
     };
-    let mut names: Vec<String> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
+    names.retain(|name| folder.is_file(name));
     names.sort();
     let mut removed = Vec::new();
     for name in &names {
-        let path = folder.join(name);
         if is_partial_name(name) {
-            if let Some(held) = take_dead(&path) {
-                if std::fs::remove_file(&path).is_ok() {
-                    removed.push(path);
+            if let Some(held) = take_dead(folder, name) {
+                if folder.remove(name).is_ok() {
+                    removed.push(folder.join(name));
                 }
                 drop(held);
             }
         } else if let Some(base) = name.strip_suffix(".json").filter(|b| !b.starts_with('.')) {
             let archive = format!("{base}.tar.zst");
-            let partial = folder.join(format!(".{archive}{PARTIAL}"));
+            let partial = format!(".{archive}{PARTIAL}");
             // The writer's lock first: `None` is a living writer, or no file.
-            let held = take_dead(&partial);
-            if held.is_none() && partial.exists() {
+            let held = take_dead(folder, &partial);
+            if held.is_none() && folder.exists(&partial).unwrap_or(true) {
                 continue;
             }
-            if std::fs::symlink_metadata(folder.join(&archive)).is_ok() {
+            if folder.exists(&archive).unwrap_or(true) {
                 continue;
             }
-            let ours = std::fs::read(&path)
+            let ours = folder
+                .open_read(name)
+                .and_then(|mut f| {
+                    let mut bytes = Vec::new();
+                    f.read_to_end(&mut bytes).map(|_| bytes)
+                })
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
                 .is_some_and(|m| m.archive == archive);
             if !ours {
                 continue;
             }
-            if held.is_some() && std::fs::remove_file(&partial).is_ok() {
-                removed.push(partial);
+            if held.is_some() && folder.remove(&partial).is_ok() {
+                removed.push(folder.join(&partial));
             }
-            if std::fs::remove_file(&path).is_ok() {
-                removed.push(path);
+            if folder.remove(name).is_ok() {
+                removed.push(folder.join(name));
             }
         }
     }
@@ -718,35 +759,47 @@ pub(crate) fn sweep(folder: &Path) -> Vec<PathBuf> {
 /// The writer thread: chunks in, `<base>.tar.zst` and `<base>.json` out.
 fn write_archive(
     mut rx: tokio::sync::mpsc::Receiver<Chunk>,
-    folder: &Path,
+    place: &Place,
     base: &str,
     mut manifest: Manifest,
     began: std::time::Instant,
 ) -> Result<Archived, ArchiveError> {
-    std::fs::create_dir_all(folder).map_err(|e| ArchiveError::io("create folder", folder, e))?;
+    let folder = &open_folder(&place.dir, &place.elements)?;
     // What killed writers left here goes first (never a living writer's).
     sweep(folder);
-    let final_archive = folder.join(format!("{base}.tar.zst"));
-    let final_manifest = folder.join(format!("{base}.json"));
-    for p in [&final_archive, &final_manifest] {
-        if p.exists() {
-            return Err(ArchiveError::io(
-                "write",
-                p,
-                io::Error::new(io::ErrorKind::AlreadyExists, "already exists"),
-            ));
+    let archive_name = format!("{base}.tar.zst");
+    let manifest_name = format!("{base}.json");
+    let final_archive = folder.join(&archive_name);
+    let final_manifest = folder.join(&manifest_name);
+    for (name, p) in [
+        (&archive_name, &final_archive),
+        (&manifest_name, &final_manifest),
+    ] {
+        match folder.exists(name) {
+            Ok(false) => {}
+            Ok(true) => {
+                return Err(ArchiveError::io(
+                    "write",
+                    p,
+                    io::Error::new(io::ErrorKind::AlreadyExists, "already exists"),
+                ))
+            }
+            Err(e) => return Err(ArchiveError::io("write", p, e)),
         }
     }
-    let tmp_archive = folder.join(format!(".{base}.tar.zst{PARTIAL}"));
-    let tmp_manifest = folder.join(format!(".{base}.json{PARTIAL}"));
+    let tmp_archive_name = format!(".{archive_name}{PARTIAL}");
+    let tmp_manifest_name = format!(".{manifest_name}{PARTIAL}");
+    let tmp_archive = folder.join(&tmp_archive_name);
+    let tmp_manifest = folder.join(&tmp_manifest_name);
     let mut cleanup = Cleanup {
-        paths: vec![tmp_archive.clone(), tmp_manifest.clone()],
+        folder,
+        names: vec![tmp_archive_name.clone(), tmp_manifest_name.clone()],
         held: Vec::new(),
     };
     // Locked until the archive stands under its final name (see `sweep`):
     // the encoder writes through a second handle of the same open file.
-    let partial =
-        Partial::create(&tmp_archive).map_err(|e| ArchiveError::io("create", &tmp_archive, e))?;
+    let partial = Partial::create(folder, &tmp_archive_name)
+        .map_err(|e| ArchiveError::io("create", &tmp_archive, e))?;
     let file = partial
         .file
         .try_clone()
@@ -791,26 +844,31 @@ fn write_archive(
     // Held by the cleanup at once: on a failure its lock goes only after
     // its removal.
     cleanup.held.push(
-        Partial::create(&tmp_manifest).map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?,
+        Partial::create(folder, &tmp_manifest_name)
+            .map_err(|e| ArchiveError::io("create", &tmp_manifest, e))?,
     );
     let mut m = &cleanup.held[cleanup.held.len() - 1].file;
     m.write_all(&json)
         .and_then(|()| m.write_all(b"\n"))
         .and_then(|()| m.sync_all())
         .map_err(|e| ArchiveError::io("write", &tmp_manifest, e))?;
-    std::fs::rename(&tmp_manifest, &final_manifest)
+    folder
+        .rename(&tmp_manifest_name, &manifest_name)
         .map_err(|e| ArchiveError::io("rename", &tmp_manifest, e))?;
     // From here on a failure also takes the manifest back.
-    cleanup.paths.push(final_manifest.clone());
-    std::fs::rename(&tmp_archive, &final_archive)
+    cleanup.names.push(manifest_name.clone());
+    folder
+        .rename(&tmp_archive_name, &archive_name)
         .map_err(|e| ArchiveError::io("rename", &tmp_archive, e))?;
     // And from here the archive too, before its manifest: never an
     // archive under a final name without its manifest.
     cleanup
-        .paths
-        .insert(cleanup.paths.len() - 1, final_archive.clone());
-    sync_dir(folder)?;
-    cleanup.paths.clear();
+        .names
+        .insert(cleanup.names.len() - 1, archive_name.clone());
+    folder
+        .sync()
+        .map_err(|e| ArchiveError::io("sync folder", folder.path(), e))?;
+    cleanup.names.clear();
     Ok(Archived {
         volume: manifest.volume,
         path: final_archive,
@@ -840,12 +898,6 @@ fn encode<W: Write>(
         }
     }
     Ok(false)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), ArchiveError> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| ArchiveError::io("sync folder", dir, e))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -1286,11 +1338,82 @@ mod tests {
     #[test]
     fn path_elements_never_climb_or_hide() {
         assert_eq!(path_element("box-1.a_b"), "box-1.a_b");
-        assert_eq!(path_element("../etc"), "_.._etc");
-        assert_eq!(path_element("a/b c"), "a_b_c");
-        assert_eq!(path_element(".hidden"), "_.hidden");
-        assert_eq!(path_element(""), "_");
+        assert_eq!(path_element("a/b"), "a%2Fb");
+        assert_eq!(path_element("a_b"), "a_b");
+        assert_eq!(path_element("../etc"), "%2E.%2Fetc");
+        assert_eq!(path_element("a/b c"), "a%2Fb%20c");
+        assert_eq!(path_element(".hidden"), "%2Ehidden");
+        assert_eq!(path_element("."), "%2E");
+        assert_eq!(path_element(".."), "%2E.");
+        assert_eq!(path_element("50%"), "50%25");
+        assert_eq!(path_element("caf\u{e9}"), "caf%C3%A9");
+        assert_eq!(path_element(""), "%");
+        assert_eq!(path_element("_"), "%5F");
+        assert_eq!(
+            folder(Path::new("/d"), "default", None),
+            Path::new("/d/default/_")
+        );
+        assert_eq!(
+            folder(Path::new("/d"), "ssh://h", Some("a/b")),
+            Path::new("/d/ssh%3A%2F%2Fh/a%2Fb")
+        );
         assert_eq!(stamp(0), "19700101T000000Z");
+    }
+
+    /// The name an element stands for (docs/archive.md): `%` is the empty
+    /// name; else every `%XX` is the byte XX.
+    fn decode(element: &str) -> Vec<u8> {
+        if element == "%" {
+            return Vec::new();
+        }
+        let b = element.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Injective (decoding gives every name back, so two names never
+        /// share an element), and always one plain element: never empty,
+        /// `.`, `..`, hidden, `_` (no box), nor holding anything but
+        /// `[A-Za-z0-9._%-]`.
+        #[test]
+        fn path_elements_are_injective_and_one_plain_element(name in "(\\PC|[/._%])*") {
+            let e = path_element(&name);
+            proptest::prop_assert_eq!(decode(&e), name.as_bytes());
+            proptest::prop_assert!(!e.is_empty() && !e.starts_with('.') && e != "_", "{e:?}");
+            proptest::prop_assert!(
+                e.bytes().all(|b| b.is_ascii_alphanumeric() || b"._%-".contains(&b)),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn boxes_a_slash_b_and_a_underscore_b_and_no_box_never_share_a_folder() {
+        let dir = Path::new("/d");
+        let folders: std::collections::BTreeSet<PathBuf> = [
+            None,
+            Some("_"),
+            Some("a/b"),
+            Some("a_b"),
+            Some("a%2Fb"),
+            Some(""),
+        ]
+        .into_iter()
+        .map(|b| folder(dir, "default", b))
+        .collect();
+        assert_eq!(folders.len(), 6, "{folders:?}");
     }
 
     #[test]
@@ -1845,6 +1968,101 @@ mod tests {
         ));
     }
 
+    fn mode(path: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    #[tokio::test]
+    async fn archives_are_0600_and_the_folders_made_0700_under_umask_022() {
+        // SAFETY: a plain syscall; 022 is this test binary's usual umask.
+        unsafe { libc::umask(0o022) };
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("archive");
+        let engine = engine_with(vec![image()]);
+        let report = run(&engine, &goal(&dir)).await;
+        assert!(report.converged, "{report:?}");
+        let a = &report.archived[0];
+        for folder in [&dir, &dir.join("default"), &dir.join("default").join("b")] {
+            assert_eq!(mode(folder), 0o700, "{}", folder.display());
+        }
+        let path = PathBuf::from(&a.path);
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&manifest_path(&path)), 0o600);
+    }
+
+    /// Two volumes of boxes `a/b` and `a_b`, as `engine_with` has one.
+    fn engine_of_two_boxes() -> MemoryEngine {
+        let engine = MemoryEngine::new(World {
+            volumes: vec![volume("v1", "a/b"), volume("v2", "a_b")],
+            images: vec![image()],
+            ..World::default()
+        });
+        engine.set_content("v1", sample_tar());
+        engine.set_content("v2", sample_tar());
+        engine
+    }
+
+    #[tokio::test]
+    async fn boxes_a_slash_b_and_a_underscore_b_are_archived_into_two_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_of_two_boxes();
+        let report = run(&engine, &goal(dir.path())).await;
+        assert!(report.converged, "{report:?}");
+        let mut found = files(dir.path());
+        found.retain(|f| f.ends_with(".tar.zst"));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("default/a%2Fb/v1-"), "{found:?}");
+        assert!(found[1].starts_with("default/a_b/v2-"), "{found:?}");
+    }
+
+    #[tokio::test]
+    async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
+        // A link at either level under DIR: <engine>, then <box>.
+        for level in [&["default"][..], &["default", "b"]] {
+            let dir = tempfile::tempdir().unwrap();
+            let elsewhere = tempfile::tempdir().unwrap();
+            let link = level
+                .iter()
+                .fold(dir.path().to_path_buf(), |p, e| p.join(e));
+            std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+            let engine = engine_with(vec![image()]);
+            let report = run(&engine, &goal(dir.path())).await;
+            assert!(!report.converged);
+            assert!(report.archived.is_empty());
+            assert_eq!(engine.world().volumes.len(), 1, "the volume stays");
+            assert_eq!(engine.content("v"), sample_tar());
+            assert!(engine.world().containers.is_empty(), "no helper is left");
+            let left = &report.remaining.volumes;
+            assert!(
+                matches!(left[0].reason, Reason::ArchiveFailed { .. }),
+                "{:?}",
+                left[0].reason
+            );
+            let error = &report.failures[0].error;
+            assert!(
+                error.contains(&format!(
+                    "archive folder {} is a symbolic link",
+                    link.display()
+                )),
+                "{error}"
+            );
+            assert!(crate::exec::report::Verdict::of_report(&report).failed);
+            // Nothing was written through it; the link is as it was.
+            assert_eq!(
+                std::fs::read_dir(elsewhere.path()).unwrap().count(),
+                0,
+                "{level:?}"
+            );
+            assert_eq!(std::fs::read_link(&link).unwrap(), elsewhere.path());
+        }
+    }
+
     #[tokio::test]
     async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
         use crate::exec::apply::apply;
@@ -2110,6 +2328,17 @@ mod tests {
         .unwrap()
     }
 
+    /// `super::sweep` of the folder at `path`.
+    fn sweep(path: &Path) -> Vec<PathBuf> {
+        super::sweep(&Folder::open(path).unwrap())
+    }
+
+    /// `Partial::create` of the file at `path`.
+    fn partial(path: &Path) -> Partial {
+        let folder = Folder::open(path.parent().unwrap()).unwrap();
+        Partial::create(&folder, path.file_name().unwrap().to_str().unwrap()).unwrap()
+    }
+
     fn names(dir: &Path, paths: &[PathBuf]) -> Vec<String> {
         paths
             .iter()
@@ -2121,12 +2350,12 @@ mod tests {
     fn a_held_temporary_file_is_never_swept_and_a_dead_one_is() {
         let dir = tempfile::tempdir().unwrap();
         let live = dir.path().join(".v-1.tar.zst.partial");
-        let held = Partial::create(&live).unwrap();
+        let held = partial(&live);
         (&held.file).write_all(b"in progress").unwrap();
         // Dead writers: one never locked (as if killed before), one whose
         // lock went with it.
         std::fs::write(dir.path().join(".v-0.tar.zst.partial"), b"cut short").unwrap();
-        drop(Partial::create(&dir.path().join(".v-0.json.partial")).unwrap());
+        drop(partial(&dir.path().join(".v-0.json.partial")));
         let removed = sweep(dir.path());
         assert_eq!(
             names(dir.path(), &removed),
@@ -2208,7 +2437,7 @@ mod tests {
         // Killed between the manifest's rename and the archive's: its
         // temporary archive, still locked while the writer lives.
         std::fs::write(d.join("v-1.json"), manifest_naming("v-1.tar.zst")).unwrap();
-        let held = Partial::create(&d.join(".v-1.tar.zst.partial")).unwrap();
+        let held = partial(&d.join(".v-1.tar.zst.partial"));
         assert!(sweep(d).is_empty(), "its writer is alive");
         assert!(d.join("v-1.json").exists());
         drop(held);
@@ -2255,7 +2484,7 @@ mod tests {
         std::fs::write(box_folder.join(".w-20250101T000000Z.tar.zst.partial"), b"x").unwrap();
         // A run still writing (its lock held).
         let live = box_folder.join(".u-20250101T000000Z.tar.zst.partial");
-        let held = Partial::create(&live).unwrap();
+        let held = partial(&live);
         // And a folder this run does not write into: left as it is.
         let other = folder(dir.path(), "default", Some("other"));
         std::fs::create_dir_all(&other).unwrap();

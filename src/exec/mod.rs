@@ -4,12 +4,14 @@
 //! engine), `fleet` (every engine of a run at once), `report` (the report,
 //! the one merge and the `Verdict`), `event` (the one event type) and
 //! `lease` (taking, renewing and releasing leases, and holding a box while a
-//! command runs) and `archive` (a volume's archive before it goes, and its
-//! restore).
+//! command runs), `archive` (a volume's archive before it goes, and its
+//! restore) and `files` (how the files and folders sandboxctl creates are
+//! opened: private, never through a symbolic link).
 
 pub mod apply;
 pub mod archive;
 pub mod event;
+pub(crate) mod files;
 pub(crate) mod fleet;
 pub mod lease;
 pub mod list;

@@ -2,8 +2,9 @@
 //!
 //! Owns the on-disk format: one JSON object per line, one line per removal
 //! attempt, so that "what removed my container, when, and why" is answered
-//! from this file alone. Owns opening the file (append-only, created `0600`)
-//! and writing a line so that concurrent writers never interleave.
+//! from this file alone. Owns opening the file (append-only, created `0600`,
+//! never through a symbolic link) and writing a line so that concurrent
+//! writers never interleave.
 //!
 //! Must not read the clock (the time of an entry is an input), decide
 //! anything about removals, swallow an error (every failure is returned,
@@ -31,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -127,6 +128,8 @@ pub(crate) enum AuditError {
     // The OS reason follows as the error's source ("caused by: ..."), so it is not repeated here.
     #[error("cannot open audit log {path}: create its directory, or pass a writable path to --audit", path = path.display())]
     Open { path: PathBuf, source: io::Error },
+    #[error("audit log {path} is a symbolic link; sandboxctl never writes through one: pass the real file's path to --audit (or remove the link), then run again", path = path.display())]
+    Symlink { path: PathBuf },
     #[error("cannot write audit log {path}: {source}; the removal was attempted but not recorded: free space or fix the file, then check the engine for what was removed", path = path.display())]
     Write { path: PathBuf, source: io::Error },
     #[error("audit log {path}: the system wrote {written} of {len} bytes of a line; the last line of the file is cut short: free space, then check the engine for what was removed", path = path.display())]
@@ -152,21 +155,17 @@ pub(crate) struct AuditLog {
 }
 
 impl AuditLog {
-    /// Opens `path` for appending, creating it with mode `0600` (owner read
-    /// and write only, further narrowed by the umask) if it does not exist.
-    /// An existing file is appended to and its mode is left as it is: a
-    /// user who made it group-readable keeps that choice.
+    /// Opens `path` for appending (`O_APPEND`), creating it with mode
+    /// `0600` (owner read and write only, further narrowed by the umask) if
+    /// it does not exist. An existing file is appended to and its mode is
+    /// left as it is: a user who made it group-readable keeps that choice.
+    /// A symbolic link at `path` is refused (`Symlink`), never written
+    /// through (`O_NOFOLLOW`).
     pub(crate) fn open(path: impl AsRef<Path>) -> Result<Self, AuditError> {
         let path = path.as_ref().to_path_buf();
-        let mut options = OpenOptions::new();
-        options.append(true).create(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        match options.open(&path) {
+        match crate::exec::files::open_append(&path) {
             Ok(file) => Ok(AuditLog { file, path }),
+            Err(e) if crate::exec::files::is_link(&e) => Err(AuditError::Symlink { path }),
             Err(source) => Err(AuditError::Open { path, source }),
         }
     }
@@ -580,6 +579,30 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, AuditError::Write { .. }), "{err:?}");
         insta::assert_snapshot!(err.to_string(), @"cannot write audit log /dev/full: No space left on device (os error 28); the removal was attempted but not recorded: free space or fix the file, then check the engine for what was removed");
+    }
+
+    #[test]
+    fn a_symlink_is_refused_naming_it_and_its_target_is_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep me\n").unwrap();
+        let link = dir.path().join("audit.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = AuditLog::open(&link).unwrap_err();
+        assert!(matches!(err, AuditError::Symlink { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("audit log {} is a symbolic link; sandboxctl never writes through one: pass the real file's path to --audit (or remove the link), then run again", link.display())
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+        // A dangling link makes no file at its target either.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+        assert!(matches!(
+            AuditLog::open(&dangling),
+            Err(AuditError::Symlink { .. })
+        ));
+        assert!(!dir.path().join("nowhere").exists());
     }
 
     #[test]
