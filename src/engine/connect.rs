@@ -299,6 +299,17 @@ fn failure_detail(ep: &Endpoint, err: &BollardError) -> String {
                 "TLS handshake failed: {text}; check that ca.pem signed the engine's certificate, that the certificate names this host, and that cert.pem/key.pem are a client pair the engine trusts"
             );
         }
+        // TLS 1.3: the engine checks the client's certificate after the
+        // client's side of the handshake is done, and a refusal can reach
+        // the client as a connection that closed before any answer.
+        if ["not ready", "canceled", "closed", "reset"]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            return format!(
+                "TLS session ended before the engine answered ({text}); the engine may have refused the client certificate: check that cert.pem/key.pem are a client pair the engine trusts and that ca.pem signed the engine's certificate"
+            );
+        }
     }
     if is_connect_failure(err) {
         return describe(err);
