@@ -1082,10 +1082,11 @@ fn open_fds(pid: u32) -> usize {
 }
 
 /// `watch --metrics` under `ulimit -n 256`, with hundreds of idle connections
-/// kept open to its metrics port: the endpoint holds at most its cap of them
-/// (the rest wait in the listen backlog), every cycle still reaches the
-/// engine, and a leak made during the flood is reaped in time (grace 2 s,
-/// within 15 s). After the flood the endpoint answers again.
+/// kept open to its metrics port for 13 s: the endpoint holds at most its
+/// cap of them (the rest wait in the listen backlog) and closes the idle
+/// ones at its 10 s header timeout, every cycle still reaches the engine,
+/// and a leak made during the flood is reaped in time (grace 2 s, within
+/// 15 s). After the flood the endpoint answers again.
 #[tokio::test]
 async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
     let Some(sbx) = Sandbox::new("watch-metrics-flood").await else {
@@ -1113,6 +1114,7 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicU64::new(0)),
     );
+    let flood_started = Instant::now();
     let flooding = tokio::spawn(flood(socket, Arc::clone(&stop), Arc::clone(&open)));
     let until = Instant::now() + Duration::from_secs(30);
     while open.load(Ordering::SeqCst) < FLOOD_CONNECTIONS as u64 {
@@ -1145,11 +1147,22 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
         tokio::time::sleep(POLL).await;
     };
     let flooded = open.load(Ordering::SeqCst);
+    // Past the endpoint's 10 s header timeout: the idle connections it held
+    // are closed, the flood opens them again, the cap still holds.
+    while flood_started.elapsed() < Duration::from_secs(13) {
+        held_max = held_max.max(connections_on_port(pid, socket.port()));
+        fds_max = fds_max.max(open_fds(pid));
+        tokio::time::sleep(POLL).await;
+    }
     stop.store(true, Ordering::SeqCst);
     let connects = flooding.await.expect("flood task");
     assert!(
         held_max <= METRICS_CONNECTION_CAP,
         "watch held {held_max} metrics connections"
+    );
+    assert!(
+        connects > FLOOD_CONNECTIONS,
+        "no idle connection was closed by the header timeout ({connects} connects)"
     );
     assert!(
         watcher.events("cycleFailed").is_empty(),
