@@ -537,6 +537,9 @@ impl Run<'_> {
             };
             match crate::observe::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
                 Ok((bound, handle)) => {
+                    if let Some(warning) = render::metrics_exposed(bound) {
+                        sink.err(&warning);
+                    }
                     server = Some(handle);
                     bound_addr = Some(bound);
                 }

@@ -2,7 +2,9 @@
 //! no engine call. Every run here points `DOCKER_HOST` at a port nothing
 //! listens on, so a command that tried the engine would fail or hang. Files
 //! are written in the CLI runner's temp dir (the run's working directory) and
-//! named relative to it, so the output is the same on every machine.
+//! named relative to it, so the output is the same on every machine. The
+//! rule for `ssh://` users and hosts is also checked at engine resolution
+//! (`--host`, `DOCKER_HOST`, contexts, a fleet's `host`), where nothing runs.
 
 use crate::support::cli::{Cli, Output};
 
@@ -217,4 +219,110 @@ fn a_missing_file_fails_saying_what_to_do() {
     assert!(line.starts_with("nope.toml: "), "{}", out.dump());
     assert!(line.contains("does not exist"), "{}", out.dump());
     snapshot("validate_missing_file", &out.stdout);
+}
+
+/// `ssh://` hosts whose user or host ssh would take for an option or that
+/// hold a control character, written plainly or percent-encoded: each is
+/// refused at its file:line:col, with what to do.
+#[test]
+fn ssh_users_and_hosts_that_ssh_would_misread_are_refused_at_their_position() {
+    let hosts = [
+        "ssh://-oProxyCommand=x@host",
+        "ssh://%2DoProxyCommand=x@host",
+        "ssh://%2doProxyCommand=x@host:22",
+        "ssh://runner@-oProxyCommand=x",
+        "ssh://runner@%2DoProxyCommand=x",
+        "ssh://runner@host%0a",
+        "ssh://run%0Aner@host",
+        r"ssh://runner@ho\nst",
+    ];
+    let mut toml = String::new();
+    for (i, host) in hosts.iter().enumerate() {
+        toml.push_str(&format!(
+            "[[engine]]\nname = \"e{i}\"\nhost = \"{host}\"\n\n"
+        ));
+    }
+    toml.push_str("[[engine]]\nname = \"fine\"\nhost = \"ssh://runner@ci-1:2222\"\n");
+    let cli = cli();
+    cli.write("ssh.toml", &toml);
+    let out = cli.run_with(["validate", "ssh.toml"]);
+    out.expect_code(1);
+    no_engine_call(&out);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), hosts.len(), "{}", out.dump());
+    for (i, line) in lines.iter().enumerate() {
+        // Engine i's `host` is on line 3 + 4 i, its value at column 8.
+        let at = format!("ssh.toml:{}:8: invalid engine host ", 3 + 4 * i);
+        assert!(line.starts_with(&at), "{line:?} is not at {at:?}");
+        assert!(
+            line.contains("begins with '-'") || line.contains("control character"),
+            "{line:?}"
+        );
+    }
+    snapshot("validate_ssh_hosts", &out.stdout);
+}
+
+/// The same rule at every engine resolution, before anything runs: an
+/// address from `--host`, `DOCKER_HOST`, a Docker context or a fleet's
+/// `host` is refused (exit 1, saying why), and the `ssh` on `PATH` (a fake
+/// that records being run) never runs.
+#[test]
+fn no_engine_resolution_takes_an_ssh_user_or_host_that_ssh_would_misread() {
+    use std::os::unix::fs::PermissionsExt;
+    let with_fake_ssh = |cli: Cli| {
+        let cli = cli.default_state_toml("[[box]]\nid = \"a\"\n");
+        let bin = cli.dir().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let ssh = bin.join("ssh");
+        std::fs::write(&ssh, "#!/bin/sh\necho \"$@\" >> \"$0.ran\"\nexit 255\n").unwrap();
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        cli.env("PATH", path)
+    };
+    let context = |cli: Cli, host: &str| {
+        let digest = sandboxctl::engine::endpoint::context_digest("evil");
+        cli.write(
+            &format!("docker/contexts/meta/{digest}/meta.json"),
+            &format!(r#"{{"Name":"evil","Endpoints":{{"docker":{{"Host":"{host}"}}}}}}"#),
+        );
+        let config = cli.dir().join("docker");
+        cli.env("DOCKER_CONFIG", config)
+    };
+    let cases: Vec<(&str, Cli, &str)> = vec![
+        (
+            "--host",
+            with_fake_ssh(cli()).args(["--host", "ssh://-oProxyCommand=x@host"]),
+            "is refused: its ssh user begins with '-'",
+        ),
+        (
+            "DOCKER_HOST",
+            with_fake_ssh(cli()).docker_host("ssh://%2DoProxyCommand=x@host"),
+            "is refused: its ssh user begins with '-' once percent-decoded",
+        ),
+        (
+            "--context",
+            context(with_fake_ssh(cli()), "ssh://u@host%0a").args(["--context", "evil"]),
+            "is refused: its ssh host contains the control character",
+        ),
+        (
+            "a fleet's host",
+            with_fake_ssh(cli())
+                .state_toml("[[engine]]\nname = \"e\"\nhost = \"ssh://u@-oProxyCommand=x\"\n"),
+            "invalid engine host",
+        ),
+    ];
+    for (how, cli, says) in cases {
+        let out = cli.run_with(["plan"]);
+        out.expect_code(1);
+        assert!(out.stderr.contains(says), "{how}: {}", out.dump());
+        assert!(
+            !cli.dir().join("bin/ssh.ran").exists(),
+            "{how}: ssh ran with {:?}",
+            std::fs::read_to_string(cli.dir().join("bin/ssh.ran"))
+        );
+    }
 }

@@ -982,6 +982,213 @@ async fn metrics_count_what_happened() {
     );
 }
 
+/// The descriptor limit of the flooded watch (`ulimit -n`).
+const FLOOD_NOFILE: u64 = 256;
+/// Idle connections the flood keeps open to the metrics port.
+const FLOOD_CONNECTIONS: usize = 320;
+/// Connections the metrics endpoint serves at once at most (its cap).
+const METRICS_CONNECTION_CAP: usize = 32;
+/// The longest a flood runs, whatever the test does.
+const FLOOD_DEADLINE: Duration = Duration::from_secs(90);
+
+/// Keeps [`FLOOD_CONNECTIONS`] idle connections open to `addr` (loopback
+/// only), opening again each one the server closed, until `stop` or
+/// [`FLOOD_DEADLINE`], at most 20 connects per connection in all. `open`
+/// counts those open now. Returns the number of connects made.
+async fn flood(addr: std::net::SocketAddr, stop: Arc<AtomicBool>, open: Arc<AtomicU64>) -> usize {
+    assert!(addr.ip().is_loopback(), "the flood goes to loopback only");
+    let mut streams: Vec<Option<tokio::net::TcpStream>> =
+        (0..FLOOD_CONNECTIONS).map(|_| None).collect();
+    let (started, mut connects) = (Instant::now(), 0);
+    let mut buf = [0u8; 512];
+    while !stop.load(Ordering::SeqCst) && started.elapsed() < FLOOD_DEADLINE {
+        // Closed by the server (end of stream, a reset) or never opened.
+        let closed: Vec<usize> = streams
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, slot)| match slot {
+                Some(stream) => match stream.try_read(&mut buf) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                },
+                None => true,
+            })
+            .map(|(i, _)| i)
+            .take((20 * FLOOD_CONNECTIONS).saturating_sub(connects))
+            .collect();
+        connects += closed.len();
+        let opened = futures_util::future::join_all(closed.iter().map(|_| async {
+            tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        }))
+        .await;
+        for (i, stream) in closed.into_iter().zip(opened) {
+            streams[i] = stream;
+        }
+        open.store(
+            streams.iter().filter(|s| s.is_some()).count() as u64,
+            Ordering::SeqCst,
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    connects
+}
+
+/// The TCP connections process `pid` holds on local port `port`, its
+/// listener left out: its sockets' inodes found in /proc/net/tcp{,6}.
+fn connections_on_port(pid: u32, port: u16) -> usize {
+    let inodes: BTreeSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|link| {
+                    let link = link.to_string_lossy().into_owned();
+                    Some(
+                        link.strip_prefix("socket:[")?
+                            .strip_suffix(']')?
+                            .to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut held = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = fields
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            // State 0A is LISTEN.
+            if local_port == Some(port)
+                && fields.get(3) != Some(&"0A")
+                && fields.get(9).is_some_and(|i| inodes.contains(*i))
+            {
+                held += 1;
+            }
+        }
+    }
+    held
+}
+
+/// Open descriptors of process `pid`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// `watch --metrics` under `ulimit -n 256`, with hundreds of idle connections
+/// kept open to its metrics port for 13 s: the endpoint holds at most its
+/// cap of them (the rest wait in the listen backlog) and closes the idle
+/// ones at its 10 s header timeout, every cycle still reaches the engine,
+/// and a leak made during the flood is reaped in time (grace 2 s, within
+/// 15 s). After the flood the endpoint answers again.
+#[tokio::test]
+async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
+    let Some(sbx) = Sandbox::new("watch-metrics-flood").await else {
+        return;
+    };
+    let cli = watch_cli(&sbx, &sbx.scope_toml())
+        .args(["--grace", "2s"])
+        .nofile(FLOOD_NOFILE);
+    let (watcher, addr) = start_ready(&cli, &[]).await;
+    let pid = watcher.pid();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("read limits");
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("Max open files in /proc/PID/limits");
+    assert_eq!(
+        nofile.split_whitespace().nth(3),
+        Some(FLOOD_NOFILE.to_string().as_str()),
+        "{nofile}"
+    );
+    let socket: std::net::SocketAddr = addr.parse().expect("metrics address");
+    let before = open_fds(pid);
+
+    let (stop, open) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let flood_started = Instant::now();
+    let flooding = tokio::spawn(flood(socket, Arc::clone(&stop), Arc::clone(&open)));
+    let until = Instant::now() + Duration::from_secs(30);
+    while open.load(Ordering::SeqCst) < FLOOD_CONNECTIONS as u64 {
+        assert!(
+            Instant::now() < until,
+            "only {} connections opened",
+            open.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let made = Instant::now();
+    let leak = sbx.leaked_container(Run::Running).await;
+    let (mut held_max, mut fds_max) = (0, 0);
+    let took = loop {
+        held_max = held_max.max(connections_on_port(pid, socket.port()));
+        fds_max = fds_max.max(open_fds(pid));
+        if !sbx.container_exists(&leak.id).await {
+            break made.elapsed();
+        }
+        assert!(
+            made.elapsed() < Duration::from_secs(15),
+            "leak {} still there {:?} after it was made under the flood ({} connections open, {held_max} held by watch, {fds_max} descriptors)\n--- stderr\n{}",
+            leak.name,
+            made.elapsed(),
+            open.load(Ordering::SeqCst),
+            watcher.stderr()
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    let flooded = open.load(Ordering::SeqCst);
+    // Past the endpoint's 10 s header timeout: the idle connections it held
+    // are closed, the flood opens them again, the cap still holds.
+    while flood_started.elapsed() < Duration::from_secs(13) {
+        held_max = held_max.max(connections_on_port(pid, socket.port()));
+        fds_max = fds_max.max(open_fds(pid));
+        tokio::time::sleep(POLL).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let connects = flooding.await.expect("flood task");
+    assert!(
+        held_max <= METRICS_CONNECTION_CAP,
+        "watch held {held_max} metrics connections"
+    );
+    assert!(
+        connects > FLOOD_CONNECTIONS,
+        "no idle connection was closed by the header timeout ({connects} connects)"
+    );
+    assert!(
+        watcher.events("cycleFailed").is_empty(),
+        "a cycle failed under the flood\n--- stderr\n{}",
+        watcher.stderr()
+    );
+    // The flood's connections are gone: the endpoint answers again.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok((200, _)) = http_get(&addr, "/healthz") {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "/healthz never answered after the flood\n--- stderr\n{}",
+            watcher.stderr()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    assert!(watcher.alive(), "watch exited\n{}", watcher.stderr());
+    watcher.terminate().success();
+    eprintln!(
+        "leak reaped {took:?} after it was made, under {flooded} idle metrics connections ({connects} connects); watch held at most {held_max} of them and {fds_max} descriptors ({before} before the flood; ulimit -n {FLOOD_NOFILE})"
+    );
+}
+
 // ----- 10. no grace; --once ---------------------------------------------------------
 
 /// `watch` without a grace period refuses to start (exit 1) and says to pass

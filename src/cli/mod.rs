@@ -140,6 +140,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
         resync: Duration,
         /// Serve Prometheus metrics on http://ADDR/metrics and health on /healthz.
+        /// ADDR is IP:PORT: use loopback (127.0.0.1:9464); any other address
+        /// is warned about. At most 32 connections at once, 10 s to send a request.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
         /// Append one JSON line per removal attempt to FILE (created 0600).

@@ -4,7 +4,9 @@
 //! `currentContext` in `config.json` and the default socket; reading Docker
 //! contexts (`contexts/meta/<sha256>/meta.json` and their TLS material); and the
 //! TLS settings taken from the environment (`DOCKER_TLS_VERIFY`, `DOCKER_TLS`,
-//! `DOCKER_CERT_PATH`).
+//! `DOCKER_CERT_PATH`). Every resolution refuses an `ssh://` address whose
+//! user or host begins with `-` or holds a control character, plainly or
+//! percent-encoded (`model::ssh_target_problem`), naming what chose it.
 //!
 //! It never opens a connection (that is `engine::connect`) and never reads the
 //! process environment except in [`EndpointInput::from_process`]: everything
@@ -171,12 +173,32 @@ pub enum EndpointError {
     BadFile { path: PathBuf, detail: String },
     #[error("cannot find the Docker config folder for {wanted}: neither DOCKER_CONFIG nor HOME is set; set DOCKER_CONFIG to the folder holding config.json, contexts/ and the certificates")]
     NoConfigDir { wanted: String },
+    #[error("engine address {} ({chosen}) is refused: {reason}; fix the address: ssh://[user@]host[:port], with a user and a host that neither begin with '-' nor hold control characters (ssh options belong in ~/.ssh/config)", quoted(.host))]
+    BadSshTarget {
+        host: String,
+        chosen: String,
+        reason: String,
+    },
+}
+
+/// `ep`, unless it is an `ssh://` address whose user or host ssh would
+/// misread ([`crate::model::ssh_target_problem`]): every resolution ends here.
+fn checked(ep: Endpoint) -> Result<Endpoint, EndpointError> {
+    match crate::model::ssh_target_problem(&ep.host) {
+        None => Ok(ep),
+        Some(reason) => Err(EndpointError::BadSshTarget {
+            chosen: ep.chosen_by.to_string(),
+            host: ep.host,
+            reason,
+        }),
+    }
 }
 
 /// Chooses the engine from `input` exactly as the docker CLI does:
 /// `--context` (an error together with `--host`), `--host`, `DOCKER_HOST`
 /// (the context is then `default`), `DOCKER_CONTEXT`, `currentContext` in
-/// `config.json`, else [`DEFAULT_HOST`].
+/// `config.json`, else [`DEFAULT_HOST`]. An `ssh://` user or host that ssh
+/// would misread is an error ([`EndpointError::BadSshTarget`]).
 ///
 /// Reads only `config.json` and the chosen context's files in the config
 /// folder `input` names. TLS for `--host`, `DOCKER_HOST` and the default
@@ -279,7 +301,7 @@ pub(crate) fn resolve_named_context(
         key,
         verify: !skip_verify,
     });
-    Ok(Endpoint {
+    checked(Endpoint {
         host,
         tls,
         chosen_by,
@@ -335,7 +357,7 @@ pub(crate) fn resolve_host(
     } else {
         None
     };
-    Ok(Endpoint {
+    checked(Endpoint {
         host,
         tls,
         chosen_by,
@@ -784,6 +806,63 @@ mod tests {
             ep.to_string(),
             r#"tcp://h\u{1b}[31m:1 (context "a\u{202e}b\n" from DOCKER_CONTEXT)"#
         );
+    }
+
+    #[test]
+    fn ssh_users_and_hosts_that_ssh_would_misread_are_refused_however_chosen() {
+        let cfg = ConfigDir::new()
+            .context("evil", "ssh://%2DoProxyCommand=x@h", false)
+            .context("good", "ssh://me@h:22", false);
+        let cases: Vec<(&str, Result<Endpoint, EndpointError>)> = vec![
+            (
+                "--host",
+                resolve(&EndpointInput {
+                    host_flag: some("ssh://-oProxyCommand=x@host"),
+                    ..cfg.input()
+                }),
+            ),
+            (
+                "DOCKER_HOST",
+                resolve(&EndpointInput {
+                    docker_host: some("ssh://me@host%0a"),
+                    ..cfg.input()
+                }),
+            ),
+            (
+                "--context",
+                resolve(&EndpointInput {
+                    context_flag: some("evil"),
+                    ..cfg.input()
+                }),
+            ),
+            (
+                "a state file's host",
+                resolve_host(
+                    "ssh://me@-oProxyCommand=x",
+                    &cfg.input(),
+                    ChosenBy::StateFile("ci\u{1b}".into()),
+                ),
+            ),
+            (
+                "a good context",
+                resolve(&EndpointInput {
+                    context_flag: some("good"),
+                    ..cfg.input()
+                }),
+            ),
+        ];
+        let text = cases
+            .into_iter()
+            .map(|(name, result)| format!("{name}: {}", cfg.show(result)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        insta::assert_snapshot!(text, @r#"
+        --host: error: engine address "ssh://-oProxyCommand=x@host" (from --host) is refused: its ssh user begins with '-', which ssh would take for an option; fix the address: ssh://[user@]host[:port], with a user and a host that neither begin with '-' nor hold control characters (ssh options belong in ~/.ssh/config)
+        DOCKER_HOST: error: engine address "ssh://me@host%0a" (from DOCKER_HOST) is refused: its ssh host contains the control character '\u{a}' once percent-decoded; fix the address: ssh://[user@]host[:port], with a user and a host that neither begin with '-' nor hold control characters (ssh options belong in ~/.ssh/config)
+        --context: error: engine address "ssh://%2DoProxyCommand=x@h" (context "evil" from --context) is refused: its ssh user begins with '-' once percent-decoded, which ssh would take for an option; fix the address: ssh://[user@]host[:port], with a user and a host that neither begin with '-' nor hold control characters (ssh options belong in ~/.ssh/config)
+        a state file's host: error: engine address "ssh://me@-oProxyCommand=x" (engine "ci\u{1b}" in the state file) is refused: its ssh host begins with '-', which ssh would take for an option; fix the address: ssh://[user@]host[:port], with a user and a host that neither begin with '-' nor hold control characters (ssh options belong in ~/.ssh/config)
+        a good context: ssh://me@h:22 (context "good" from --context)
+        "#);
     }
 
     #[test]

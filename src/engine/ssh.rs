@@ -20,7 +20,10 @@
 //! its own, as the docker CLI does, so a Ctrl-C reaches sandboxctl alone;
 //! killed when its connection or master is dropped and when sandboxctl ends,
 //! however it ends: none outlives the run) and the words of a failure: ssh's
-//! own stderr, kept raw here (the renderer escapes it), with what to do. Must
+//! own stderr, kept raw here (the renderer escapes it), with what to do (a
+//! command to copy quotes its destination for a shell). A user or host that
+//! begins with `-` or holds a control character, plainly or percent-encoded,
+//! never becomes a target ([`SshTarget::parse`]). Must
 //! not read the environment beyond what `ssh` itself reads, nor retry a
 //! request: whether one is sent again is `docker.rs`'s call
 //! ([`SshFailure::never_reached_engine`]).
@@ -57,8 +60,15 @@ pub(crate) struct SshTarget {
 
 impl SshTarget {
     /// Parses `ssh://[user@]host[:port][/]` as the docker CLI does: no
-    /// password, no path, no query.
+    /// password, no path, no query; and refuses a user or host that ssh would
+    /// misread: one that begins with `-` or holds a control character,
+    /// plainly or percent-encoded ([`crate::model::ssh_target_problem`]).
     pub(crate) fn parse(address: &str) -> Result<SshTarget, String> {
+        if let Some(problem) = crate::model::ssh_target_problem(address) {
+            return Err(format!(
+                "{problem}; fix the address (ssh options belong in ~/.ssh/config)"
+            ));
+        }
         let url = url::Url::parse(address).map_err(|e| format!("not an ssh:// URL ({e})"))?;
         if !url.scheme().eq_ignore_ascii_case("ssh") {
             return Err("not an ssh:// URL".to_string());
@@ -106,6 +116,31 @@ impl SshTarget {
         args.extend(["--".to_string(), self.host.clone()]);
         args
     }
+
+    /// `ssh [-p PORT] [USER@]HOST` as a person types it into a POSIX shell,
+    /// the destination quoted when it holds anything but `[A-Za-z0-9@%+=:,./_-]`.
+    fn command_line(&self) -> String {
+        let destination = match &self.user {
+            Some(user) => format!("{user}@{}", self.host),
+            None => self.host.clone(),
+        };
+        let port = self.port.map(|p| format!(" -p {p}")).unwrap_or_default();
+        format!("ssh{port} {}", shell_quoted(&destination))
+    }
+}
+
+/// `word` as one word of a POSIX shell: as it is when it holds only
+/// `[A-Za-z0-9@%+=:,./_-]`, else in single quotes (a `'` as `'\''`).
+fn shell_quoted(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 impl fmt::Display for SshTarget {
@@ -130,8 +165,8 @@ impl fmt::Display for SshTarget {
 /// command's), raw; with what to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SshFailure {
-    /// `user@host:port` as written.
-    pub target: String,
+    /// Where ssh went (shown as `user@host:port`).
+    pub target: SshTarget,
     /// ssh's exit status (`None`: killed by a signal).
     pub status: Option<i32>,
     /// What ssh wrote to stderr, trimmed, lines joined with ` / `.
@@ -159,24 +194,15 @@ impl SshFailure {
         !self.answered && (self.refused_at_key_exchange() || self.session_refused())
     }
 
-    /// What to do, by ssh's words.
+    /// What to do, by ssh's words. A command to copy names the target
+    /// quoted for a shell ([`SshTarget::command_line`]).
     fn hint(&self) -> String {
         let s = self.stderr.to_ascii_lowercase();
-        let port = self
-            .target
-            .rsplit_once(':')
-            .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-            .map(|(_, p)| format!(" -p {p}"))
-            .unwrap_or_default();
-        let login = self
-            .target
-            .rsplit_once(':')
-            .filter(|(_, p)| p.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(self.target.as_str(), |(h, _)| h);
+        let ssh = self.target.command_line();
         if s.contains("host key verification failed")
             || s.contains("remote host identification has changed")
         {
-            format!("the remote's host key is unknown or changed: check it, then add it to ~/.ssh/known_hosts (e.g. by running `ssh{port} {login}` once)")
+            format!("the remote's host key is unknown or changed: check it, then add it to ~/.ssh/known_hosts (e.g. by running `{ssh}` once)")
         } else if s.contains("permission denied") || s.contains("too many authentication failures")
         {
             "ssh could not authenticate: load the key into the agent (`ssh-add`) or name it with IdentityFile in ~/.ssh/config, and check the user".to_string()
@@ -202,7 +228,7 @@ impl SshFailure {
         } else if s.contains("kex_exchange_identification") {
             "sshd dropped the connection before authentication (its MaxStartups, or a firewall): retry later, or raise MaxStartups".to_string()
         } else {
-            format!("check that `ssh{port} {login} docker system dial-stdio` works from this shell")
+            format!("check that `{ssh} docker system dial-stdio` works from this shell")
         }
     }
 }
@@ -388,7 +414,7 @@ async fn start_master(shared: &Shared) -> Result<Master, SshFailure> {
 
 async fn try_master(shared: &Shared) -> Result<Master, SshFailure> {
     let failure = |status: Option<i32>, stderr: String| SshFailure {
-        target: shared.target.to_string(),
+        target: shared.target.clone(),
         status,
         stderr,
         answered: false,
@@ -611,7 +637,7 @@ async fn dial(shared: &Shared) -> io::Result<SshStream> {
         }
     });
     Ok(SshStream {
-        target: shared.target.to_string(),
+        target: shared.target.clone(),
         stdin,
         stdout,
         ended: ended_rx,
@@ -636,7 +662,7 @@ fn words(raw: &[u8]) -> String {
 /// a failure of ssh (any exit status but 0) is an error carrying an
 /// [`SshFailure`], never a quiet end.
 pub(crate) struct SshStream {
-    target: String,
+    target: SshTarget,
     stdin: ChildStdin,
     stdout: ChildStdout,
     /// ssh's exit status and words, once it ended.
@@ -755,9 +781,71 @@ mod tests {
         }
     }
 
+    #[test]
+    fn users_and_hosts_that_ssh_would_misread_never_become_a_target() {
+        for bad in [
+            "ssh://-oProxyCommand=x@host",
+            "ssh://%2DoProxyCommand=x@host",
+            "ssh://%2doProxyCommand=x@host",
+            "ssh://u@-oProxyCommand=x",
+            "ssh://u@%2DoProxyCommand=x",
+            "ssh://u@host%0a",
+            "ssh://u%0A@host",
+            "ssh://u@ho\nst",
+        ] {
+            let e = SshTarget::parse(bad).expect_err(bad);
+            assert!(
+                e.contains("begins with '-'") || e.contains("control character"),
+                "{bad:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn hints_quote_the_target_they_print() {
+        let hint = |target: SshTarget, stderr: &str| {
+            SshFailure {
+                target,
+                status: Some(255),
+                stderr: stderr.to_string(),
+                answered: false,
+            }
+            .hint()
+        };
+        let target = |user: Option<&str>, host: &str, port: Option<u16>| SshTarget {
+            user: user.map(String::from),
+            host: host.to_string(),
+            port,
+        };
+        let text = [
+            hint(
+                target(Some("root"), "10.0.0.5", Some(2222)),
+                "Host key verification failed.",
+            ),
+            hint(target(None, "ci-1", None), "something else"),
+            hint(target(Some("me@corp"), "::1", Some(22)), "something else"),
+            hint(
+                target(Some("o'brien x"), "h", None),
+                "Host key verification failed.",
+            ),
+            hint(
+                target(Some("$(reboot)"), "h;id", Some(22)),
+                "something else",
+            ),
+        ]
+        .join("\n");
+        insta::assert_snapshot!(text, @r"
+        the remote's host key is unknown or changed: check it, then add it to ~/.ssh/known_hosts (e.g. by running `ssh -p 2222 root@10.0.0.5` once)
+        check that `ssh ci-1 docker system dial-stdio` works from this shell
+        check that `ssh -p 22 me@corp@::1 docker system dial-stdio` works from this shell
+        the remote's host key is unknown or changed: check it, then add it to ~/.ssh/known_hosts (e.g. by running `ssh 'o'\''brien x@h'` once)
+        check that `ssh -p 22 '$(reboot)@h;id' docker system dial-stdio` works from this shell
+        ");
+    }
+
     fn failure(status: i32, stderr: &str) -> SshFailure {
         SshFailure {
-            target: "root@h:2222".to_string(),
+            target: SshTarget::parse("ssh://root@h:2222").unwrap(),
             status: Some(status),
             stderr: stderr.to_string(),
             answered: false,

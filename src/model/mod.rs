@@ -1,8 +1,9 @@
 //! The nouns of sandboxctl: one object type for every kind on every engine,
 //! its identity, labels, the scope that decides which objects are ours, the
 //! typed reasons the planner and the report give (`reason`), what happened to
-//! a removal (`outcome`), the engine's typed error (`error`), and one value
-//! per kind (`by_kind`).
+//! a removal (`outcome`), the engine's typed error (`error`), one value per
+//! kind (`by_kind`), and the rule for an `ssh://` address's user and host
+//! (`ssh`), shared by the state file's checks and the engine layer.
 //!
 //! Owns the one definition of "managed" (`Scope::manages`) and the one
 //! identity of an object (`ObjectKey`). Does no I/O, imports neither
@@ -16,6 +17,7 @@ pub mod lease;
 mod outcome;
 mod owner;
 mod reason;
+mod ssh;
 pub(crate) mod time;
 
 use std::collections::BTreeMap;
@@ -29,6 +31,7 @@ pub use outcome::Outcome;
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
 pub(crate) use reason::cut;
 pub use reason::{Listing, Reason, Ref};
+pub(crate) use ssh::ssh_target_problem;
 
 /// The label every object of the sandbox system carries, with value exactly [`SANDBOX_VALUE`].
 pub(crate) const SANDBOX_LABEL: &str = "ca.sandbox";

@@ -2,10 +2,24 @@
 //! `watch --metrics ADDR` (`GET /metrics`, `GET /healthz`).
 //!
 //! Owns the metric names, labels and help texts, the health rule, and the
-//! server's lifetime (bind, serve, graceful stop). Encoding is
+//! server's lifetime (bind, serve, graceful stop) and its limits. Encoding is
 //! `prometheus-client`'s, HTTP is `hyper`'s. Must not decide anything about
 //! reconciling, read the engine, or print: the loop records what happened and
 //! this module only reports it.
+//!
+//! # Limits
+//! The endpoint must never starve the reaping loop, which opens a connection
+//! per engine call and so shares the process's file descriptors with it. It
+//! serves at most [`MAX_CONNECTIONS`] (32) connections at once, and never more
+//! than an eighth of the soft `RLIMIT_NOFILE` (32 under `ulimit -n 256`). Past
+//! that it stops accepting: further connections wait in the kernel's listen
+//! backlog ([`LISTEN_BACKLOG`], 1024), holding no descriptor of this process,
+//! until a connection ends; past the backlog, the kernel drops new attempts. A
+//! client has [`HEADER_READ_TIMEOUT`] (10 s) to send a request's headers, the
+//! first or the next on a kept-alive connection, so an idle connection is
+//! closed after 10 s; and a connection lives at most [`CONNECTION_LIFETIME`]
+//! (30 s) whatever it does (a client that stops reading its answers), then is
+//! shut down gracefully and dropped 5 s later.
 //!
 //! # Metrics
 //! | name | type | labels |
@@ -51,7 +65,6 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -60,8 +73,11 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::TypedMetric;
 use prometheus_client::registry::{Registry, Unit};
-use tokio::net::TcpListener;
+use tokio::net::TcpSocket;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::exec::event::{Event, Observer};
 use crate::model::{Kind, Outcome};
@@ -74,9 +90,22 @@ const CYCLE_BUCKETS: [f64; 11] = [
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 
-/// How long a client may take to send its request headers.
+/// How long a client may take to send a request's headers (the first, or
+/// the next on a kept-alive connection): an idle connection is closed then.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long open connections get to finish once shutdown is asked for.
+/// How long one connection may stay open, whatever it does.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+/// Connections served at once, at most (see [`connection_cap`]).
+const MAX_CONNECTIONS: usize = 32;
+/// Connections that may wait to be accepted past the cap (the kernel's
+/// `somaxconn` may lower it). They hold no descriptor of this process; past
+/// them, the kernel drops new connection attempts and clients try again.
+const LISTEN_BACKLOG: u32 = 1024;
+/// The endpoint's connections stay below `1 / NOFILE_SHARE` of the soft
+/// descriptor limit: the rest is the reaping loop's.
+const NOFILE_SHARE: u64 = 8;
+/// How long open connections get to finish once shutdown is asked for, or
+/// once their lifetime is over.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -456,6 +485,50 @@ impl Collector for ConvergedAge {
     }
 }
 
+/// How many connections the endpoint serves at once: [`MAX_CONNECTIONS`],
+/// and never more than an eighth of the soft descriptor limit `nofile` (at
+/// least 1; `None`: unknown, the limit alone).
+fn connection_cap(nofile: Option<u64>) -> usize {
+    let share = nofile.map_or(u64::MAX, |n| n / NOFILE_SHARE).max(1);
+    usize::try_from(share).map_or(MAX_CONNECTIONS, |s| s.min(MAX_CONNECTIONS))
+}
+
+/// The soft `RLIMIT_NOFILE` of this process, if it can be read and is finite.
+fn soft_nofile() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    (rc == 0 && limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+/// What the server allows a client; see the module header.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// Connections served at once; the others wait in the listen backlog.
+    connections: usize,
+    /// Time to send a request's headers.
+    header_read: Duration,
+    /// Time a connection may stay open.
+    lifetime: Duration,
+    /// Time a connection gets to finish once shut down.
+    drain: Duration,
+}
+
+impl Limits {
+    /// The limits of this process: the connection cap from its descriptor limit.
+    fn for_process() -> Self {
+        Limits {
+            connections: connection_cap(soft_nofile()),
+            header_read: HEADER_READ_TIMEOUT,
+            lifetime: CONNECTION_LIFETIME,
+            drain: DRAIN_TIMEOUT,
+        }
+    }
+}
+
 /// Serves `GET /metrics` and `GET /healthz` (HEAD too) on `addr` until
 /// `shutdown` completes, then stops accepting and gives open connections
 /// up to 5 s to finish.
@@ -463,7 +536,9 @@ impl Collector for ConvergedAge {
 /// Returns the bound address (useful with port 0) and the server task,
 /// which ends after shutdown. `/healthz` applies [`Metrics::health`] with
 /// `resync`: 200 or 503, `text/plain`, one line. Other paths are 404, other
-/// methods 405. A client has 10 s to send its headers.
+/// methods 405. At most 32 connections at once (fewer under a low
+/// descriptor limit; the others wait to be accepted), 10 s to send a
+/// request's headers, 30 s per connection: see the module header.
 ///
 /// Errors: the address cannot be bound (in use, not local, no permission);
 /// the message names the address. Errors on single connections or on
@@ -478,49 +553,111 @@ where
     F: Future + Send + 'static,
     F::Output: Send,
 {
+    serve_with(addr, metrics, resync, Limits::for_process(), shutdown).await
+}
+
+/// [`serve`] with the given limits.
+async fn serve_with<F>(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    resync: Duration,
+    limits: Limits,
+    shutdown: F,
+) -> Result<(SocketAddr, JoinHandle<()>), io::Error>
+where
+    F: Future + Send + 'static,
+    F::Output: Send,
+{
     let bind_error = |e: io::Error| {
         io::Error::new(
             e.kind(),
             format!("cannot serve metrics on {addr}: {e}; pass a free local address to --metrics, e.g. 127.0.0.1:9464"),
         )
     };
-    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(bind_error)?;
+    // As `TcpListener::bind` does, but with a deeper backlog (see LISTEN_BACKLOG).
+    socket.set_reuseaddr(true).map_err(bind_error)?;
+    socket.bind(addr).map_err(bind_error)?;
+    let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_error)?;
     let bound = listener.local_addr().map_err(bind_error)?;
     let task = tokio::spawn(async move {
-        let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(limits.connections));
+        let stop = CancellationToken::new();
+        let connections = TaskTracker::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let stream = match accepted {
-                        Ok((stream, _peer)) => stream,
-                        Err(_) => {
-                            tokio::time::sleep(ACCEPT_BACKOFF).await;
-                            continue;
-                        }
-                    };
-                    let metrics = Arc::clone(&metrics);
-                    let service = hyper::service::service_fn(move |req| {
-                        let metrics = Arc::clone(&metrics);
-                        async move { Ok::<_, Infallible>(route(&req, &metrics, resync)) }
-                    });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEADER_READ_TIMEOUT)
-                        .serve_connection(TokioIo::new(stream), service);
-                    let conn = graceful.watch(conn);
-                    tokio::spawn(async move {
-                        // A client's broken connection is its own business.
-                        let _ = conn.await;
-                    });
-                }
+            // A free slot before accepting: past the cap, connections wait
+            // in the kernel's listen backlog and hold no descriptor of ours.
+            let slot = tokio::select! {
+                slot = Arc::clone(&slots).acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break,
+                },
                 _ = &mut shutdown => break,
-            }
+            };
+            let stream = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _peer)) => stream,
+                    Err(_) => {
+                        drop(slot);
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
+                },
+                _ = &mut shutdown => break,
+            };
+            let metrics = Arc::clone(&metrics);
+            connections.spawn(serve_connection(
+                stream,
+                metrics,
+                resync,
+                limits,
+                stop.clone(),
+                slot,
+            ));
         }
         drop(listener);
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await;
+        stop.cancel();
+        connections.close();
+        let _ = tokio::time::timeout(limits.drain, connections.wait()).await;
     });
     Ok((bound, task))
+}
+
+/// One connection, holding its `slot` until it ends: closed by hyper when
+/// the client is idle past the header timeout, shut down gracefully when its
+/// lifetime is over or the server stops, and dropped [`DRAIN_TIMEOUT`] later
+/// (an answer still being written is then cut).
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    metrics: Arc<Metrics>,
+    resync: Duration,
+    limits: Limits,
+    stop: CancellationToken,
+    _slot: OwnedSemaphorePermit,
+) {
+    let service = hyper::service::service_fn(move |req| {
+        let metrics = Arc::clone(&metrics);
+        async move { Ok::<_, Infallible>(route(&req, &metrics, resync)) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    // A client's broken connection is its own business: errors are dropped.
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        () = tokio::time::sleep(limits.lifetime) => {}
+        () = stop.cancelled() => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(limits.drain, conn).await;
 }
 
 fn route(req: &Request<Incoming>, metrics: &Metrics, resync: Duration) -> Response<Full<Bytes>> {
@@ -977,6 +1114,163 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
         let message = err.to_string().replace(&addr.port().to_string(), "PORT");
         insta::assert_snapshot!(message, @"cannot serve metrics on 127.0.0.1:PORT: Address already in use (os error 98); pass a free local address to --metrics, e.g. 127.0.0.1:9464");
+    }
+
+    #[test]
+    fn the_connection_cap_stays_below_an_eighth_of_the_descriptor_limit() {
+        let caps: Vec<(Option<u64>, usize)> = [
+            None,
+            Some(1 << 20),
+            Some(1024),
+            Some(256),
+            Some(64),
+            Some(9),
+            Some(0),
+        ]
+        .into_iter()
+        .map(|n| (n, connection_cap(n)))
+        .collect();
+        assert_eq!(
+            caps,
+            [
+                (None, 32),
+                (Some(1 << 20), 32),
+                (Some(1024), 32),
+                (Some(256), 32),
+                (Some(64), 8),
+                (Some(9), 1),
+                (Some(0), 1)
+            ]
+        );
+        assert!(Limits::for_process().connections <= MAX_CONNECTIONS);
+    }
+
+    /// Serves `metrics` with `limits` until the returned sender is fired.
+    async fn start_limited(
+        limits: Limits,
+    ) -> (SocketAddr, JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let (bound, task) = serve_with(
+            addr,
+            Arc::new(Metrics::new()),
+            Duration::from_secs(30),
+            limits,
+            stopped,
+        )
+        .await
+        .unwrap();
+        (bound, task, stop)
+    }
+
+    /// `GET /healthz` written by hand on a fresh connection: the status line,
+    /// once the server answered.
+    async fn raw_healthz(addr: SocketAddr) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// True when the server closes `stream` within `within` (end of stream or
+    /// a reset), reading and dropping anything it sends.
+    async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        tokio::time::timeout(within, async {
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_a_connection_waits_and_idle_ones_are_closed() {
+        let limits = Limits {
+            connections: 2,
+            header_read: Duration::from_secs(2),
+            lifetime: Duration::from_secs(60),
+            drain: Duration::from_millis(500),
+        };
+        let (addr, task, stop) = start_limited(limits).await;
+        // Two idle connections take both slots.
+        let mut idle = Vec::new();
+        for _ in 0..2 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        let waiting = tokio::spawn(raw_healthz(addr));
+        // Not answered while both slots are held (only load could make it slower).
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert!(!waiting.is_finished(), "answered past the cap");
+        // The idle ones are closed at the header timeout, and then it is served.
+        for stream in &mut idle {
+            assert!(
+                closed_within(stream, Duration::from_secs(10)).await,
+                "an idle connection stayed open"
+            );
+        }
+        let status = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("served once a slot came free")
+            .unwrap();
+        assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        stop.send(()).unwrap();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_reads_loses_its_slot_at_the_end_of_its_lifetime() {
+        use tokio::io::AsyncWriteExt;
+        let limits = Limits {
+            connections: 1,
+            header_read: Duration::from_secs(60),
+            lifetime: Duration::from_secs(1),
+            drain: Duration::from_millis(500),
+        };
+        let (addr, task, stop) = start_limited(limits).await;
+        // Pipelined requests whose answers are never read: the server blocks
+        // writing them, with the only slot.
+        let stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (_read_half, mut write_half) = stalled.into_split();
+        let writer = tokio::spawn(async move {
+            let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(256);
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                match tokio::time::timeout(
+                    Duration::from_millis(200),
+                    write_half.write_all(&request),
+                )
+                .await
+                {
+                    Ok(Ok(())) | Err(_) => {}
+                    Ok(Err(_)) => break,
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let status = tokio::time::timeout(Duration::from_secs(15), raw_healthz(addr))
+            .await
+            .expect("served once the stalled connection's lifetime ended");
+        assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+        writer.abort();
+        stop.send(()).unwrap();
+        task.await.unwrap();
     }
 
     #[tokio::test]

@@ -206,6 +206,25 @@ pub(crate) fn watch_started(
     )
 }
 
+/// The `warning:` line (plain text in either format, on stderr) of a
+/// metrics endpoint bound beyond loopback: `0.0.0.0`, `::` or an address
+/// of an interface, a Docker bridge's included. `None` on a loopback address.
+pub(crate) fn metrics_exposed(addr: std::net::SocketAddr) -> Option<String> {
+    let ip = addr.ip().to_canonical();
+    if ip.is_loopback() {
+        return None;
+    }
+    let reach = if ip.is_unspecified() {
+        "this host".to_string()
+    } else {
+        ip.to_string()
+    };
+    Some(format!(
+        "warning: metrics on {addr} are served beyond loopback: anyone who can reach {reach} (a sandbox on a Docker bridge network too) can read them and hold connections open; pass --metrics 127.0.0.1:{} unless a scraper on another host needs them, and then firewall the port\n",
+        addr.port()
+    ))
+}
+
 /// The log line of a watch told to stop.
 pub(crate) fn watch_stopping(format: Format, time: &str, signal: &str) -> String {
     log_line(
@@ -301,6 +320,33 @@ mod tests {
 
         let lost = watch_stream(Format::Human, T, "default", Some("reset\nFORGED"));
         assert_eq!(lost, format!("{T} engine default: event stream lost: reset\\nFORGED; reconnecting with backoff\n"));
+    }
+
+    #[test]
+    fn metrics_beyond_loopback_are_warned_about() {
+        for quiet in [
+            "127.0.0.1:9464",
+            "127.0.0.2:9464",
+            "[::1]:9464",
+            "[::ffff:127.0.0.1]:9464",
+        ] {
+            assert_eq!(metrics_exposed(quiet.parse().unwrap()), None, "{quiet}");
+        }
+        let warned: Vec<String> = [
+            "0.0.0.0:9464",
+            "[::]:9464",
+            "172.17.0.1:9464",
+            "[::ffff:10.0.0.5]:9100",
+        ]
+        .iter()
+        .map(|a| metrics_exposed(a.parse().unwrap()).unwrap_or_else(|| panic!("{a} not warned")))
+        .collect();
+        insta::assert_snapshot!(warned.concat(), @r"
+        warning: metrics on 0.0.0.0:9464 are served beyond loopback: anyone who can reach this host (a sandbox on a Docker bridge network too) can read them and hold connections open; pass --metrics 127.0.0.1:9464 unless a scraper on another host needs them, and then firewall the port
+        warning: metrics on [::]:9464 are served beyond loopback: anyone who can reach this host (a sandbox on a Docker bridge network too) can read them and hold connections open; pass --metrics 127.0.0.1:9464 unless a scraper on another host needs them, and then firewall the port
+        warning: metrics on 172.17.0.1:9464 are served beyond loopback: anyone who can reach 172.17.0.1 (a sandbox on a Docker bridge network too) can read them and hold connections open; pass --metrics 127.0.0.1:9464 unless a scraper on another host needs them, and then firewall the port
+        warning: metrics on [::ffff:10.0.0.5]:9100 are served beyond loopback: anyone who can reach 10.0.0.5 (a sandbox on a Docker bridge network too) can read them and hold connections open; pass --metrics 127.0.0.1:9100 unless a scraper on another host needs them, and then firewall the port
+        ");
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub(crate) use graph::graph;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, swarm_note, Listed};
 pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
-    watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping, watch_stream,
+    metrics_exposed, watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping,
+    watch_stream,
 };
 pub(crate) use plan::{fleet_plan, incomplete_warnings, lease_warnings, plan, unlisted_warnings};
 pub(crate) use report::{fleet_report, report};

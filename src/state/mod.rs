@@ -68,7 +68,9 @@
 //!   most `MAX_LABEL_VALUE_CHARS` (256) characters, with no control or invisible
 //!   formatting characters and no leading or trailing whitespace.
 //! * Engine hosts: a URL with scheme `unix`, `tcp`, `http`, `https` or `ssh`, at
-//!   most `MAX_HOST_CHARS` (1024) characters, no whitespace or hidden characters.
+//!   most `MAX_HOST_CHARS` (1024) characters, no whitespace or hidden characters;
+//!   an `ssh://` user or host neither begins with `-` nor holds a control
+//!   character, plainly or percent-encoded (`model::ssh_target_problem`).
 //!   Contexts: Docker's `[a-zA-Z0-9][a-zA-Z0-9_.+-]+`.
 //! * Durations (`parse_duration`): `30s`, `10m`, `8h`, `2d` (humantime), at
 //!   most `MAX_DURATION` (3650 days). Times (`parse_time`): RFC 3339 in UTC.

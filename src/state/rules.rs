@@ -134,7 +134,8 @@ fn word_problem(word: &str, max: usize) -> Option<String> {
     None
 }
 
-/// What is wrong with an engine `host` URL.
+/// What is wrong with an engine `host` URL; for `ssh://`, also its user and
+/// host as ssh would receive them ([`crate::model::ssh_target_problem`]).
 pub(super) fn host_problem(host: &str) -> Option<String> {
     if let Some(problem) = word_problem(host, MAX_HOST_CHARS) {
         return Some(problem);
@@ -157,7 +158,8 @@ pub(super) fn host_problem(host: &str) -> Option<String> {
     } else if url.host_str().is_none_or(str::is_empty) {
         return Some("it names no host".into());
     }
-    None
+    // A user or host that ssh would misread (`-oProxyCommand=...`, `%0a`).
+    crate::model::ssh_target_problem(host)
 }
 
 /// What is wrong with a docker context name (`[a-zA-Z0-9][a-zA-Z0-9_.+-]+`).
@@ -472,6 +474,21 @@ mod tests {
             ("ssh://runner@", "not a URL"),
             ("tcp://ci 1", "whitespace"),
             ("tcp://ci-1\u{202e}", "invisible character"),
+            ("ssh://-oProxyCommand=x@ci-1", "user begins with '-'"),
+            (
+                "ssh://%2DoProxyCommand=x@ci-1",
+                "user begins with '-' once percent-decoded",
+            ),
+            ("ssh://runner@-oProxyCommand=x", "host begins with '-'"),
+            (
+                "ssh://runner@ci-1%0a",
+                "host contains the control character '\\u{a}'",
+            ),
+            (
+                "ssh://run%0Aner@ci-1",
+                "user contains the control character '\\u{a}'",
+            ),
+            ("ssh://runner@ci-1\n", "control character"),
         ] {
             let e = host_problem(bad).unwrap_or_else(|| panic!("{bad:?} accepted"));
             assert!(e.contains(why), "{bad:?}: {e}");

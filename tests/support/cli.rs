@@ -42,6 +42,8 @@ pub struct Cli {
     args: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
     deadline: Duration,
+    /// `RLIMIT_NOFILE` (soft and hard) of the run, as `ulimit -n N` sets it.
+    nofile: Option<u64>,
 }
 
 impl Default for Cli {
@@ -64,6 +66,7 @@ impl Cli {
                 ("NO_COLOR".into(), Some("1".into())),
             ],
             deadline: DEFAULT_DEADLINE,
+            nofile: None,
         }
     }
 
@@ -167,6 +170,12 @@ impl Cli {
         self
     }
 
+    /// Runs under `ulimit -n limit`: at most `limit` open file descriptors.
+    pub fn nofile(mut self, limit: u64) -> Cli {
+        self.nofile = Some(limit);
+        self
+    }
+
     /// Runs with the builder's arguments and waits for it.
     pub fn run(&self) -> Output {
         self.spawn_with(std::iter::empty::<&str>()).wait()
@@ -237,6 +246,22 @@ impl Cli {
                 Some(v) => cmd.env(key, v),
                 None => cmd.env_remove(key),
             };
+        }
+        if let Some(limit) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setrlimit, async-signal-safe, runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rlimit = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let started = Instant::now();
         let mut child = cmd
