@@ -573,7 +573,9 @@ impl Run<'_> {
             ..WatchOptions::default()
         };
         let printer = Printer::new(config, self.endpoints, sink, false, audit.as_ref());
-        let mut observers: Vec<&dyn Observer> = vec![&printer, metrics.as_ref()];
+        // Metrics first: once a cycle's log line is out, `/healthz` already
+        // says what that cycle found.
+        let mut observers: Vec<&dyn Observer> = vec![metrics.as_ref(), &printer];
         observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
         let observer = Fanout(observers);
         let last = watch(
