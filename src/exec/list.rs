@@ -60,10 +60,36 @@ const INSPECT_CONCURRENCY: usize = 16;
 /// fails is recorded in `unknown.listings`; only when the managed
 /// containers, volumes and networks all failed is it an error.
 pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
+    listed(engine, scope, Every::Now).await
+}
+
+/// When the listing of every container (the biggest answer on a busy
+/// engine) is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Every {
+    /// With the other listings, at once.
+    Now,
+    /// After them, and only when they show a managed object (or failed): a
+    /// verification that finds nothing managed needs no users of it.
+    IfManaged,
+}
+
+/// [`inventory`], listing every container as `every` says.
+async fn listed(
+    engine: &dyn Engine,
+    scope: &Scope,
+    every: Every,
+) -> Result<Inventory, InventoryError> {
     let filters = scope.filters();
+    let all_now = async {
+        match every {
+            Every::Now => Some(engine.list(Kind::Container, &[]).await),
+            Every::IfManaged => None,
+        }
+    };
     let (managed, all, volumes, networks, images, services, configs, secrets) = tokio::join!(
         engine.list(Kind::Container, &filters),
-        engine.list(Kind::Container, &[]),
+        all_now,
         engine.list(Kind::Volume, &filters),
         engine.list(Kind::Network, &filters),
         engine.list_images(IMAGE_REFERENCE),
@@ -71,6 +97,28 @@ pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, 
         engine.list(Kind::Config, &filters),
         engine.list(Kind::Secret, &filters),
     );
+    let all = match all {
+        Some(all) => all,
+        None => {
+            let none = |r: &Result<Vec<Object>, EngineError>| r.as_ref().is_ok_and(Vec::is_empty);
+            // A service is managed if it carries the scope: told on the client.
+            let services_unmanaged = services
+                .as_ref()
+                .map_or(true, |s| !s.iter().any(|o| scope.manages(&o.labels)));
+            let nothing = none(&managed)
+                && none(&volumes)
+                && none(&networks)
+                && services_unmanaged
+                && [&configs, &secrets]
+                    .into_iter()
+                    .all(|r| r.as_ref().map_or(true, Vec::is_empty));
+            if nothing {
+                Ok(Vec::new())
+            } else {
+                engine.list(Kind::Container, &[]).await
+            }
+        }
+    };
     if let (Err(error), Err(_), Err(_)) = (&managed, &volumes, &networks) {
         return Err(InventoryError {
             what: "containers, volumes or networks",
@@ -271,7 +319,32 @@ pub async fn plan_with(
     now: i64,
     memo: &Memo,
 ) -> Result<(Inventory, Plan), InventoryError> {
-    let mut inventory = inventory(engine, scope).await?;
+    discover(engine, goal, scope, now, memo, Every::Now).await
+}
+
+/// [`plan_with`] for a verification: every container is listed only when
+/// the other listings show a managed object (after an apply that removed
+/// everything, nothing managed is left to be held, and that listing is the
+/// slowest on an engine with many containers).
+pub async fn plan_again(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+    memo: &Memo,
+) -> Result<(Inventory, Plan), InventoryError> {
+    discover(engine, goal, scope, now, memo, Every::IfManaged).await
+}
+
+async fn discover(
+    engine: &dyn Engine,
+    goal: &Goal,
+    scope: &Scope,
+    now: i64,
+    memo: &Memo,
+    every: Every,
+) -> Result<(Inventory, Plan), InventoryError> {
+    let mut inventory = listed(engine, scope, every).await?;
     let mut plan = Plan::build(goal, &inventory, now);
     loop {
         // At stake: the containers the plan removes, and those it keeps only

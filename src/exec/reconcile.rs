@@ -213,6 +213,32 @@ mod tests {
         assert!(engine.world().volumes.is_empty());
     }
 
+    /// How many container listings `engine` was asked for.
+    fn container_listings(engine: &MemoryEngine) -> usize {
+        let list = format!("{:?} ", Op::List(Kind::Container));
+        engine.calls().iter().filter(|c| **c == list).count()
+    }
+
+    #[tokio::test]
+    async fn a_verification_that_finds_nothing_managed_lists_no_other_container() {
+        let engine = MemoryEngine::new(world());
+        assert!(once(&engine, &leaks()).await.unwrap().converged);
+        // The plan's two (managed, every), the verification's managed one.
+        assert_eq!(container_listings(&engine), 3);
+        // Something managed stays (declared): the verification lists every
+        // container too, for who may use it.
+        let engine = MemoryEngine::new(world());
+        let declared = Goal::Reconcile {
+            boxes: vec![DeclaredBox::new("a")],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: None,
+        };
+        assert!(once(&engine, &declared).await.unwrap().converged);
+        assert_eq!(container_listings(&engine), 4);
+    }
+
     #[tokio::test]
     async fn a_failed_volume_listing_keeps_what_a_lease_could_hold_and_names_it() {
         let engine = MemoryEngine::new(world());
