@@ -756,6 +756,10 @@ fn sweep(folder: &Folder) -> Vec<PathBuf> {
     removed
 }
 
+/// How many archives of one volume may be written within one second (the
+/// name's time resolution): `<base>`, then `<base>-1` ...
+const MAX_SAME_SECOND: usize = 100;
+
 /// The writer thread: chunks in, `<base>.tar.zst` and `<base>.json` out.
 fn write_archive(
     mut rx: tokio::sync::mpsc::Receiver<Chunk>,
@@ -767,26 +771,45 @@ fn write_archive(
     let folder = &open_folder(&place.dir, &place.elements)?;
     // What killed writers left here goes first (never a living writer's).
     sweep(folder);
+    // The name carries the time to the second: the same volume archived
+    // again within that second (a run after a killed one) takes the next
+    // free `<base>-N`, never an existing archive's name.
+    let mut chosen = None;
+    for n in 0..MAX_SAME_SECOND {
+        let candidate = if n == 0 {
+            base.to_string()
+        } else {
+            format!("{base}-{n}")
+        };
+        let mut free = true;
+        for name in [format!("{candidate}.tar.zst"), format!("{candidate}.json")] {
+            match folder.exists(&name) {
+                Ok(false) => {}
+                Ok(true) => free = false,
+                Err(e) => return Err(ArchiveError::io("write", &folder.join(&name), e)),
+            }
+        }
+        if free {
+            chosen = Some(candidate);
+            break;
+        }
+    }
+    let Some(base) = chosen else {
+        let p = folder.join(&format!("{base}.tar.zst"));
+        return Err(ArchiveError::io(
+            "write",
+            &p,
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("it and {MAX_SAME_SECOND} names after it already exist"),
+            ),
+        ));
+    };
+    let base = base.as_str();
     let archive_name = format!("{base}.tar.zst");
     let manifest_name = format!("{base}.json");
     let final_archive = folder.join(&archive_name);
     let final_manifest = folder.join(&manifest_name);
-    for (name, p) in [
-        (&archive_name, &final_archive),
-        (&manifest_name, &final_manifest),
-    ] {
-        match folder.exists(name) {
-            Ok(false) => {}
-            Ok(true) => {
-                return Err(ArchiveError::io(
-                    "write",
-                    p,
-                    io::Error::new(io::ErrorKind::AlreadyExists, "already exists"),
-                ))
-            }
-            Err(e) => return Err(ArchiveError::io("write", p, e)),
-        }
-    }
     let tmp_archive_name = format!(".{archive_name}{PARTIAL}");
     let tmp_manifest_name = format!(".{manifest_name}{PARTIAL}");
     let tmp_archive = folder.join(&tmp_archive_name);
