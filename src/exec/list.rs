@@ -436,6 +436,16 @@ mod tests {
         );
     }
 
+    /// `world` planned while `op` (on `target`) hangs past a 50 ms deadline.
+    async fn plan_hung(world: World, op: Op, target: Option<&str>) -> (MemoryEngine, Plan) {
+        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
+        hang(&engine, op, target);
+        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        (engine, plan)
+    }
+
     fn inspects(engine: &MemoryEngine) -> Vec<String> {
         let mut calls: Vec<String> = engine
             .calls()
@@ -537,11 +547,7 @@ mod tests {
         boxed(&mut world, "shared", false, 10);
         world.containers[0].ipc_mode = Some("shareable".into());
         unrelated(&mut world, "locked", 20);
-        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
-        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_hung(world, Op::Inspect(Kind::Container), Some("locked")).await;
         assert!(plan.steps.is_empty());
         assert_eq!(blocked(&plan)[0].1["code"], "holderUnknown");
     }
@@ -550,11 +556,7 @@ mod tests {
     async fn a_hung_network_listing_blocks_no_container_or_volume() {
         let mut world = World::default();
         boxed(&mut world, "a", true, 10);
-        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
-        hang(&engine, Op::List(Kind::Network), None);
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_hung(world, Op::List(Kind::Network), None).await;
         assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
         assert_eq!(
             plan.incomplete,
@@ -566,11 +568,7 @@ mod tests {
     async fn a_hung_container_listing_blocks_every_volume_and_network() {
         let mut world = World::default();
         boxed(&mut world, "a", true, 10);
-        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
-        hang(&engine, Op::List(Kind::Container), None);
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_hung(world, Op::List(Kind::Container), None).await;
         assert!(plan.steps.is_empty());
         let blocked = blocked(&plan);
         assert_eq!(blocked.len(), 1);
@@ -620,11 +618,7 @@ mod tests {
         let mut world = World::default();
         boxed(&mut world, "stopped", false, 10);
         unrelated(&mut world, "locked", 20);
-        let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
-        hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_hung(world, Op::Inspect(Kind::Container), Some("locked")).await;
         assert_eq!(removed(&plan), ["sbx-stopped", "v-stopped"]);
         assert!(plan.blocked.is_empty() && plan.incomplete.is_empty());
     }

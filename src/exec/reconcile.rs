@@ -190,6 +190,17 @@ mod tests {
         Goal::nothing_declared()
     }
 
+    /// Box `a` declared, nothing else.
+    fn declared_a() -> Goal {
+        Goal::Reconcile {
+            boxes: vec![DeclaredBox::new("a")],
+            keep_volumes: vec![],
+            grace: None,
+            max_lease: None,
+            archive: None,
+        }
+    }
+
     async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
         reconcile_once(
             engine,
@@ -228,13 +239,7 @@ mod tests {
         // Something managed stays (declared): the verification lists every
         // container too, for who may use it.
         let engine = MemoryEngine::new(world());
-        let declared = Goal::Reconcile {
-            boxes: vec![DeclaredBox::new("a")],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let declared = declared_a();
         assert!(once(&engine, &declared).await.unwrap().converged);
         assert_eq!(container_listings(&engine), 4);
     }
@@ -378,13 +383,7 @@ mod tests {
         let reason = serde_json::to_value(&report.remaining.volumes[0].reason).unwrap();
         assert_eq!(reason["code"], "waitsForFailed");
         // Declared: nothing to do, converged.
-        let declared = Goal::Reconcile {
-            boxes: vec![DeclaredBox::new("a")],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let declared = declared_a();
         assert!(once(&engine, &declared).await.unwrap().converged);
         let _ = Outcome::Removed;
     }

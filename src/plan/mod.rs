@@ -758,13 +758,15 @@ fn unknown_block(o: &Object, why: &Reason, inv: &Inventory) -> Option<Reason> {
         if let Some(r) = failed(Listing::Volumes) {
             return Some(r);
         }
-        let leased = inv.objects.values().any(|v| {
-            v.kind() == Kind::Volume
-                && v.box_id() == Some(box_id.as_str())
-                && v.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL)
-        });
-        if leased {
-            if let Some(r) = failed(Listing::Clock) {
+        // The box's lease volumes are looked for only when the clock failed
+        // (a scan of the inventory per object otherwise, on every plan).
+        if let Some(r) = failed(Listing::Clock) {
+            let leased = inv.objects.values().any(|v| {
+                v.kind() == Kind::Volume
+                    && v.box_id() == Some(box_id.as_str())
+                    && v.labels.contains_key(crate::model::lease::LEASE_TTL_LABEL)
+            });
+            if leased {
                 return Some(r);
             }
         }
