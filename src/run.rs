@@ -978,11 +978,24 @@ async fn explain(
     use crate::model::Kind;
     use crate::plan::explain::{explain, find, universe, Query};
     let (inventory, plan) = plan_once(engine, goal, &config.scope, config.now).await?;
-    let (volumes, networks) = tokio::try_join!(
+    let (containers, volumes, networks) = tokio::try_join!(
+        engine.list(Kind::Container, &[]),
         engine.list(Kind::Volume, &[]),
         engine.list(Kind::Network, &[])
     )?;
+    // Discovery listed only the unmanaged containers that could use or join
+    // a managed object (as it learnt them); the others, from this listing.
     let mut others = inventory.unmanaged.clone();
+    let known: BTreeSet<&crate::model::ObjectKey> = others
+        .iter()
+        .map(|o| &o.key)
+        .chain(inventory.objects.keys())
+        .collect();
+    let rest: Vec<_> = containers
+        .into_iter()
+        .filter(|c| !known.contains(&c.key))
+        .collect();
+    others.extend(rest);
     others.extend(volumes);
     others.extend(networks);
     let objects = universe(inventory.objects.values().cloned(), others);

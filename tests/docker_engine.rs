@@ -885,3 +885,76 @@ async fn harness_cleans_up_after_a_panic() {
         assert!(!probe.volume_exists(v).await, "{v} left behind");
     }
 }
+
+/// `list_users`: Docker's `volume`, `network`, `since` and `status` filters
+/// answer at least what discovery needs of them (more is fine: the shared
+/// daemon runs other tests' containers; none of these may be missing).
+#[tokio::test]
+async fn users_listings_find_every_user_and_every_younger_running_container() {
+    let Some(sbx) = Sandbox::new("users").await else {
+        return;
+    };
+    users_listings(sbx).await;
+}
+
+/// The same on Docker 26.1 (API 1.45).
+#[tokio::test]
+async fn users_listings_on_docker_26_1() {
+    let Some(engine) = crate::support::engines::CurrentDocker::new().shared().await else {
+        return;
+    };
+    let sbx = Sandbox::at("users-261", &engine.socket_host())
+        .await
+        .expect("a sandbox on Docker 26.1");
+    users_listings(sbx).await;
+}
+
+async fn users_listings(sbx: Sandbox) {
+    use sandboxctl::engine::Users;
+    let engine = sbx.engine().await;
+    let volume = sbx.volume(VolumeSpec::new().managed()).await;
+    let network = sbx.network(NetworkSpec::new().managed()).await;
+    let before = sbx.container(ContainerSpec::new()).await;
+    // `since` has nanosecond creation times: the same second is no tie.
+    let target = sbx.container(ContainerSpec::new().managed()).await;
+    let mounts = sbx
+        .container(ContainerSpec::new().volume(&volume).run(Run::Exited))
+        .await;
+    let never_started = sbx
+        .container(ContainerSpec::new().network(&network.name).run(Run::Created))
+        .await;
+    let attached = sbx
+        .container(ContainerSpec::new().network(&network.name))
+        .await;
+    let after = sbx.container(ContainerSpec::new()).await;
+    let exited = sbx.container(ContainerSpec::new().run(Run::Exited)).await;
+
+    let listed = |users: Users| {
+        let engine = &engine;
+        async move { ids(&engine.list_users(&users).await.unwrap()) }
+    };
+    let mounting = listed(Users::Mounting(vec![volume.clone()])).await;
+    assert!(mounting.contains(&mounts.id), "{mounting:?}");
+    for other in [&before, &target, &after] {
+        assert!(!mounting.contains(&other.id), "{mounting:?}");
+    }
+    // A container never started names its network only by name.
+    let on = listed(Users::Attached(vec![network.id.clone(), network.name.clone()])).await;
+    assert!(on.contains(&never_started.id) && on.contains(&attached.id), "{on:?}");
+    assert!(!on.contains(&before.id) && !on.contains(&after.id), "{on:?}");
+    let since = listed(Users::LiveSince(target.id.clone())).await;
+    assert!(since.contains(&after.id) && since.contains(&attached.id), "{since:?}");
+    for not in [&before, &target, &mounts, &never_started, &exited] {
+        assert!(!since.contains(&not.id), "{} in {since:?}", not.id);
+    }
+    // The container a `since` names must exist.
+    engine
+        .remove(&key(Kind::Container, &target.id))
+        .await
+        .unwrap();
+    let gone = engine
+        .list_users(&Users::LiveSince(target.id.clone()))
+        .await
+        .unwrap_err();
+    assert!(gone.is_not_found(), "{gone:?}");
+}

@@ -27,7 +27,7 @@ use bollard::Docker;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::connect::{describe, error_chain, is_connect_failure, whole_seconds};
-use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream};
+use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, Users};
 use crate::engine::endpoint::Endpoint;
 use crate::model::{short_id, ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
 
@@ -330,6 +330,47 @@ impl Engine for DockerEngine {
                     .collect()
             }
         })
+    }
+
+    /// Docker's `volume`, `network`, `since` and `status` filters. Podman
+    /// gets the listing of every container (the superset): its filters
+    /// differ (no `restarting` status), and nothing here measured them.
+    async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
+        if self.podman {
+            return self.list(Kind::Container, &[]).await;
+        }
+        let (call, map) = match users {
+            Users::Mounting(volumes) => (
+                "list containers using volumes",
+                HashMap::from([("volume", volumes.iter().map(String::as_str).collect())]),
+            ),
+            Users::Attached(networks) => (
+                "list containers on networks",
+                HashMap::from([("network", networks.iter().map(String::as_str).collect())]),
+            ),
+            Users::LiveSince(id) => (
+                "list containers running since",
+                HashMap::from([
+                    ("since", vec![id.as_str()]),
+                    ("status", vec!["running", "paused", "restarting"]),
+                ]),
+            ),
+        };
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&map)
+            .build();
+        let list = self
+            .read(call.to_string(), || {
+                self.docker.list_containers(Some(options.clone()))
+            })
+            .await
+            .map_err(since_gone)?;
+        let engine = self.name.as_str();
+        Ok(list
+            .into_iter()
+            .map(|c| container_from_summary(engine, c))
+            .collect())
     }
 
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError> {
@@ -836,6 +877,21 @@ fn shown_id(key: &ObjectKey) -> &str {
 }
 
 /// The `label` filter map for a listing; no filter at all when `filters` is empty.
+/// Docker 20.10 answers a `since` filter naming a container that is gone
+/// with HTTP 500 `no such container <id>`: that is `NotFound`.
+fn since_gone(e: EngineError) -> EngineError {
+    match e.kind {
+        ErrorKind::Other {
+            status: Some(500),
+            ref message,
+        } if message.to_ascii_lowercase().starts_with("no such container") => {
+            let message = message.clone();
+            EngineError::new(e.call, ErrorKind::NotFound { message })
+        }
+        _ => e,
+    }
+}
+
 fn label_filters(filters: &[String]) -> HashMap<&'static str, Vec<&str>> {
     let mut map = HashMap::new();
     if !filters.is_empty() {

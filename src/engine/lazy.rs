@@ -17,7 +17,7 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::sync::Mutex;
 
 use super::docker::DockerEngine;
-use super::{Engine, EngineError, Event, Helper, TarBody, TarStream};
+use super::{Engine, EngineError, Event, Helper, TarBody, TarStream, Users};
 use crate::engine::endpoint::Endpoint;
 use crate::model::{ImageInfo, Kind, Labels, Object, ObjectKey};
 
@@ -139,6 +139,14 @@ impl Engine for LazyEngine {
     async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {
         let result = match self.shared.get().await {
             Ok(e) => e.list(kind, filters).await,
+            Err(e) => Err(e),
+        };
+        self.shared.seen(result).await
+    }
+
+    async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
+        let result = match self.shared.get().await {
+            Ok(e) => e.list_users(users).await,
             Err(e) => Err(e),
         };
         self.shared.seen(result).await

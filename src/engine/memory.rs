@@ -18,7 +18,7 @@ use serde::Deserialize;
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, HELPER_MOUNT};
+use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, Users, HELPER_MOUNT};
 use crate::engine::docker::parse_time;
 use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey, DEFAULT_ENGINE};
 
@@ -703,6 +703,60 @@ impl Engine for MemoryEngine {
                 .into_iter()
                 .filter(|o| self.filter_match(&o.labels, filters))
                 .collect())
+        })
+        .await
+    }
+
+    /// As Docker's filters: a volume by name, a network by ID or name, and
+    /// `since` by creation order (the world's order breaks a tie of
+    /// creation times); faults as for the listing of containers.
+    async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
+        let engine = self.name.as_str();
+        // Logged apart from the other container listings (`List(Container)
+        // users`); a fault on container listings applies to it too.
+        self.call(Op::List(Kind::Container), "users", |w| {
+            let picked: Vec<&ContainerInfo> = match users {
+                Users::Mounting(volumes) => w
+                    .containers
+                    .iter()
+                    .filter(|c| volumes.iter().any(|v| c.mounts.contains(v)))
+                    .collect(),
+                Users::Attached(networks) => {
+                    let named = |id: &String| {
+                        w.networks
+                            .iter()
+                            .find(|n| &n.id == id)
+                            .is_some_and(|n| networks.contains(&n.name))
+                    };
+                    w.containers
+                        .iter()
+                        .filter(|c| c.networks.iter().any(|n| networks.contains(n) || named(n)))
+                        .collect()
+                }
+                Users::LiveSince(id) => {
+                    let Some(at) = w.containers.iter().position(|c| &c.id == id) else {
+                        return Err(EngineError::new(
+                            "list containers running since",
+                            ErrorKind::NotFound {
+                                message: format!("No such container {id}"),
+                            },
+                        ));
+                    };
+                    let made = |c: &ContainerInfo| c.created_at.as_deref().and_then(parse_time);
+                    let since = made(&w.containers[at]);
+                    w.containers
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, c)| match (made(c), since) {
+                            (Some(c), Some(s)) if c != s => c > s,
+                            _ => *i > at,
+                        })
+                        .map(|(_, c)| c)
+                        .filter(|c| matches!(c.state.as_str(), "running" | "paused" | "restarting"))
+                        .collect()
+                }
+            };
+            Ok(picked.into_iter().map(|c| c.object(engine, false)).collect())
         })
         .await
     }

@@ -43,6 +43,22 @@ pub struct Helper {
     pub labels: Labels,
 }
 
+/// Which containers [`Engine::list_users`] asks for: those that could use
+/// or join a managed object. Each is one listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Users {
+    /// Those that mount any of these volumes (by name).
+    Mounting(Vec<String>),
+    /// Those attached to any of these networks (each given by ID and by
+    /// name: a container never started names a network only by its name).
+    Attached(Vec<String>),
+    /// Those that run (or are paused or restarting) and were made after
+    /// this container (its ID); it must exist (else `NotFound`). Only such a
+    /// container can share a namespace of it or of a younger one (Docker
+    /// resolves `container:<name>` to an ID when the joiner is made).
+    LiveSince(String),
+}
+
 /// A tar stream read out of a container, chunk by chunk.
 pub type TarStream = BoxStream<'static, Result<Bytes, EngineError>>;
 
@@ -68,6 +84,16 @@ pub trait Engine: Send + Sync {
     /// Every object of `kind` that carries every `key=value` in `label_filters`
     /// (server-side filter; containers in any state). Empty filters list all.
     async fn list(&self, kind: Kind, label_filters: &[String]) -> Result<Vec<Object>, EngineError>;
+
+    /// The containers, in any state and labeled or not, that `users` asks
+    /// for (server-side filters): at least those, maybe more; the caller
+    /// judges each on the client, as for `list`. Discovery asks only for
+    /// these instead of listing every container, the biggest answer on a
+    /// busy engine. By default: every container (the superset).
+    async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
+        let _ = users;
+        self.list(Kind::Container, &[]).await
+    }
 
     /// Every image with a tag matching `reference` (e.g. `ca-sbx:*`).
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError>;

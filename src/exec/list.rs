@@ -2,11 +2,15 @@
 //! (list, plan, and inspect the containers that could share a namespace of
 //! one the plan removes, until the plan stands).
 //!
-//! Owns the engine calls of discovery: a constant eight listings whatever the
-//! number of objects or of a swarm's nodes (five, and the Swarm services,
-//! configs and secrets, which an engine that is not a swarm manager answers
-//! with an error that skips those kinds with one note), one read of the
-//! engine's clock when a lease is listed, and the inspection (at most
+//! Owns the engine calls of discovery: seven listings whatever the number
+//! of objects or of a swarm's nodes (the managed containers, volumes and
+//! networks, the images, and the Swarm services, configs and secrets, which
+//! an engine that is not a swarm manager answers with an error that skips
+//! those kinds with one note); then at most three listings of the unmanaged
+//! containers that could use or join what those found, filtered on the
+//! server (never every container, the biggest answer on a busy engine,
+//! unless a filter cannot be made; see `users`); one read of the engine's
+//! clock when a lease is listed; and the inspection (at most
 //! `INSPECT_CONCURRENCY` at once) of only the containers that could join a
 //! pid or ipc namespace of a container the plan removes (the listing does
 //! not show those joins; see `inventory::could_join`). Every call has its
@@ -21,7 +25,7 @@ use std::collections::BTreeMap;
 
 use futures_util::stream::{self, StreamExt};
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, Users};
 use crate::model::lease::LEASE_TTL_LABEL;
 use crate::model::{Kind, Listing, Object, ObjectKey, Scope, IMAGE_REFERENCE};
 use crate::plan::inventory::Inventory;
@@ -51,74 +55,111 @@ impl std::error::Error for InventoryError {}
 /// How many containers are inspected at once.
 const INSPECT_CONCURRENCY: usize = 16;
 
-/// Lists the managed containers, every container (only to find unmanaged
-/// users of managed objects), the managed volumes and networks, the
-/// `ca-sbx:*` images, and on a swarm manager every service (one call; the
-/// managed ones are told apart on the client, the others may hold a managed
-/// network, config or secret) and the managed configs and secrets,
-/// concurrently, and keeps what passes the client-side check. A listing that
-/// fails is recorded in `unknown.listings`; only when the managed
-/// containers, volumes and networks all failed is it an error.
+/// Lists the managed containers, volumes and networks, the `ca-sbx:*`
+/// images, and on a swarm manager every service (one call; the managed ones
+/// are told apart on the client, the others may hold a managed network,
+/// config or secret) and the managed configs and secrets, concurrently; and,
+/// as soon as each managed listing answers, the unmanaged containers that
+/// could use what it found (see [`users`]). Keeps what passes the
+/// client-side check. A listing that fails is recorded in
+/// `unknown.listings`; only when the managed containers, volumes and
+/// networks all failed is it an error.
 pub async fn inventory(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
-    listed(engine, scope, Every::Now).await
+    listed(engine, scope).await
 }
 
-/// When the listing of every container (the biggest answer on a busy
-/// engine) is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Every {
-    /// With the other listings, at once.
-    Now,
-    /// After them, and only when they show a managed object (or failed): a
-    /// verification that finds nothing managed needs no users of it.
-    IfManaged,
-}
+/// At most this many names in one filtered listing of users; more, and
+/// every container is listed instead (a request line has a limit).
+const MAX_FILTER_VALUES: usize = 100;
 
-/// [`inventory`], listing every container as `every` says.
-async fn listed(
+/// The containers, managed or not, that could use or join what a managed
+/// listing found (`Ok(None)`: none can, nothing was asked):
+/// - `Users::Mounting` the managed volumes, and `Users::Attached` to the
+///   managed networks (by ID and by name), in any state;
+/// - `Users::LiveSince` the oldest managed container: only a container that
+///   runs and was made after a container can share its namespaces. When two
+///   managed containers are oldest in the same second (the listing has
+///   one-second steps), when a creation time is unknown, or when that
+///   container is gone by the time of the call, every container is listed
+///   instead.
+///
+/// Too many names to filter by: every container. The answers are a subset
+/// of every container, and a superset of what the planner uses.
+async fn users(
     engine: &dyn Engine,
-    scope: &Scope,
-    every: Every,
-) -> Result<Inventory, InventoryError> {
-    let filters = scope.filters();
-    let all_now = async {
-        match every {
-            Every::Now => Some(engine.list(Kind::Container, &[]).await),
-            Every::IfManaged => None,
+    found: &Result<Vec<Object>, EngineError>,
+    kind: Kind,
+) -> Option<Result<Vec<Object>, EngineError>> {
+    let found = found.as_ref().ok()?;
+    let every = || engine.list(Kind::Container, &[]);
+    let users = match kind {
+        Kind::Volume => Users::Mounting(found.iter().map(|v| v.name.clone()).collect()),
+        Kind::Network => Users::Attached(
+            found
+                .iter()
+                .flat_map(|n| [n.key.id.clone(), n.name.clone()])
+                .collect(),
+        ),
+        _ => {
+            let oldest = found.iter().map(|c| c.created).min()?;
+            let mut at = found.iter().filter(|c| c.created == oldest);
+            match (oldest, at.next(), at.next()) {
+                (Some(_), Some(c), None) => Users::LiveSince(c.key.id.clone()),
+                _ => return Some(every().await),
+            }
         }
     };
-    let (managed, all, volumes, networks, images, services, configs, secrets) = tokio::join!(
-        engine.list(Kind::Container, &filters),
-        all_now,
-        engine.list(Kind::Volume, &filters),
-        engine.list(Kind::Network, &filters),
+    match &users {
+        Users::Mounting(names) | Users::Attached(names) if names.is_empty() => return None,
+        Users::Mounting(names) | Users::Attached(names) if names.len() > MAX_FILTER_VALUES => {
+            return Some(every().await)
+        }
+        _ => {}
+    }
+    match engine.list_users(&users).await {
+        Err(e) if e.is_not_found() => Some(every().await),
+        answer => Some(answer),
+    }
+}
+
+/// [`inventory`].
+async fn listed(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, InventoryError> {
+    let filters = scope.filters();
+    // Each managed listing, and then who could use what it found.
+    let then_users = |kind: Kind| {
+        let filters = &filters;
+        async move {
+            let found = engine.list(kind, filters).await;
+            let users = users(engine, &found, kind).await;
+            (found, users)
+        }
+    };
+    let (
+        (managed, joiners),
+        (volumes, mounting),
+        (networks, attached),
+        images,
+        services,
+        configs,
+        secrets,
+    ) = tokio::join!(
+        then_users(Kind::Container),
+        then_users(Kind::Volume),
+        then_users(Kind::Network),
         engine.list_images(IMAGE_REFERENCE),
         engine.list(Kind::Service, &[]),
         engine.list(Kind::Config, &filters),
         engine.list(Kind::Secret, &filters),
     );
-    let all = match all {
-        Some(all) => all,
-        None => {
-            let none = |r: &Result<Vec<Object>, EngineError>| r.as_ref().is_ok_and(Vec::is_empty);
-            // A service is managed if it carries the scope: told on the client.
-            let services_unmanaged = services
-                .as_ref()
-                .map_or(true, |s| !s.iter().any(|o| scope.manages(&o.labels)));
-            let nothing = none(&managed)
-                && none(&volumes)
-                && none(&networks)
-                && services_unmanaged
-                && [&configs, &secrets]
-                    .into_iter()
-                    .all(|r| r.as_ref().map_or(true, Vec::is_empty));
-            if nothing {
-                Ok(Vec::new())
-            } else {
-                engine.list(Kind::Container, &[]).await
-            }
-        }
-    };
+    // One container in several answers is one container.
+    let all: Result<Vec<Object>, EngineError> = [joiners, mounting, attached]
+        .into_iter()
+        .flatten()
+        .try_fold(BTreeMap::new(), |mut all, answer| {
+            all.extend(answer?.into_iter().map(|o| (o.key.clone(), o)));
+            Ok(all)
+        })
+        .map(|all| all.into_values().collect());
     if let (Err(error), Err(_), Err(_)) = (&managed, &volumes, &networks) {
         return Err(InventoryError {
             what: "containers, volumes or networks",
@@ -319,32 +360,7 @@ pub async fn plan_with(
     now: i64,
     memo: &Memo,
 ) -> Result<(Inventory, Plan), InventoryError> {
-    discover(engine, goal, scope, now, memo, Every::Now).await
-}
-
-/// [`plan_with`] for a verification: every container is listed only when
-/// the other listings show a managed object (after an apply that removed
-/// everything, nothing managed is left to be held, and that listing is the
-/// slowest on an engine with many containers).
-pub async fn plan_again(
-    engine: &dyn Engine,
-    goal: &Goal,
-    scope: &Scope,
-    now: i64,
-    memo: &Memo,
-) -> Result<(Inventory, Plan), InventoryError> {
-    discover(engine, goal, scope, now, memo, Every::IfManaged).await
-}
-
-async fn discover(
-    engine: &dyn Engine,
-    goal: &Goal,
-    scope: &Scope,
-    now: i64,
-    memo: &Memo,
-    every: Every,
-) -> Result<(Inventory, Plan), InventoryError> {
-    let mut inventory = listed(engine, scope, every).await?;
+    let mut inventory = listed(engine, scope).await?;
     let mut plan = Plan::build(goal, &inventory, now);
     loop {
         // At stake: the containers the plan removes, and those it keeps only
@@ -481,6 +497,94 @@ mod tests {
             .unwrap();
         assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
         assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
+    }
+
+    /// The container listings `engine` was asked for: by label or of every
+    /// one (`List(Container) `), and of the users of something.
+    fn container_listings(engine: &MemoryEngine) -> Vec<String> {
+        let mut calls: Vec<String> = engine
+            .calls()
+            .into_iter()
+            .filter(|c| c.starts_with("List(Container)"))
+            .collect();
+        calls.sort();
+        calls
+    }
+
+    #[tokio::test]
+    async fn only_users_and_younger_running_containers_are_listed_never_every_one() {
+        let mut world = World::default();
+        unrelated(&mut world, "before", 1);
+        // Made before the box and stopped, but it mounts the box's volume.
+        let mut user = ContainerInfo::new("user", "user", Labels::new());
+        user.mounts.insert("v-a".into());
+        user.created_at = at(2);
+        user.state = "exited".into();
+        world.containers.push(user);
+        boxed(&mut world, "a", true, 10);
+        unrelated(&mut world, "after", 20);
+        let mut stopped = ContainerInfo::new("stopped-after", "stopped-after", Labels::new());
+        stopped.created_at = at(21);
+        stopped.state = "exited".into();
+        world.containers.push(stopped);
+        let engine = MemoryEngine::new(world);
+        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        // The managed containers, then the running ones made after sbx-a, and
+        // the users of v-a: no listing of every container.
+        assert_eq!(
+            container_listings(&engine),
+            ["List(Container) ", "List(Container) users", "List(Container) users"]
+        );
+        let unmanaged: Vec<&str> = inventory.unmanaged.iter().map(|o| o.key.id.as_str()).collect();
+        assert_eq!(unmanaged, ["after", "user"]);
+        assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
+        // The user holds the volume; the container goes.
+        assert_eq!(removed(&plan), ["sbx-a"]);
+        assert_eq!(blocked(&plan)[0].0, "v-a");
+    }
+
+    #[tokio::test]
+    async fn every_container_is_listed_when_the_oldest_managed_one_is_not_one() {
+        // Two boxes made in the same second: which came first is unknown.
+        let mut world = World::default();
+        boxed(&mut world, "a", true, 10);
+        boxed(&mut world, "b", true, 10);
+        unrelated(&mut world, "after", 20);
+        let engine = MemoryEngine::new(world);
+        plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        let calls = container_listings(&engine);
+        assert_eq!(calls.iter().filter(|c| *c == "List(Container) ").count(), 2);
+        assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_users_listing_is_a_failed_container_listing() {
+        let mut world = World::default();
+        boxed(&mut world, "a", false, 10);
+        let engine = MemoryEngine::new(world);
+        engine.inject(
+            Op::List(Kind::Container),
+            Some("users"),
+            FaultAction::Fail(EngineError::new(
+                "list containers using volumes",
+                crate::engine::ErrorKind::Other {
+                    status: Some(500),
+                    message: "boom".into(),
+                },
+            )),
+            usize::MAX,
+        );
+        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        assert!(inventory.unknown.listings.contains_key(&Listing::Containers));
+        // Nothing can be said of who uses the volume: it stays, named.
+        assert!(removed(&plan).iter().all(|n| *n != "v-a"), "{:?}", removed(&plan));
+        assert!(blocked(&plan).iter().any(|(n, _)| n == "v-a"));
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::Engine;
 use crate::exec::apply::Applied;
-use crate::exec::list::plan_again;
+use crate::exec::list::plan_with;
 use crate::exec::report::{ArchivedVolume, Failure, Gone, Named, Report};
 use crate::model::{ObjectKey, Outcome, Reason};
 use crate::plan::Plan;
@@ -112,7 +112,7 @@ pub async fn verify_with(
     incomplete(&mut report, &plan.incomplete);
     report.degraded = !plan.incomplete.is_empty();
     let scope = plan.scope();
-    match plan_again(engine, &plan.goal, &scope, plan.now(), memo).await {
+    match plan_with(engine, &plan.goal, &scope, plan.now(), memo).await {
         Ok((_, again)) => {
             let again_texts: Vec<String> = again
                 .incomplete
