@@ -595,10 +595,12 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word() {
 /// 127.0.0.1, the worker on 127.0.0.2, each with its own gateway bridge. A
 /// global service whose tasks mount a labeled volume runs a task on each
 /// node; each node keeps its own copy of the volume. On the worker the
-/// Swarm kinds are skipped with one note and its task container is
-/// `ownedByOrchestrator` (it cannot see the service); a fleet with an entry
-/// per node removes the service on the manager, whose removal takes the
-/// worker's task too, and a second run takes the worker's volume.
+/// Swarm kinds cannot be listed: three failed listings and one note, unless
+/// its `[[engine]]` says `swarm = false`; its task container is
+/// `ownedByOrchestrator` (it cannot see the service). A fleet with an entry
+/// per node (the worker's `swarm = false`, the manager lists the swarm)
+/// removes the service on the manager, whose removal takes the worker's task
+/// too, and a second run takes the worker's volume.
 #[tokio::test]
 async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     let Some(sbx) = Sandbox::new("swarm-two-nodes").await else {
@@ -638,7 +640,9 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     worker.wait_for_tasks(&service, &name, 1);
     assert!(manager.exists("volume", &volume) && worker.exists("volume", &volume));
 
-    // The worker alone: no error, one note, its task blocked as owned.
+    // The worker alone: its swarm's services, configs and secrets cannot be
+    // listed there, three failed listings (exit 1) and one note saying what
+    // to do; its task blocked as owned.
     let state = sbx.scope_toml();
     let on_worker = worker
         .sandboxctl()
@@ -646,14 +650,39 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
         .json()
         .arg("plan")
         .run();
-    let plan = on_worker.expect_code(0).plan();
+    let plan = on_worker.expect_code(1).plan();
     assert_eq!(
         on_worker.stderr.matches("is a swarm worker").count(),
         1,
         "{}",
         on_worker.dump()
     );
+    assert!(on_worker.stderr.contains("swarm = false"), "{}", on_worker.dump());
+    assert_eq!(plan.incomplete.len(), 3, "{plan:#?}");
+    assert!(
+        plan.incomplete.iter().all(|i| i.contains("not a swarm manager")),
+        "{plan:#?}"
+    );
     assert!(plan.steps.is_empty(), "{plan:#?}");
+    assert!(
+        plan.blocked
+            .iter()
+            .any(|b| b.kind == Kind::Container && b.why.code() == "ownedByOrchestrator"),
+        "{plan:#?}"
+    );
+    // Its file puts the worker's Swarm kinds out of scope: no failure, no note.
+    let out_of_scope = format!(
+        "{state}\n[[engine]]\nname = \"worker\"\nhost = \"{}\"\nswarm = false\n",
+        worker.host()
+    );
+    let on_worker = Cli::new()
+        .state_toml(&out_of_scope)
+        .json()
+        .arg("plan")
+        .run();
+    let plan = on_worker.expect_code(0).plan();
+    assert!(!on_worker.stderr.contains("swarm"), "{}", on_worker.dump());
+    assert!(plan.incomplete.is_empty() && plan.steps.is_empty(), "{plan:#?}");
     assert!(
         plan.blocked
             .iter()
@@ -663,7 +692,7 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
 
     // A fleet with an entry per node.
     let fleet = format!(
-        "{state}\n[[engine]]\nname = \"manager\"\nhost = \"{}\"\n\n[[engine]]\nname = \"worker\"\nhost = \"{}\"\n",
+        "{state}\n[[engine]]\nname = \"manager\"\nhost = \"{}\"\n\n[[engine]]\nname = \"worker\"\nhost = \"{}\"\nswarm = false\n",
         manager.host(),
         worker.host()
     );

@@ -479,7 +479,8 @@ fn scope_of(cli: &Labels, desired: &DesiredState) -> Result<Scope, ConfigError> 
         }
         labels.insert(k.clone(), v.clone());
     }
-    Ok(Scope::new(labels))
+    let swarm_out = desired.engines.iter().filter(|e| !e.swarm);
+    Ok(Scope::new(labels).without_swarm_of(swarm_out.map(|e| e.name.clone())))
 }
 
 /// What a look at the state file saw: its modification time, length, bytes.

@@ -179,7 +179,14 @@ async fn listed(engine: &dyn Engine, scope: &Scope) -> Result<Inventory, Invento
     let no_swarm = [&services, &configs, &secrets]
         .into_iter()
         .find_map(|r| r.as_ref().err().filter(|e| e.is_no_swarm()).cloned());
-    let (services, swarm_listed) = if no_swarm.is_some() {
+    let (services, swarm_listed) = if let Some(no) = &no_swarm {
+        // A swarm worker's swarm has services it cannot list: unless the
+        // state file puts them out of scope, those listings failed.
+        if no.is_swarm_worker() && scope.lists_swarm(engine.name()) {
+            for listing in [Listing::Services, Listing::Configs, Listing::Secrets] {
+                take(listing, Err(no.clone()));
+            }
+        }
         (Vec::new(), Vec::new())
     } else {
         let services = take(Listing::Services, services);
@@ -585,6 +592,34 @@ mod tests {
         // Nothing can be said of who uses the volume: it stays, named.
         assert!(removed(&plan).iter().all(|n| *n != "v-a"), "{:?}", removed(&plan));
         assert!(blocked(&plan).iter().any(|(n, _)| n == "v-a"));
+    }
+
+    #[tokio::test]
+    async fn a_swarm_worker_fails_the_swarm_listings_unless_they_are_out_of_scope() {
+        use crate::engine::memory::SwarmRole;
+        let mut world = World::default();
+        boxed(&mut world, "a", false, 10);
+        world.swarm = SwarmRole::Worker;
+        let engine = MemoryEngine::new(world.clone());
+        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap();
+        let failed: Vec<Listing> = inventory.unknown.listings.keys().copied().collect();
+        assert_eq!(
+            failed,
+            [Listing::Services, Listing::Configs, Listing::Secrets]
+        );
+        assert_eq!(plan.incomplete.len(), 3, "{:?}", plan.incomplete);
+        // What no Swarm object could hold still goes.
+        assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
+        // `[[engine]] swarm = false`: out of scope, nothing failed.
+        let engine = MemoryEngine::new(world);
+        let scope = Scope::default().without_swarm_of(["default".to_string()]);
+        let (inventory, plan) = plan_once(&engine, &leaks(), &scope, NOW).await.unwrap();
+        assert!(inventory.unknown.listings.is_empty());
+        assert!(plan.incomplete.is_empty() && plan.swarm_out_of_scope);
+        assert!(inventory.swarm_skipped.is_some());
+        assert_eq!(plan.scope(), scope);
     }
 
     #[tokio::test]

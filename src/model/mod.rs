@@ -271,12 +271,32 @@ pub struct ImageInfo {
 pub struct Scope {
     /// Extra labels (beyond `ca.sandbox=1`) an object must carry with exactly these values.
     pub(crate) labels: Labels,
+    /// The engines whose Swarm services, configs and secrets are out of
+    /// scope (`[[engine]] swarm = false`): on a swarm worker, which cannot
+    /// list them, that is no failure.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub(crate) swarm_out: std::collections::BTreeSet<String>,
 }
 
 impl Scope {
     /// A scope narrowed by `labels` (never containing `ca.sandbox` itself).
     pub fn new(labels: Labels) -> Self {
-        Scope { labels }
+        Scope {
+            labels,
+            swarm_out: Default::default(),
+        }
+    }
+
+    /// This scope, with the Swarm kinds of `engines` out of it.
+    pub fn without_swarm_of(mut self, engines: impl IntoIterator<Item = String>) -> Self {
+        self.swarm_out.extend(engines);
+        self
+    }
+
+    /// True unless `engine`'s Swarm kinds are out of scope: then an engine
+    /// that cannot list them (a swarm worker) fails those listings.
+    pub fn lists_swarm(&self, engine: &str) -> bool {
+        !self.swarm_out.contains(engine)
     }
 
     /// The label filters to send to the engine: `ca.sandbox=1` first, then each scope label.

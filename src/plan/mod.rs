@@ -363,6 +363,9 @@ pub struct Plan {
     pub(crate) engine: String,
     /// Every label a managed object carries: `ca.sandbox=1` and the scope labels.
     pub(crate) scope: Labels,
+    /// The engine's Swarm kinds are out of scope (`[[engine]] swarm = false`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) swarm_out_of_scope: bool,
     pub(crate) goal: Goal,
     /// The time the plan was made for (RFC 3339): grace and expiry are judged at it.
     pub(crate) now: String,
@@ -1048,6 +1051,7 @@ impl Plan {
             version: PLAN_VERSION,
             engine: inv.engine.clone(),
             scope,
+            swarm_out_of_scope: !inv.scope.lists_swarm(&inv.engine),
             goal: goal.clone(),
             now: rfc3339(now),
             steps,
@@ -1073,6 +1077,7 @@ impl Plan {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         )
+        .without_swarm_of(self.swarm_out_of_scope.then(|| self.engine.clone()))
     }
 
     /// The time the plan was made for, as Unix seconds.

@@ -31,6 +31,7 @@ fn empty_plan() -> Plan {
         version: PLAN_VERSION,
         engine: "default".into(),
         scope,
+        swarm_out_of_scope: false,
         goal: Goal::Reconcile {
             boxes: vec![],
             keep_volumes: vec![],

@@ -256,15 +256,17 @@ pub(crate) fn fleet_inventory(
     out
 }
 
-/// The one note for a swarm worker: the Swarm kinds were not listed (never
-/// an error). An engine in no swarm (most engines) has none to list: no
-/// note, so a plain engine's output stays as it was.
+/// The one note for a swarm worker whose Swarm kinds are in scope: they
+/// could not be listed (each a failed listing, said apart), and what to do.
+/// A worker whose file puts them out of scope (`swarm = false`), and an
+/// engine in no swarm (most engines, which have none to list), get no note,
+/// so a plain engine's output stays as it was.
 pub(crate) fn swarm_note(inv: &Inventory) -> Option<String> {
-    if !inv.swarm_skipped.as_ref()?.is_swarm_worker() {
+    if !inv.swarm_skipped.as_ref()?.is_swarm_worker() || !inv.scope.lists_swarm(&inv.engine) {
         return None;
     }
     Some(format!(
-        "note: engine {} is a swarm worker: Swarm services, configs and secrets were not listed (only a manager lists them); run against a manager node to manage them\n",
+        "note: engine {} is a swarm worker: Swarm services, configs and secrets cannot be listed there (only a manager lists them); run against a manager node, or, when a manager's entry manages them, set swarm = false in this engine's [[engine]] table\n",
         escape(&inv.engine)
     ))
 }

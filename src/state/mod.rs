@@ -197,6 +197,10 @@ pub struct EngineDecl {
     pub name: String,
     /// How to reach it.
     pub(crate) target: EngineTarget,
+    /// `swarm = false`: its Swarm services, configs and secrets are out of
+    /// scope (a swarm worker, whose swarm a manager entry manages), so an
+    /// engine that cannot list them is no failure. Default true.
+    pub swarm: bool,
     /// The 1-based line of its `name` key.
     line: usize,
 }

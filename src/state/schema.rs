@@ -38,7 +38,7 @@ const KEEP_ENTRY: &str = "a volume name or an inline table { engine = \"...\", n
 const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes"];
 const SCOPE_KEYS: &[&str] = &["labels"];
 const POLICY_KEYS: &[&str] = &["grace", "max_lease", "archive"];
-const ENGINE_KEYS: &[&str] = &["name", "host", "context"];
+const ENGINE_KEYS: &[&str] = &["name", "host", "context", "swarm"];
 const BOX_KEYS: &[&str] = &["id", "engine", "expires", "ttl", "archive"];
 const VOLUMES_KEYS: &[&str] = &["keep"];
 const KEEP_KEYS: &[&str] = &["engine", "name", "archive"];
@@ -105,6 +105,7 @@ struct RawFile {
 struct RawEngine {
     name: Option<At>,
     target: EngineTarget,
+    swarm: bool,
 }
 
 struct RawBox {
@@ -371,10 +372,18 @@ impl Walker<'_> {
             let mut engine = RawEngine {
                 name: None,
                 target: EngineTarget::Default,
+                swarm: true,
             };
             let mut target_key: Option<(&'static str, usize)> = None;
             for entry in self.known(table, ENGINE_KEYS, "remove it or fix its spelling") {
                 let key = entry.0.get_ref().as_ref();
+                if key == "swarm" {
+                    let hint = "swarm = false: this engine's Swarm services, configs and secrets are not managed here (a swarm worker's are listed by a manager)";
+                    if let Some(swarm) = self.boolean(entry, hint) {
+                        engine.swarm = swarm;
+                    }
+                    continue;
+                }
                 let Some(text) = self.string(entry, "a string", ENGINE_HINT) else {
                     continue;
                 };
@@ -636,6 +645,7 @@ impl Walker<'_> {
                 line: self.line(name.key),
                 name: name.value,
                 target: engine.target,
+                swarm: engine.swarm,
             });
         }
 
@@ -832,6 +842,23 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_may_put_its_swarm_kinds_out_of_scope() {
+        let state = parse(
+            "[[engine]]\nname = \"manager\"\n\n[[engine]]\nname = \"worker\"\nswarm = false\n",
+        )
+        .unwrap();
+        let swarm: Vec<(&str, bool)> = state
+            .engines
+            .iter()
+            .map(|e| (e.name.as_str(), e.swarm))
+            .collect();
+        assert_eq!(swarm, [("manager", true), ("worker", false)]);
+        let e = err("[[engine]]\nname = \"w\"\nswarm = \"no\"\n");
+        assert!(e.starts_with("s.toml:3:9: "), "{e}");
+        assert!(e.contains("true or false"), "{e}");
+    }
+
+    #[test]
     fn scope_labels_as_a_table_and_dotted_key() {
         let state = parse("[scope.labels]\n\"a.b\" = \"c\"\nowner = \"x\"\n").unwrap();
         assert_eq!(state.scope.len(), 2);
@@ -995,16 +1022,19 @@ keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine =
                     EngineDecl {
                         name: "ci-1".into(),
                         target: EngineTarget::Host("ssh://runner@ci-1".into()),
+                        swarm: true,
                         line: 5,
                     },
                     EngineDecl {
                         name: "mac".into(),
                         target: EngineTarget::Context("colima".into()),
+                        swarm: true,
                         line: 9,
                     },
                     EngineDecl {
                         name: "local".into(),
                         target: EngineTarget::Default,
+                        swarm: true,
                         line: 13,
                     },
                 ],

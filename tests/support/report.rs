@@ -408,6 +408,9 @@ pub struct Plan {
     pub version: u32,
     pub engine: String,
     pub scope: BTreeMap<String, String>,
+    /// Present (true) when the engine's Swarm kinds are out of scope.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swarm_out_of_scope: bool,
     pub goal: Goal,
     pub now: String,
     pub steps: Vec<Step>,
@@ -420,6 +423,9 @@ pub struct Plan {
     /// Present when leases were judged (the engine's clock was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_clock: Option<EngineClock>,
+    /// What discovery could not learn, in words (absent when complete).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<String>,
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
     pub summary: String,
