@@ -121,6 +121,9 @@ fn world() -> impl Strategy<Value = World> {
             proptest::option::of(0..VOLUMES),
             // Joins an earlier container's network or pid namespace.
             proptest::option::weighted(0.25, (any::<bool>(), 0..CONTAINERS, any::<bool>())),
+            // Made this many seconds after the one before it (0: the same
+            // second), or at an unknown time.
+            proptest::option::weighted(0.9, 0u32..2),
         ),
         0..CONTAINERS,
     );
@@ -157,14 +160,20 @@ fn world() -> impl Strategy<Value = World> {
             .map(|v| (v.name.clone(), v.labels.clone()))
             .collect();
         let existing_networks: BTreeSet<String> = networks.iter().map(|n| n.id.clone()).collect();
+        let mut second = 0;
         let containers = containers
             .into_iter()
             .enumerate()
-            .map(|(i, (labels, mounts, nets, state, shape, join))| {
+            .map(|(i, (labels, mounts, nets, state, shape, join, after))| {
                 let own = shape.map(volume_name).filter(|v| existing.contains_key(v));
                 let labels = own.as_ref().map_or(labels, |v| existing[v].clone());
                 let mut c = ContainerInfo::new(&container_id(i), &format!("c{i}"), labels);
                 c.state = state.to_string();
+                // In the order they were made, as Docker's `since` has it.
+                c.created_at = after.map(|after| {
+                    second += after;
+                    format!("2024-01-01T00:00:{second:02}Z")
+                });
                 // Docker only mounts volumes and attaches networks that exist.
                 c.mounts = mounts
                     .into_iter()

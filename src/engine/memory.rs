@@ -708,8 +708,8 @@ impl Engine for MemoryEngine {
     }
 
     /// As Docker's filters: a volume by name, a network by ID or name, and
-    /// `since` by creation order (the world's order breaks a tie of
-    /// creation times); faults as for the listing of containers.
+    /// `since` by creation time (a tie, or an unknown time, counts as
+    /// after: the superset); faults as for the listing of containers.
     async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
         let engine = self.name.as_str();
         // Logged apart from the other container listings (`List(Container)
@@ -744,12 +744,14 @@ impl Engine for MemoryEngine {
                     };
                     let made = |c: &ContainerInfo| c.created_at.as_deref().and_then(parse_time);
                     let since = made(&w.containers[at]);
+                    // Docker orders by nanoseconds; here a tie or an unknown
+                    // time counts as made after (the superset).
                     w.containers
                         .iter()
                         .enumerate()
                         .filter(|(i, c)| match (made(c), since) {
-                            (Some(c), Some(s)) if c != s => c > s,
-                            _ => *i > at,
+                            (Some(c), Some(s)) => c >= s && *i != at,
+                            _ => *i != at,
                         })
                         .map(|(_, c)| c)
                         .filter(|c| matches!(c.state.as_str(), "running" | "paused" | "restarting"))
