@@ -3,6 +3,10 @@
 //! file order; the first is what `load` reports); every shipped state file parses; files too large
 //! to commit are generated here; and the parser never panics (nor prints an
 //! out-of-range position or a raw control character) on random or mutated input.
+//! The other files sandboxctl reads from outside, saved plans (`apply FILE`)
+//! and archive manifests (`restore`), likewise give a value or an error on
+//! random input and on their own seeds with hostile strings and byte edits
+//! (as the fuzz targets in `fuzz/` do under libFuzzer).
 //!
 //! To regenerate the `.expected` files after a deliberate message change, run
 //! with `SANDBOXCTL_BLESS=1` and review the diff.
@@ -486,5 +490,160 @@ proptest! {
     #[test]
     fn generated_documents_never_panic(text in document_strategy()) {
         parse_checked(text.as_bytes()).map_err(TestCaseError::fail)?;
+    }
+}
+
+// ----- saved plans and archive manifests ------------------------------------------
+
+/// A saved plan as `plan --out` writes it: one box (container, volume) on the
+/// in-memory engine.
+fn saved_plan_seed() -> Vec<u8> {
+    use sandboxctl::engine::memory::{box_labels, ContainerInfo, MemoryEngine, VolumeInfo, World};
+    let mut c = ContainerInfo::new("c1", "sbx-a", box_labels("a"));
+    c.mounts.insert("va".into());
+    let world = World {
+        containers: vec![c],
+        volumes: vec![VolumeInfo {
+            name: "va".into(),
+            labels: box_labels("a"),
+            created_at: None,
+        }],
+        ..World::default()
+    };
+    let engine = MemoryEngine::new(world);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (_, plan) = runtime
+        .block_on(sandboxctl::exec::reconcile::plan_once(
+            &engine,
+            &sandboxctl::plan::Goal::nothing_declared(),
+            &sandboxctl::model::Scope::default(),
+            1_800_000_000,
+        ))
+        .unwrap();
+    serde_json::to_vec_pretty(&plan).unwrap()
+}
+
+/// A manifest as an archive writes it.
+fn manifest_seed() -> Vec<u8> {
+    let m = sandboxctl::exec::archive::Manifest {
+        version: 1,
+        engine: "default".into(),
+        volume: "ca-sbx-a".into(),
+        labels: [("ca.sandbox".to_string(), "1".to_string())].into(),
+        created_at: Some("2026-12-01T10:00:00Z".into()),
+        box_id: Some("a".into()),
+        archive: "ca-sbx-a-20261201T100000Z.tar.zst".into(),
+        sha256: "0".repeat(64),
+        size: 10,
+        uncompressed_size: 10240,
+        file_count: 1,
+        time: "2026-12-01T10:00:00Z".into(),
+        format: "tar+zstd".into(),
+        root: "data".into(),
+    };
+    serde_json::to_vec_pretty(&m).unwrap()
+}
+
+/// Strings a hostile file puts where a name goes.
+const HOSTILE: &[&str] = &[
+    "", ".", "..", "../x", "/etc/passwd", "a/b", "-oProxyCommand=x", "\u{1b}]0;x\u{7}",
+    "a\u{0}b", "ca.sandbox", "\u{202e}x", "C:\\x", "%2e%2e",
+];
+
+/// Replaces the `n`th string value of the JSON document with `with`.
+fn replace_string(bytes: &[u8], n: usize, with: &str) -> Vec<u8> {
+    fn walk(v: &mut serde_json::Value, n: &mut usize, with: &str) -> bool {
+        match v {
+            serde_json::Value::String(s) => {
+                if *n == 0 {
+                    *s = with.to_string();
+                    return true;
+                }
+                *n -= 1;
+                false
+            }
+            serde_json::Value::Array(a) => a.iter_mut().any(|v| walk(v, n, with)),
+            serde_json::Value::Object(o) => o.values_mut().any(|v| walk(v, n, with)),
+            _ => false,
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    let mut n = n % 64;
+    walk(&mut v, &mut n, with);
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// `apply FILE`'s reader on `bytes`: a plan or an error naming the file.
+fn saved_plan_checked(bytes: &[u8]) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("plan.json");
+    std::fs::write(&path, bytes).unwrap();
+    match sandboxctl::exec::saved_plan_problem(&path) {
+        Some(p) if !p.starts_with(&format!("plan file {}: ", path.display())) => {
+            Err(format!("the error does not name the file: {p}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `restore`'s manifest reader on `bytes`: a manifest of the supported
+/// version whose root is one folder name, or an error.
+fn manifest_checked(bytes: &[u8]) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("v.json"), bytes).unwrap();
+    match sandboxctl::exec::archive::read_manifest(&dir.path().join("v.tar.zst")) {
+        Ok(m) if m.version != 1 => Err(format!("version {} accepted", m.version)),
+        Ok(m) if m.root.is_empty() || m.root.contains('/') || m.root == ".." || m.root == "." => {
+            Err(format!("root {:?} accepted", m.root))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[test]
+fn the_seeds_are_accepted() {
+    assert_eq!(saved_plan_checked(&saved_plan_seed()), Ok(()));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.json"), saved_plan_seed()).unwrap();
+    assert_eq!(sandboxctl::exec::saved_plan_problem(&dir.path().join("plan.json")), None);
+    std::fs::write(dir.path().join("v.json"), manifest_seed()).unwrap();
+    sandboxctl::exec::archive::read_manifest(&dir.path().join("v.tar.zst")).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn hostile_saved_plans_never_panic(
+        edits in prop::collection::vec(edit_strategy(), 0..8),
+        n in any::<usize>(),
+        with in prop::sample::select(HOSTILE),
+    ) {
+        let mut bytes = replace_string(&saved_plan_seed(), n, with);
+        for edit in &edits {
+            apply_edit(&mut bytes, edit);
+        }
+        saved_plan_checked(&bytes).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn hostile_manifests_never_panic(
+        edits in prop::collection::vec(edit_strategy(), 0..8),
+        n in any::<usize>(),
+        with in prop::sample::select(HOSTILE),
+    ) {
+        let mut bytes = replace_string(&manifest_seed(), n, with);
+        for edit in &edits {
+            apply_edit(&mut bytes, edit);
+        }
+        manifest_checked(&bytes).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn random_bytes_are_no_plan_and_no_manifest(bytes in prop::collection::vec(any::<u8>(), 0..1024)) {
+        saved_plan_checked(&bytes).map_err(TestCaseError::fail)?;
+        manifest_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 }

@@ -19,3 +19,12 @@ pub mod reconcile;
 pub mod report;
 pub mod verify;
 mod walk;
+
+/// Reads and checks a saved plan file as `apply FILE` does before anything
+/// else (one engine's plan or a fleet's; versions, engines, steps): what is
+/// wrong with it, in words, or `None`. For the fuzz target and the property
+/// tests of hostile files; `apply FILE` itself goes on to compare the plan
+/// with the engines.
+pub fn saved_plan_problem(path: &std::path::Path) -> Option<String> {
+    fleet::FleetPlan::read(path).err().map(|e| e.to_string())
+}

@@ -1,0 +1,16 @@
+//! Fuzzes the saved-plan reader (`apply FILE`'s first step): any bytes must
+//! give a plan or an error naming the file, never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let path = std::env::temp_dir().join(format!("sandboxctl-fuzz-plan-{}.json", std::process::id()));
+    std::fs::write(&path, data).unwrap();
+    if let Some(problem) = sandboxctl::exec::saved_plan_problem(&path) {
+        assert!(
+            problem.starts_with(&format!("plan file {}: ", path.display())),
+            "{problem}"
+        );
+    }
+});
