@@ -921,7 +921,11 @@ async fn users_listings(sbx: Sandbox) {
         .container(ContainerSpec::new().volume(&volume).run(Run::Exited))
         .await;
     let never_started = sbx
-        .container(ContainerSpec::new().network(&network.name).run(Run::Created))
+        .container(
+            ContainerSpec::new()
+                .network(&network.name)
+                .run(Run::Created),
+        )
         .await;
     let attached = sbx
         .container(ContainerSpec::new().network(&network.name))
@@ -939,11 +943,24 @@ async fn users_listings(sbx: Sandbox) {
         assert!(!mounting.contains(&other.id), "{mounting:?}");
     }
     // A container never started names its network only by name.
-    let on = listed(Users::Attached(vec![network.id.clone(), network.name.clone()])).await;
-    assert!(on.contains(&never_started.id) && on.contains(&attached.id), "{on:?}");
-    assert!(!on.contains(&before.id) && !on.contains(&after.id), "{on:?}");
+    let on = listed(Users::Attached(vec![
+        network.id.clone(),
+        network.name.clone(),
+    ]))
+    .await;
+    assert!(
+        on.contains(&never_started.id) && on.contains(&attached.id),
+        "{on:?}"
+    );
+    assert!(
+        !on.contains(&before.id) && !on.contains(&after.id),
+        "{on:?}"
+    );
     let since = listed(Users::LiveSince(target.id.clone())).await;
-    assert!(since.contains(&after.id) && since.contains(&attached.id), "{since:?}");
+    assert!(
+        since.contains(&after.id) && since.contains(&attached.id),
+        "{since:?}"
+    );
     for not in [&before, &target, &mounts, &never_started, &exited] {
         assert!(!since.contains(&not.id), "{} in {since:?}", not.id);
     }

@@ -548,8 +548,19 @@ fn manifest_seed() -> Vec<u8> {
 
 /// Strings a hostile file puts where a name goes.
 const HOSTILE: &[&str] = &[
-    "", ".", "..", "../x", "/etc/passwd", "a/b", "-oProxyCommand=x", "\u{1b}]0;x\u{7}",
-    "a\u{0}b", "ca.sandbox", "\u{202e}x", "C:\\x", "%2e%2e",
+    "",
+    ".",
+    "..",
+    "../x",
+    "/etc/passwd",
+    "a/b",
+    "-oProxyCommand=x",
+    "\u{1b}]0;x\u{7}",
+    "a\u{0}b",
+    "ca.sandbox",
+    "\u{202e}x",
+    "C:\\x",
+    "%2e%2e",
 ];
 
 /// Replaces the `n`th string value of the JSON document with `with`.
@@ -607,7 +618,10 @@ fn the_seeds_are_accepted() {
     assert_eq!(saved_plan_checked(&saved_plan_seed()), Ok(()));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("plan.json"), saved_plan_seed()).unwrap();
-    assert_eq!(sandboxctl::exec::saved_plan_problem(&dir.path().join("plan.json")), None);
+    assert_eq!(
+        sandboxctl::exec::saved_plan_problem(&dir.path().join("plan.json")),
+        None
+    );
     std::fs::write(dir.path().join("v.json"), manifest_seed()).unwrap();
     sandboxctl::exec::archive::read_manifest(&dir.path().join("v.tar.zst")).unwrap();
 }

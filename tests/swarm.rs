@@ -657,10 +657,16 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
         "{}",
         on_worker.dump()
     );
-    assert!(on_worker.stderr.contains("swarm = false"), "{}", on_worker.dump());
+    assert!(
+        on_worker.stderr.contains("swarm = false"),
+        "{}",
+        on_worker.dump()
+    );
     assert_eq!(plan.incomplete.len(), 3, "{plan:#?}");
     assert!(
-        plan.incomplete.iter().all(|i| i.contains("not a swarm manager")),
+        plan.incomplete
+            .iter()
+            .all(|i| i.contains("not a swarm manager")),
         "{plan:#?}"
     );
     assert!(plan.steps.is_empty(), "{plan:#?}");
@@ -682,7 +688,10 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
         .run();
     let plan = on_worker.expect_code(0).plan();
     assert!(!on_worker.stderr.contains("swarm"), "{}", on_worker.dump());
-    assert!(plan.incomplete.is_empty() && plan.steps.is_empty(), "{plan:#?}");
+    assert!(
+        plan.incomplete.is_empty() && plan.steps.is_empty(),
+        "{plan:#?}"
+    );
     assert!(
         plan.blocked
             .iter()

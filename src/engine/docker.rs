@@ -884,7 +884,10 @@ fn since_gone(e: EngineError) -> EngineError {
         ErrorKind::Other {
             status: Some(500),
             ref message,
-        } if message.to_ascii_lowercase().starts_with("no such container") => {
+        } if message
+            .to_ascii_lowercase()
+            .starts_with("no such container") =>
+        {
             let message = message.clone();
             EngineError::new(e.call, ErrorKind::NotFound { message })
         }

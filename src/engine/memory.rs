@@ -18,7 +18,9 @@ use serde::Deserialize;
 use futures_util::stream::{BoxStream, StreamExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::{Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, Users, HELPER_MOUNT};
+use super::{
+    Engine, EngineError, ErrorKind, Event, Helper, TarBody, TarStream, Users, HELPER_MOUNT,
+};
 use crate::engine::docker::parse_time;
 use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey, DEFAULT_ENGINE};
 
@@ -758,7 +760,10 @@ impl Engine for MemoryEngine {
                         .collect()
                 }
             };
-            Ok(picked.into_iter().map(|c| c.object(engine, false)).collect())
+            Ok(picked
+                .into_iter()
+                .map(|c| c.object(engine, false))
+                .collect())
         })
         .await
     }

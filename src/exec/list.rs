@@ -542,9 +542,17 @@ mod tests {
         // the users of v-a: no listing of every container.
         assert_eq!(
             container_listings(&engine),
-            ["List(Container) ", "List(Container) users", "List(Container) users"]
+            [
+                "List(Container) ",
+                "List(Container) users",
+                "List(Container) users"
+            ]
         );
-        let unmanaged: Vec<&str> = inventory.unmanaged.iter().map(|o| o.key.id.as_str()).collect();
+        let unmanaged: Vec<&str> = inventory
+            .unmanaged
+            .iter()
+            .map(|o| o.key.id.as_str())
+            .collect();
         assert_eq!(unmanaged, ["after", "user"]);
         assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
         // The user holds the volume; the container goes.
@@ -588,9 +596,16 @@ mod tests {
         let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
             .await
             .unwrap();
-        assert!(inventory.unknown.listings.contains_key(&Listing::Containers));
+        assert!(inventory
+            .unknown
+            .listings
+            .contains_key(&Listing::Containers));
         // Nothing can be said of who uses the volume: it stays, named.
-        assert!(removed(&plan).iter().all(|n| *n != "v-a"), "{:?}", removed(&plan));
+        assert!(
+            removed(&plan).iter().all(|n| *n != "v-a"),
+            "{:?}",
+            removed(&plan)
+        );
         assert!(blocked(&plan).iter().any(|(n, _)| n == "v-a"));
     }
 

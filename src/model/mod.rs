@@ -368,16 +368,18 @@ pub fn short_id(id: &str) -> &str {
     }
 }
 
+/// Labels from `(key, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn manages_only_exact_value_one() {

@@ -171,13 +171,7 @@ impl fmt::Display for Owner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::model::labels;
 
     #[test]
     fn each_orchestrator_is_read_from_its_labels() {

@@ -563,14 +563,7 @@ fn digest<'a>(fields: impl IntoIterator<Item = &'a str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Labels, DEFAULT_ENGINE};
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::model::{labels, Labels, DEFAULT_ENGINE};
 
     fn container(id: &str, l: Labels, mounts: &[&str]) -> Object {
         let mut o = Object::new(DEFAULT_ENGINE, Kind::Container, id, &format!("n-{id}"));
