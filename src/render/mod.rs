@@ -102,6 +102,12 @@ pub(crate) fn error(err: &anyhow::Error) -> String {
     out
 }
 
+/// An engine's part that failed, in a fleet (`graph`, `explain`, whose
+/// output has no heading per engine): [`error`], naming the engine.
+pub(crate) fn engine_error(engine: &str, err: &anyhow::Error) -> String {
+    error(&anyhow::anyhow!("engine {engine}: {err:#}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +121,15 @@ mod tests {
         volumes
           caused by: engine said \u{1b}[31mno\u{202e}
         ");
+    }
+
+    #[test]
+    fn an_engines_error_names_it_escaped() {
+        let err = anyhow::anyhow!("list volumes: boom");
+        assert_eq!(
+            engine_error("far\nside", &err),
+            "error: engine far\\nside: list volumes: boom\n"
+        );
     }
 
     #[test]
