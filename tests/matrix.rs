@@ -10,7 +10,10 @@
 //!   [`lease_verdict`]); and the archive commands, in memory only:
 //!   `restore ARCHIVE --volume doomed-data-restored` (judged by
 //!   [`restore_verdict`]) and `apply --archive DIR` (judged by [`verdict`]
-//!   and the archive checks of `memory::Setup::archive_problems`);
+//!   and the archive checks of `memory::Setup::archive_problems`); and the
+//!   read-only commands, in memory only, which go through the same merge as
+//!   `apply`: `plan`, `inventory`, `graph` (DOT and Mermaid) and `explain
+//!   box:doomed` (judged by [`read_only_verdict`]);
 //! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
 //!   where one engine is faulty and the other healthy;
 //! - faults (on the faulty engine): unreachable; listing containers, volumes,
@@ -34,13 +37,18 @@
 //!   create, the helper's create, the upload, the upload cut, the helper's
 //!   removal, the upload past its deadline; `apply --archive` the helper
 //!   refused, the download failed or cut, no image (the calls of `apply`
-//!   itself are `apply`'s cells).
+//!   itself are `apply`'s cells); the read-only commands unreachable, the
+//!   four listings, the container listing past its deadline, the
+//!   unrelated container's inspection hanging (`inventory` inspects
+//!   nothing: not that one).
 //!
 //! Every cell must show ([`verdict`]): exit 1 and `converged: false` in the
 //! JSON report (a running watch: a failed cycle of the faulty engine in its
 //! log, `/healthz` 503, and `converged: false` in its final report); every
 //! failure and every leftover named with the faulty engine; no "Converged"
 //! claim in the human output (but in the healthy engine's own part); a
+//! running watch, stopped by the cell as SIGTERM stops it, exits 1 too
+//! (its last cycle's status); a
 //! running watch under a fault that leaves discovery incomplete (a listing,
 //! an inspection: [`Fault::degrades`]) answers `/healthz` 200, degraded, not
 //! 503; in a
@@ -89,10 +97,17 @@
 //! healthy engine's two volumes archived). Nothing in the world waits for a
 //! volume, so "what waits for it is skipped" is not judged here.
 //!
+//! A read-only command's cells must show, in two runs (JSON and human;
+//! `graph`: DOT and Mermaid): exit 1; in a fleet, the faulty engine named
+//! in an `error:`, `warning:` or `FAILED` line (or its JSON part's
+//! `error`), the healthy one in none; nothing created or removed; in a
+//! fleet of two the healthy engine's part still shown.
+//!
 //! The whole matrix (6 × 3 × 11 = 198 converging cells, 3 × (6 + 5 + 5) =
-//! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 279) runs with the
+//! 48 lease cells, 3 × (7 + 4) = 33 archive cells, and 3 × (7 + 6 + 7 + 7) =
+//! 81 read-only cells: 360; 279 before the read-only ones) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
-//! test per command. The archive cells have no real cell yet.
+//! test per command. The archive and read-only cells have no real cell yet.
 //! A slice of it ([`REAL_SLICE`], 33 cells: 16 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
@@ -202,6 +217,25 @@
 //! kept (`Cleanup` removes nothing): the download and download-cut cells,
 //! 6 of 12 (`.NAME.tar.zst.partial` left in `DIR`; the helper and no-image
 //! cells write no file).
+//!
+//! The read-only cells, since they were added (with the one exit decision,
+//! when plan, inventory, graph and explain went through the one merge): 69
+//! of 81 held at first; `graph` and `explain` in a fleet said a failed
+//! engine's error without naming the engine (explain: all 10 fleet cells;
+//! graph: unreachable in both fleets, 2, measured with the fix reverted).
+//! Since an engine's failure there reads `error: engine NAME: ...`, all 81
+//! hold:
+//!
+//! | command   | one engine | fleet of one | fleet of two |
+//! |-----------|------------|--------------|--------------|
+//! | plan      | 7/7        | 7/7          | 7/7          |
+//! | inventory | 6/6        | 6/6          | 6/6          |
+//! | graph     | 7/7        | 7/7          | 7/7          |
+//! | explain   | 7/7        | 7/7          | 7/7          |
+//!
+//! The running watch's exit is judged since a SIGTERM'd watch exits with
+//! its last cycle's status (before, it exited 0 whatever it found): every
+//! watch cell, in memory and real, exits 1.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

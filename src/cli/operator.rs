@@ -109,7 +109,11 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "130",
-            "interrupted by Ctrl-C (after verifying and reporting)",
+            "interrupted by Ctrl-C (after verifying and reporting; at once on a second Ctrl-C)",
+        ),
+        (
+            "watch",
+            "stopped by SIGTERM: the status of its last cycle (0 only if it converged)",
         ),
         (
             "hold",
