@@ -428,8 +428,10 @@ pub(crate) fn merge<T: Judged>(parts: Vec<Part<T>>) -> FleetReport<T> {
     }
 }
 
-/// How a run ended, as far as its exit status goes: the one input of `Exit`'s
-/// decision, made from the merged report (or a plan, an inventory).
+/// How a command came out, as far as its exit status goes: made from the
+/// merged report (every command that runs on engines, the read-only ones
+/// too), or a lease run, a restore, a hold; with how a signal stopped the
+/// run, it is `cli::exit::Ended`, the one input of `Exit::of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Verdict {
     /// Something failed: a listing, a removal, the verification, an engine.
@@ -521,6 +523,51 @@ mod tests {
         assert_eq!(whole.retained.images.len(), 1, "retained images once");
         assert!(!whole.converged && whole.interrupted);
         assert_eq!(whole.now.as_deref(), Some("now-a"));
+    }
+
+    fn shown(engine: &str, result: Result<Shown<u8>, PartError>) -> Part<Shown<u8>> {
+        Part {
+            engine: engine.into(),
+            endpoint: format!("unix:///{engine}.sock"),
+            took: Duration::ZERO,
+            result,
+        }
+    }
+
+    #[test]
+    fn what_read_only_commands_showed_goes_through_the_one_merge() {
+        let complete = || {
+            Ok(Shown {
+                value: 1,
+                incomplete: vec![],
+            })
+        };
+        let all = merge(vec![shown("a", complete()), shown("b", complete())]);
+        assert!(all.report.converged && all.report.failures.is_empty());
+        assert!(!Verdict::of_report(&all.report).failed);
+        // One engine down: its part fails, named; the other is still there.
+        let down = merge(vec![
+            shown("a", Err(PartError::Explain("boom".into()))),
+            shown("b", complete()),
+        ]);
+        assert!(!down.report.converged);
+        assert_eq!(down.report.failures.len(), 1);
+        assert_eq!(down.report.failures[0].engine, "a");
+        assert_eq!(down.report.failures[0].name, "unix:///a.sock");
+        assert!(down.parts[1].result.is_ok());
+        assert!(Verdict::of_report(&down.report).failed);
+        // Shown as far as it is known: a failure of kind engine, the run fails.
+        let partial = merge(vec![shown(
+            "a",
+            Ok(Shown {
+                value: 1,
+                incomplete: vec!["could not list volumes: 500".into()],
+            }),
+        )]);
+        assert!(!partial.report.converged && partial.report.degraded);
+        assert_eq!(partial.report.failures[0].kind, "engine");
+        assert_eq!(partial.engines[0].failures, 1);
+        assert!(Verdict::of_report(&partial.report).failed);
     }
 
     #[test]
