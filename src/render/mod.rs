@@ -105,7 +105,12 @@ pub(crate) fn error(err: &anyhow::Error) -> String {
 /// An engine's part that failed, in a fleet (`graph`, `explain`, whose
 /// output has no heading per engine): [`error`], naming the engine.
 pub(crate) fn engine_error(engine: &str, err: &anyhow::Error) -> String {
-    error(&anyhow::anyhow!("engine {engine}: {err:#}"))
+    let said = error(err);
+    format!(
+        "error: engine {}: {}",
+        crate::text::escape(engine),
+        said.strip_prefix("error: ").unwrap_or(&said)
+    )
 }
 
 #[cfg(test)]
