@@ -6,8 +6,9 @@
 //! apply with its error policy, verify, reconcile, the fleet), `watch` (the
 //! same reconcile, run again), `observe` (audit log, metrics) and `render`
 //! (the only place that makes text, with `text` escaping what engines
-//! return). `model` holds the nouns, `engine` the engines; `run` dispatches a
-//! command.
+//! return). `model` holds the nouns, `engine` the engines; `run` (a file per
+//! command) dispatches a command and ends it in the one result that
+//! `cli::exit` turns into the exit status.
 
 pub mod cli;
 pub mod engine;

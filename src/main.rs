@@ -1,9 +1,10 @@
 //! sandboxctl's entry point: parse, validate, dispatch, exit.
 //!
-//! Owns nothing but the mapping from arguments to `Args` and from the run's
-//! outcome to an exit code (0 converged, 1 failed, 2 invalid invocation or
-//! `plan --detailed-exitcode` with changes, 130 interrupted; `hold`: its
-//! command's status, decided in `cli::exit` as every other). Everything else
+//! Owns nothing but the mapping from arguments to `Args` and ending the
+//! process with the status `cli::exit` decided (0 converged, 1 failed, 2
+//! invalid invocation or `plan --detailed-exitcode` with changes, 130
+//! interrupted; a watch stopped by SIGTERM: its last cycle's; `hold`: its
+//! command's): the only place that calls `process::exit`. Everything else
 //! is in the library (see `lib.rs`).
 
 use clap::{CommandFactory, Parser};

@@ -5,6 +5,7 @@
 //! has the code. The pure core (`model`, `plan`, `text`, `exec/walk.rs`) does
 //! no I/O and uses no tokio. Read from the source text, with tests (each
 //! `#[cfg(test)]` item) and comments left out. A new module is added here.
+//! Only `main.rs` ends the process (`process::exit`).
 //! `cargo test -- layers --nocapture` prints the graph as it is.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -335,5 +336,39 @@ fn no_module_reaches_itself_through_its_imports() {
         left.is_empty(),
         "modules on an import cycle, or using one: {:?}",
         left.keys().collect::<Vec<_>>()
+    );
+}
+
+/// `process::exit` only in `main.rs`: every run ends in one result that
+/// `cli::exit` decides, and only `main` hands its status to the process.
+#[test]
+fn only_main_ends_the_process() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let mut problems = Vec::new();
+    for file in all {
+        let rel = file
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        if rel == "main.rs" {
+            continue;
+        }
+        for line in code(&file).lines() {
+            if line.contains("process::exit")
+                || line.contains("libc::exit")
+                || line.contains("libc::_exit")
+            {
+                problems.push(format!("src/{rel} ends the process: {}", line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let main = std::fs::read_to_string(src().join("main.rs")).unwrap();
+    assert_eq!(
+        main.matches("process::exit(").count(),
+        1,
+        "main.rs exits once"
     );
 }

@@ -10,7 +10,10 @@
 //!   [`lease_verdict`]); and the archive commands, in memory only:
 //!   `restore ARCHIVE --volume doomed-data-restored` (judged by
 //!   [`restore_verdict`]) and `apply --archive DIR` (judged by [`verdict`]
-//!   and the archive checks of `memory::Setup::archive_problems`);
+//!   and the archive checks of `memory::Setup::archive_problems`); and the
+//!   read-only commands, in memory only, which go through the same merge as
+//!   `apply`: `plan`, `inventory`, `graph` (DOT and Mermaid) and `explain
+//!   box:doomed` (judged by [`read_only_verdict`]);
 //! - shapes: one engine (no `[[engine]]`), a fleet of one, a fleet of two
 //!   where one engine is faulty and the other healthy;
 //! - faults (on the faulty engine): unreachable; listing containers, volumes,
@@ -34,13 +37,18 @@
 //!   create, the helper's create, the upload, the upload cut, the helper's
 //!   removal, the upload past its deadline; `apply --archive` the helper
 //!   refused, the download failed or cut, no image (the calls of `apply`
-//!   itself are `apply`'s cells).
+//!   itself are `apply`'s cells); the read-only commands unreachable, the
+//!   four listings, the container listing past its deadline, the
+//!   unrelated container's inspection hanging (`inventory` inspects
+//!   nothing: not that one).
 //!
 //! Every cell must show ([`verdict`]): exit 1 and `converged: false` in the
 //! JSON report (a running watch: a failed cycle of the faulty engine in its
 //! log, `/healthz` 503, and `converged: false` in its final report); every
 //! failure and every leftover named with the faulty engine; no "Converged"
 //! claim in the human output (but in the healthy engine's own part); a
+//! running watch, stopped by the cell as SIGTERM stops it, exits 1 too
+//! (its last cycle's status); a
 //! running watch under a fault that leaves discovery incomplete (a listing,
 //! an inspection: [`Fault::degrades`]) answers `/healthz` 200, degraded, not
 //! 503; in a
@@ -89,10 +97,17 @@
 //! healthy engine's two volumes archived). Nothing in the world waits for a
 //! volume, so "what waits for it is skipped" is not judged here.
 //!
+//! A read-only command's cells must show, in two runs (JSON and human;
+//! `graph`: DOT and Mermaid): exit 1; in a fleet, the faulty engine named
+//! in an `error:`, `warning:` or `FAILED` line (or its JSON part's
+//! `error`), the healthy one in none; nothing created or removed; in a
+//! fleet of two the healthy engine's part still shown.
+//!
 //! The whole matrix (6 × 3 × 11 = 198 converging cells, 3 × (6 + 5 + 5) =
-//! 48 lease cells, and 3 × (7 + 4) = 33 archive cells: 279) runs with the
+//! 48 lease cells, 3 × (7 + 4) = 33 archive cells, and 3 × (7 + 6 + 7 + 7) =
+//! 81 read-only cells: 360; 279 before the read-only ones) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
-//! test per command. The archive cells have no real cell yet.
+//! test per command. The archive and read-only cells have no real cell yet.
 //! A slice of it ([`REAL_SLICE`], 33 cells: 16 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
@@ -202,6 +217,25 @@
 //! kept (`Cleanup` removes nothing): the download and download-cut cells,
 //! 6 of 12 (`.NAME.tar.zst.partial` left in `DIR`; the helper and no-image
 //! cells write no file).
+//!
+//! The read-only cells, since they were added (with the one exit decision,
+//! when plan, inventory, graph and explain went through the one merge): 69
+//! of 81 held at first; `graph` and `explain` in a fleet said a failed
+//! engine's error without naming the engine (explain: all 10 fleet cells;
+//! graph: unreachable in both fleets, 2, measured with the fix reverted).
+//! Since an engine's failure there reads `error: engine NAME: ...`, all 81
+//! hold:
+//!
+//! | command   | one engine | fleet of one | fleet of two |
+//! |-----------|------------|--------------|--------------|
+//! | plan      | 7/7        | 7/7          | 7/7          |
+//! | inventory | 6/6        | 6/6          | 6/6          |
+//! | graph     | 7/7        | 7/7          | 7/7          |
+//! | explain   | 7/7        | 7/7          | 7/7          |
+//!
+//! The running watch's exit is judged since a SIGTERM'd watch exits with
+//! its last cycle's status (before, it exited 0 whatever it found): every
+//! watch cell, in memory and real, exits 1.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -237,10 +271,18 @@ pub enum Command {
     /// `apply --archive DIR`: every managed volume archived before its
     /// removal. Judged by [`verdict`] and the archive checks of the run.
     ApplyArchive,
+    /// `plan`: read-only, judged by [`read_only_verdict`].
+    Plan,
+    /// `inventory`: read-only.
+    Inventory,
+    /// `graph` (DOT): read-only.
+    Graph,
+    /// `explain box:doomed`: read-only.
+    Explain,
 }
 
 impl Command {
-    pub const ALL: [Command; 11] = [
+    pub const ALL: [Command; 15] = [
         Command::Apply,
         Command::ApplySaved,
         Command::DestroyId,
@@ -252,6 +294,10 @@ impl Command {
         Command::Hold,
         Command::Restore,
         Command::ApplyArchive,
+        Command::Plan,
+        Command::Inventory,
+        Command::Graph,
+        Command::Explain,
     ];
 
     /// The commands that converge (and end in a report).
@@ -269,6 +315,24 @@ impl Command {
 
     /// The commands of `--archive` and `restore` (in memory only: no real cell).
     pub const ARCHIVE: [Command; 2] = [Command::Restore, Command::ApplyArchive];
+
+    /// The read-only commands, which go through the same merge as `apply`
+    /// (in memory only: no real cell).
+    pub const READ_ONLY: [Command; 4] = [
+        Command::Plan,
+        Command::Inventory,
+        Command::Graph,
+        Command::Explain,
+    ];
+
+    /// True for `plan`, `inventory`, `graph` and `explain`: judged by
+    /// [`read_only_verdict`].
+    pub fn read_only(self) -> bool {
+        matches!(
+            self,
+            Command::Plan | Command::Inventory | Command::Graph | Command::Explain
+        )
+    }
 
     /// True for `restore` and `apply --archive`.
     pub fn archive(self) -> bool {
@@ -316,6 +380,17 @@ impl Command {
             Fault::Deadline,
             Fault::InspectHangs,
         ];
+        // Discovery's calls: the listings (every container's past its
+        // deadline too) and the inspection of an unmanaged container.
+        const READ_ONLY: &[Fault] = &[
+            Fault::Unreachable,
+            Fault::ListContainers,
+            Fault::ListVolumes,
+            Fault::ListNetworks,
+            Fault::ListImages,
+            Fault::Deadline,
+            Fault::InspectHangs,
+        ];
         match self {
             Command::Lease => &[
                 Fault::Unreachable,
@@ -354,6 +429,9 @@ impl Command {
                 Fault::DownloadCut,
                 Fault::NoImage,
             ],
+            Command::Plan | Command::Graph | Command::Explain => READ_ONLY,
+            // The inventory inspects no container.
+            Command::Inventory => &READ_ONLY[..READ_ONLY.len() - 1],
             _ => CONVERGING,
         }
     }
@@ -371,6 +449,10 @@ impl Command {
             Command::Hold => "hold",
             Command::Restore => "restore",
             Command::ApplyArchive => "apply --archive",
+            Command::Plan => "plan",
+            Command::Inventory => "inventory",
+            Command::Graph => "graph",
+            Command::Explain => "explain box:doomed",
         }
     }
 
@@ -397,6 +479,10 @@ impl Command {
             Command::Release => &["lease", "--release", BOX],
             Command::Hold => &["hold", BOX, "--ttl", "3s", "--", "sh", "-c", &touch],
             Command::Apply => &["apply"],
+            Command::Plan => &["plan"],
+            Command::Inventory => &["inventory"],
+            Command::Graph => &["graph"],
+            Command::Explain => &["explain", "box:doomed"],
             Command::ApplySaved => &["apply", saved],
             Command::DestroyId => &["destroy", BOX],
             Command::DestroyPrune => &["destroy", "--prune"],
@@ -421,7 +507,10 @@ impl Command {
     /// True when the leaked volume is to go too (every converging command
     /// but `destroy ID`; the lease commands remove leases only).
     pub fn removes_leaks(self) -> bool {
-        self != Command::DestroyId && !self.leases() && self != Command::Restore
+        self != Command::DestroyId
+            && !self.leases()
+            && self != Command::Restore
+            && !self.read_only()
     }
 }
 
@@ -716,6 +805,8 @@ pub struct Seen {
     pub lease: Option<LeaseSeen>,
     /// `restore`'s runs (it prints no report).
     pub restore: Option<RestoreSeen>,
+    /// A read-only command's runs (they print no report).
+    pub read_only: Option<ReadOnlySeen>,
     /// Both streams of every run, for messages.
     pub dump: String,
 }
@@ -764,7 +855,12 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
         cell.fault,
         Fault::Unreachable | Fault::Create | Fault::Deadline
     );
-    for (format, run) in [("json", &seen.json), ("human", &seen.human)] {
+    let formats = if cell.command == Command::Graph {
+        ["dot", "mermaid"]
+    } else {
+        ["json", "human"]
+    };
+    for (format, run) in formats.into_iter().zip([&seen.json, &seen.human]) {
         let mut problem = |p: String| problems.push(format!("{format} run: {p}"));
         if run.exit != Some(1) {
             problem(format!("exit {:?}, not 1", run.exit));
@@ -982,7 +1078,12 @@ pub fn restore_verdict(cell: Cell, seen: &RestoreSeen) -> Vec<String> {
     let faulty = cell.shape.faulty();
     let engine = format!("engine {faulty}");
     let mut problems = Vec::new();
-    for (format, run) in [("json", &seen.json), ("human", &seen.human)] {
+    let formats = if cell.command == Command::Graph {
+        ["dot", "mermaid"]
+    } else {
+        ["json", "human"]
+    };
+    for (format, run) in formats.into_iter().zip([&seen.json, &seen.human]) {
         let mut p = |m: String| problems.push(format!("{format} run: {m}"));
         if run.exit != Some(1) {
             p(format!("exit {:?}, not 1", run.exit));
@@ -1073,6 +1174,112 @@ pub fn restore_verdict(cell: Cell, seen: &RestoreSeen) -> Vec<String> {
     problems
 }
 
+/// One run of a read-only command, and what the engines were asked.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOnlyRunSeen {
+    pub exit: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// What a read-only command's two runs showed (`--format json`, `--format
+/// human`; `graph`: `dot`, `mermaid`), and what the engines say was touched
+/// (empty: nothing).
+#[derive(Debug, Clone, Default)]
+pub struct ReadOnlySeen {
+    pub json: ReadOnlyRunSeen,
+    pub human: ReadOnlyRunSeen,
+    pub touched: Vec<String>,
+}
+
+/// Every way a read-only command's runs break the cell's promises. Both
+/// runs: exit 1 (one engine down, or its discovery incomplete, fails the
+/// run: the same merge as `apply`); the faulty engine named in an `error:`,
+/// `warning:` or `FAILED` line (a fleet), the healthy one in none; nothing
+/// created or removed. In a fleet of two the healthy engine's part is still
+/// shown: in the JSON run an object of engine `healthy` that is no error,
+/// in the human run its heading or (`explain`) its name; `graph`, whose DOT
+/// and Mermaid name no engine: a graph drawn.
+pub fn read_only_verdict(cell: Cell, seen: &ReadOnlySeen) -> Vec<String> {
+    let mut problems = Vec::new();
+    let faulty = cell.shape.faulty();
+    let formats = if cell.command == Command::Graph {
+        ["dot", "mermaid"]
+    } else {
+        ["json", "human"]
+    };
+    for (format, run) in formats.into_iter().zip([&seen.json, &seen.human]) {
+        let mut p = |m: String| problems.push(format!("{format} run: {m}"));
+        if run.exit != Some(1) {
+            p(format!("exit {:?}, not 1", run.exit));
+        }
+        let all = format!("{}{}", run.stdout, run.stderr);
+        // An `error:` or `warning:` line naming it, a `FAILED` line under
+        // its `Engine NAME:` heading, or a JSON part of its name with an error.
+        let said = |name: &str| {
+            let mut under = false;
+            all.lines().any(|l| {
+                if !l.starts_with(char::is_whitespace) && !l.is_empty() {
+                    under = l.starts_with(&format!("Engine {name}:"));
+                }
+                let t = l.trim_start();
+                ((t.starts_with("error:") || t.starts_with("warning:") || t.contains("FAILED"))
+                    && t.contains(name))
+                    || (under && t.contains("FAILED"))
+            }) || all.contains(&format!("\"engine\": \"{name}\",\n      \"error\""))
+        };
+        if cell.shape != Shape::One && !said(faulty) {
+            p(format!("no error or warning names engine {faulty}"));
+        }
+        if let Some(healthy) = cell.shape.healthy() {
+            for l in all.lines() {
+                let t = l.trim_start();
+                if (t.starts_with("error:") || t.starts_with("warning:")) && t.contains(healthy) {
+                    p(format!("a line blames {healthy}: {l:?}"));
+                }
+            }
+            let shown = if cell.command == Command::Graph {
+                run.stdout.contains("digraph plan") || run.stdout.contains("flowchart")
+            } else if format == "json" {
+                json_docs(&run.stdout)
+                    .iter()
+                    .any(|d| engine_part_shown(d, healthy))
+            } else {
+                run.stdout.contains(&format!("Engine {healthy}:"))
+                    || (cell.command == Command::Explain && run.stdout.contains(healthy))
+            };
+            if !shown {
+                p(format!("the part of {healthy} is not shown"));
+            }
+        }
+    }
+    for t in &seen.touched {
+        problems.push(format!("touched: {t}"));
+    }
+    problems
+}
+
+/// Every JSON document in `text`, one after the other.
+fn json_docs(text: &str) -> Vec<serde_json::Value> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .map_while(Result::ok)
+        .collect()
+}
+
+/// True when `doc` holds an object of engine `engine` that is not an error.
+fn engine_part_shown(doc: &serde_json::Value, engine: &str) -> bool {
+    match doc {
+        serde_json::Value::Object(map) => {
+            (map.get("engine").and_then(|e| e.as_str()) == Some(engine)
+                && !map.contains_key("error"))
+                || map.values().any(|v| engine_part_shown(v, engine))
+        }
+        serde_json::Value::Array(list) => list.iter().any(|v| engine_part_shown(v, engine)),
+        _ => false,
+    }
+}
+
 /// Every way `seen` breaks the cell's promises, as lines (empty: the cell holds).
 /// `healthy`: what the healthy engine's part must have removed (fleet of two).
 pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<String> {
@@ -1082,10 +1289,15 @@ pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<Strin
     if let Some(restore) = &seen.restore {
         return restore_verdict(cell, restore);
     }
+    if let Some(read_only) = &seen.read_only {
+        return read_only_verdict(cell, read_only);
+    }
 
     let mut problems = Vec::new();
     let faulty = cell.shape.faulty();
-    if cell.command != Command::Watch && seen.exit != Some(1) {
+    // A running watch too: stopped (as by SIGTERM), it exits with its last
+    // cycle's status, which the faulty engine failed.
+    if seen.exit != Some(1) {
         problems.push(format!("exit {:?}, not 1", seen.exit));
     }
     match &seen.report {
@@ -1290,7 +1502,10 @@ real_slice! {
 /// lease commands together every shape and every fault of theirs.
 #[test]
 fn the_real_slice_covers_every_command_shape_and_fault() {
-    for command in Command::ALL.into_iter().filter(|c| !c.archive()) {
+    for command in Command::ALL
+        .into_iter()
+        .filter(|c| !c.archive() && !c.read_only())
+    {
         assert!(
             REAL_SLICE.iter().any(|c| c.command == command),
             "no real cell runs {}",
@@ -1302,6 +1517,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
             &Command::CONVERGING[..],
             &Command::LEASES[..],
             &Command::ARCHIVE[..],
+            &Command::READ_ONLY[..],
         ];
         assert!(
             groups.iter().filter(|g| g.contains(&command)).count() == 1,
@@ -1358,7 +1574,10 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
         );
     }
     let all = Cell::all();
-    assert_eq!(all.len(), 6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 4));
+    assert_eq!(
+        all.len(),
+        6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 4) + 3 * (7 + 6 + 7 + 7)
+    );
     assert!(REAL_SLICE.iter().all(|c| all.contains(&Cell::new(
         c.command,
         c.shape.in_memory(),
@@ -2234,6 +2453,7 @@ mod real {
             watch: None,
             lease: None,
             restore: None,
+            read_only: None,
             dump,
         };
         (seen, problems, json.healthy_removals())
@@ -2284,6 +2504,7 @@ mod real {
             human: None,
             watch: None,
             restore: None,
+            read_only: None,
             lease: Some(LeaseSeen {
                 json: json_seen,
                 human: human_seen,
@@ -2350,6 +2571,7 @@ mod real {
             watch: Some(watch),
             lease: None,
             restore: None,
+            read_only: None,
             dump: format!("{}{}", output_dump("watch", &out), world.requests()),
         };
         (seen, problems, world.healthy_removals())
@@ -2515,6 +2737,26 @@ async fn memory_restore() {
 #[tokio::test]
 async fn memory_apply_archive() {
     memory_command(Command::ApplyArchive).await;
+}
+
+#[tokio::test]
+async fn memory_plan() {
+    memory_command(Command::Plan).await;
+}
+
+#[tokio::test]
+async fn memory_inventory() {
+    memory_command(Command::Inventory).await;
+}
+
+#[tokio::test]
+async fn memory_graph() {
+    memory_command(Command::Graph).await;
+}
+
+#[tokio::test]
+async fn memory_explain() {
+    memory_command(Command::Explain).await;
 }
 
 mod memory {
@@ -3318,6 +3560,9 @@ mod memory {
         if cell.command == Command::Restore {
             return run_restore(cell).await;
         }
+        if cell.command.read_only() {
+            return run_read_only(cell).await;
+        }
         let json = Setup::new(cell);
         json.prepare().await;
         let mut problems = Vec::new();
@@ -3344,6 +3589,7 @@ mod memory {
                 watch: None,
                 lease: None,
                 restore: None,
+                read_only: None,
                 dump: format!(
                     "=== json run: exit {}\n--- stdout\n{}--- stderr\n{}=== human run\n--- stdout\n{}--- stderr\n{}",
                     exit.code(),
@@ -3365,7 +3611,13 @@ mod memory {
         let mut problems = Vec::new();
         let mut runs = Vec::new();
         let mut dump = String::new();
-        for format in ["json", "human"] {
+        // `graph` draws DOT or Mermaid, no JSON nor human text.
+        let formats = if cell.command == Command::Graph {
+            ["dot", "mermaid"]
+        } else {
+            ["json", "human"]
+        };
+        for format in formats {
             let setup = Setup::new(cell);
             setup.prepare().await;
             let (exit, out) = once(&setup, format).await;
@@ -3394,6 +3646,7 @@ mod memory {
             human: None,
             watch: None,
             restore: None,
+            read_only: None,
             lease: Some(LeaseSeen { json, human }),
             dump,
         };
@@ -3496,6 +3749,75 @@ mod memory {
             watch: None,
             lease: None,
             restore: Some(RestoreSeen { json, human }),
+            read_only: None,
+            dump,
+        };
+        (seen, problems, Removals::default())
+    }
+
+    /// Runs a read-only command's cell in memory: the JSON run and the human
+    /// run, each on fresh engines, with what each run touched.
+    async fn run_read_only(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let mut problems = Vec::new();
+        let mut runs = Vec::new();
+        let mut touched = Vec::new();
+        let mut dump = String::new();
+        let before = world();
+        // `graph` draws DOT or Mermaid, no JSON nor human text.
+        let formats = if cell.command == Command::Graph {
+            ["dot", "mermaid"]
+        } else {
+            ["json", "human"]
+        };
+        for format in formats {
+            let setup = Setup::new(cell);
+            setup.prepare().await;
+            let (exit, out) = once(&setup, format).await;
+            problems.extend(setup.fault_missed(&(out.stdout() + &out.stderr())));
+            for engine in std::iter::once(&setup.faulty).chain(setup.healthy.as_ref()) {
+                let name = engine.name();
+                for call in engine.calls() {
+                    if call.starts_with("Remove") || call.starts_with("Create") {
+                        touched.push(format!("{format} run: engine {name}: {call}"));
+                    }
+                }
+                let now = engine.world();
+                if (now.containers.len(), now.volumes.len(), now.networks.len())
+                    != (
+                        before.containers.len(),
+                        before.volumes.len(),
+                        before.networks.len(),
+                    )
+                {
+                    touched.push(format!("{format} run: engine {name}: the world changed"));
+                }
+            }
+            dump.push_str(&format!(
+                "=== {format} run: exit {}\n--- stdout\n{}--- stderr\n{}",
+                exit.code(),
+                out.stdout(),
+                out.stderr()
+            ));
+            runs.push(super::ReadOnlyRunSeen {
+                exit: Some(exit.code()),
+                stdout: out.stdout(),
+                stderr: out.stderr(),
+            });
+        }
+        let human = runs.pop().unwrap_or_default();
+        let json = runs.pop().unwrap_or_default();
+        let seen = Seen {
+            exit: json.exit,
+            report: Err("a read-only command prints no report".into()),
+            human: None,
+            watch: None,
+            lease: None,
+            restore: None,
+            read_only: Some(super::ReadOnlySeen {
+                json,
+                human,
+                touched,
+            }),
             dump,
         };
         (seen, problems, Removals::default())
@@ -3564,6 +3886,7 @@ mod memory {
             watch: Some(WatchSeen { log, healthz }),
             lease: None,
             restore: None,
+            read_only: None,
             dump: format!(
                 "=== watch: exit {}\n--- stdout\n{}--- stderr\n{}",
                 exit.code(),

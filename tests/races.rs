@@ -444,6 +444,57 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
     let _ = boxes;
 }
 
+/// A second Ctrl-C ends the run at once: exit 130 (routed to `main` as how
+/// the run ended, not an exit from a signal handler), no report, a closing
+/// line that says nothing was verified; long before the removals held back
+/// would have finished.
+#[tokio::test]
+async fn a_second_ctrl_c_quits_at_once_exits_130_and_says_nothing_was_verified() {
+    let Some(sbx) = Sandbox::new("interrupt-twice").await else {
+        return;
+    };
+    for i in 0..3 {
+        sbx.add_box(&format!("twice{i}"), Run::Exited).await;
+    }
+    let proxy = Proxy::start();
+    // The removal in flight is held long: only a quit ends the run soon.
+    proxy
+        .on("DELETE", "/containers/")
+        .always()
+        .delay(Duration::from_secs(20));
+    let runner = cli(&sbx, &proxy, &[]);
+    let mut running = runner.spawn_with(["apply", "--parallelism", "1"]);
+    assert!(
+        proxy.wait_for("DELETE", "/containers/", Duration::from_secs(30)),
+        "no removal started\nproxy saw:\n{}\nstderr:\n{}",
+        proxy.dump(),
+        running.stderr_so_far()
+    );
+    running.interrupt();
+    assert!(
+        running.wait_for_stderr("Ctrl-C again to quit at once", Duration::from_secs(10)),
+        "no notice of the first Ctrl-C:\n{}",
+        running.stderr_so_far()
+    );
+    let quit = std::time::Instant::now();
+    running.interrupt();
+    let out = running.wait();
+    let took = quit.elapsed();
+    out.expect_code(130);
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?} after the second Ctrl-C\n{}",
+        out.dump()
+    );
+    assert!(
+        out.stderr
+            .contains("interrupted again: quit at once, without verifying"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.stdout.is_empty(), "no report: {}", out.dump());
+}
+
 /// A saved plan that archives its volumes, edited so that a volume goes
 /// unarchived (its `archive` dropped) or is archived elsewhere (its folder
 /// changed): `apply FILE` refuses as edited and removes nothing; the plan

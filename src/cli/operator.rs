@@ -7,16 +7,17 @@
 //! Docker and no state file at all.
 //!
 //! Writing to a closed pipe (`sandboxctl man | head -1`) is not an error the
-//! user should see: [`emit`] ends such a run quietly with the command's own
-//! status, as `render::stdout` does for every other command.
+//! user should see: [`emit`] ends such a run quietly, no failure, as
+//! `render::stdout` does for every other command; the exit status is
+//! decided in `cli::exit`, as every command's.
 
 use std::io::{self, Write};
 
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::cli::exit::Exit;
 use crate::cli::Cli;
+use crate::exec::report::Verdict;
 
 /// The name the scripts complete and the page documents.
 const BIN_NAME: &str = "sandboxctl";
@@ -108,7 +109,11 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
         ),
         (
             "130",
-            "interrupted by Ctrl-C (after verifying and reporting)",
+            "interrupted by Ctrl-C (after verifying and reporting; at once on a second Ctrl-C)",
+        ),
+        (
+            "watch",
+            "stopped by SIGTERM: the status of its last cycle (0 only if it converged)",
         ),
         (
             "hold",
@@ -151,18 +156,23 @@ fn roff_sections(out: &mut dyn Write) -> io::Result<()> {
     out.write_all(doc.to_roff().as_bytes())
 }
 
-/// Runs `write` against standard output and maps the result to an exit:
-/// success, or a closed pipe (the reader has all it wanted) is `Success`
-/// with nothing on stderr; any other write error is reported and `Failure`.
-pub(crate) fn emit(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Exit {
+/// Runs `write` against standard output and says whether it failed (the
+/// exit status is `cli::exit`'s, as every command's): success, or a closed
+/// pipe (the reader has all it wanted), is no failure and says nothing on
+/// stderr; any other write error is reported and a failure.
+pub(crate) fn emit(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Verdict {
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    match write(&mut out) {
-        Ok(()) => Exit::Success,
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
+    let failed = match write(&mut out) {
+        Ok(()) => false,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => false,
         Err(e) => {
             crate::render::stderr(&format!("error: cannot write to standard output: {e}\n"));
-            Exit::Failure
+            true
         }
+    };
+    Verdict {
+        failed,
+        ..Verdict::default()
     }
 }

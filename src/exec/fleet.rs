@@ -1,13 +1,14 @@
 //! The run over a fleet: one job on every engine of a run at once. A single
-//! engine is a fleet of one; `plan`, `apply`, `destroy`, a saved plan and
-//! every watch cycle come through here.
+//! engine is a fleet of one; `plan`, `inventory`, `graph`, `explain`,
+//! `apply`, `destroy`, a saved plan and every watch cycle come through here.
 //!
 //! Owns running the per-engine work concurrently within one removal budget
 //! (each engine also capped), keeping each engine's result under its name
 //! (`Part`), failing an engine's part alone (an engine that cannot be reached
 //! or listed is a failure of kind `engine` naming that engine, its objects
-//! untouched, while the others still converge), the saved-plan file and its
-//! checks, and handing every part to the one merge (`report::merge`). Each
+//! untouched, while the others still converge), the saved-plan file (read,
+//! checked, and saved through `files`), and handing every part to the one
+//! merge (`report::merge`), the read-only commands' parts too (`Shown`). Each
 //! engine's own work is exactly `plan_once` / `reconcile_once` / `execute`.
 //! Must not print or decide anything per object.
 
@@ -22,10 +23,9 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::Observer;
-use crate::exec::list::InventoryError;
 use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once};
 use crate::exec::report::{
-    merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report,
+    merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
 use crate::model::Scope;
 use crate::plan::inventory::Inventory;
@@ -99,65 +99,108 @@ impl FleetPlan {
     }
 }
 
-/// Lists every engine at once: each engine's inventory, or why it could not
-/// be listed, under its name.
+/// Saves a plan (`plan --out FILE`): written next to its destination and
+/// renamed into place, so a reader never sees half a plan; the temporary
+/// file is created `0600`, never through a link (a name already taken is
+/// passed over), and a link at `path` is replaced, not written through
+/// (`exec::files::replace`).
+pub(crate) fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
+    crate::exec::files::replace(path, text.as_bytes()).map_err(|e| PlanFileError {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+/// Lists every engine at once (`inventory`), through the one merge: each
+/// engine's inventory, incomplete by the listings that failed, or why it
+/// could not be listed, under its name.
 pub(crate) async fn list_all(
     engines: &[Arc<dyn Engine>],
     scope: &Scope,
-) -> Vec<(String, Result<Inventory, InventoryError>)> {
-    join_all(engines.iter().map(|e| async move {
-        (
-            e.name().to_string(),
-            crate::exec::list::inventory(e.as_ref(), scope).await,
-        )
-    }))
+) -> FleetReport<Shown<Inventory>> {
+    show_all(engines, |e| async move {
+        let inventory = crate::exec::list::inventory(e, scope)
+            .await
+            .map_err(|e| PartError::Early(Early::Listing(e)))?;
+        let incomplete = inventory
+            .unknown
+            .listings
+            .iter()
+            .map(|(listing, error)| format!("could not list {listing}: {error}"))
+            .collect();
+        Ok(Shown {
+            value: inventory,
+            incomplete,
+        })
+    })
     .await
 }
 
-/// Plans `goal` on every engine at once. An engine that cannot be listed is
-/// a failure of the fleet plan, naming it; the others are planned.
+/// Plans `goal` on every engine at once (`plan`, `graph`), through the one
+/// merge: an engine that cannot be listed is a failed part, naming it; the
+/// others are planned, each incomplete by what its discovery could not learn.
 pub(crate) async fn plan_all(
     engines: &[Arc<dyn Engine>],
     goal: &Goal,
     scope: &Scope,
     now: i64,
-) -> (FleetPlan, Vec<Inventory>) {
-    let results = join_all(
-        engines
-            .iter()
-            .map(|e| async move { (e, plan_once(e.as_ref(), goal, scope, now).await) }),
-    )
-    .await;
-    let mut fleet = FleetPlan {
-        version: PLAN_VERSION,
-        engines: Vec::new(),
-        failures: Vec::new(),
-    };
-    let mut inventories = Vec::new();
-    for (engine, result) in results {
-        match result {
-            Ok((inventory, plan)) => {
-                fleet.engines.push(plan);
-                inventories.push(inventory);
+) -> FleetReport<Shown<(Inventory, Plan)>> {
+    show_all(engines, |e| async move {
+        let (inventory, plan) = plan_once(e, goal, scope, now)
+            .await
+            .map_err(|e| PartError::Early(Early::Listing(e)))?;
+        Ok(Shown {
+            incomplete: plan.incomplete.clone(),
+            value: (inventory, plan),
+        })
+    })
+    .await
+}
+
+/// Runs a read-only command's `work` (plan, inventory, graph, explain) on
+/// every engine at once and hands the parts to the one merge.
+pub(crate) async fn show_all<'e, T, F, Fut>(
+    engines: &'e [Arc<dyn Engine>],
+    work: F,
+) -> FleetReport<Shown<T>>
+where
+    F: Fn(&'e dyn Engine) -> Fut,
+    Fut: std::future::Future<Output = Result<Shown<T>, PartError>>,
+{
+    merge(each(engines, |_, e| work(e)).await)
+}
+
+impl FleetPlan {
+    /// The fleet plan of `plan_all`'s parts: one plan per engine that was
+    /// listed, in the run's order, and a failure per engine that was not.
+    pub(crate) fn of(planned: &FleetReport<Shown<(Inventory, Plan)>>) -> FleetPlan {
+        let mut fleet = FleetPlan {
+            version: PLAN_VERSION,
+            engines: Vec::new(),
+            failures: Vec::new(),
+        };
+        for part in &planned.parts {
+            match &part.result {
+                Ok(shown) => fleet.engines.push(shown.value.1.clone()),
+                Err(e) => fleet.failures.push(Failure {
+                    kind: "engine".into(),
+                    engine: part.engine.clone(),
+                    name: part.endpoint.clone(),
+                    id: None,
+                    error: e.to_string(),
+                }),
             }
-            Err(e) => fleet.failures.push(Failure {
-                kind: "engine".into(),
-                engine: engine.name().to_string(),
-                name: engine.endpoint().to_string(),
-                id: None,
-                error: e.to_string(),
-            }),
         }
+        fleet
     }
-    (fleet, inventories)
 }
 
 /// Runs `work` on every engine at once (given its position and itself) and
 /// keeps each result with its engine.
-async fn each<'e, F, Fut>(engines: &'e [Arc<dyn Engine>], work: F) -> Vec<Part>
+async fn each<'e, T, F, Fut>(engines: &'e [Arc<dyn Engine>], work: F) -> Vec<Part<T>>
 where
     F: Fn(usize, &'e dyn Engine) -> Fut,
-    Fut: std::future::Future<Output = Result<Report, PartError>>,
+    Fut: std::future::Future<Output = Result<T, PartError>>,
 {
     join_all(engines.iter().enumerate().map(|(i, e)| {
         let fut = work(i, e.as_ref());
@@ -367,7 +410,7 @@ mod tests {
             max_lease: None,
             archive: None,
         };
-        let (saved, _) = plan_all(&engines, &goal, &Scope::default(), 0).await;
+        let saved = FleetPlan::of(&plan_all(&engines, &goal, &Scope::default(), 0).await);
         saved.validate().unwrap();
         // Engine b as it is now: another actor made box z since the plan.
         let b = engine("b", &["y", "z"]);

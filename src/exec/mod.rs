@@ -1,7 +1,8 @@
 //! Carrying a plan out: the generic DAG `walk`er, `apply` (one step's work and
 //! the error policy), `list` (the engine calls of discovery), `verify` (the
 //! definition of success), `reconcile` (list, plan, apply, verify on one
-//! engine), `fleet` (every engine of a run at once), `report` (the report,
+//! engine), `fleet` (every engine of a run at once), `explain` (what
+//! `explain` lists of one engine beyond discovery), `report` (the report,
 //! the one merge and the `Verdict`), `event` (the one event type) and
 //! `lease` (taking, renewing and releasing leases, and holding a box while a
 //! command runs), `archive` (a volume's archive before it goes, and its
@@ -11,6 +12,7 @@
 pub mod apply;
 pub mod archive;
 pub mod event;
+pub(crate) mod explain;
 pub(crate) mod files;
 pub(crate) mod fleet;
 pub mod lease;

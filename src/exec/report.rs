@@ -2,7 +2,10 @@
 //! cycle ends with, per engine (`Report`, or `Early` / `PartError` when an
 //! engine's part stopped before removing anything) and merged over every
 //! engine (`FleetReport`, the one `merge`), and the `Verdict` the exit status
-//! is decided from.
+//! is decided from. The read-only commands (plan, inventory, graph, explain)
+//! go through the same merge: each engine's part is what it showed
+//! (`Shown`), judged as a report that removed nothing and converged only
+//! when the engine answered everything.
 //!
 //! Owns the report's shape (its JSON keys are a public contract) and the one
 //! merge. Pure data: no engine call, no printing; `verify` fills a `Report`.
@@ -294,28 +297,68 @@ pub(crate) struct EngineSummary {
     pub(crate) error: Option<String>,
 }
 
-/// One engine's part of a run: its name, how long it took, and its report or
-/// why it stopped before removing anything. Kept by name, never by position.
+/// One engine's part of a run: its name, how long it took, and its result
+/// (a report, or what a read-only command showed) or why it stopped before
+/// removing anything. Kept by name, never by position.
 #[derive(Debug, Clone)]
-pub(crate) struct Part {
+pub(crate) struct Part<T = Report> {
     pub(crate) engine: String,
     pub(crate) endpoint: String,
     pub(crate) took: Duration,
-    pub(crate) result: Result<Report, PartError>,
+    pub(crate) result: Result<T, PartError>,
 }
 
-impl Part {
+impl<T: Judged> Part<T> {
     /// The part's report; for a part that stopped early, the report of a run
     /// that failed before apply, naming this engine and why.
     pub(crate) fn report(&self) -> std::borrow::Cow<'_, Report> {
         match &self.result {
-            Ok(r) => std::borrow::Cow::Borrowed(r),
+            Ok(r) => r.judged(&self.engine, &self.endpoint),
             Err(e) => std::borrow::Cow::Owned(Report::failed_before_apply(
                 &self.engine,
                 e.object(&self.endpoint),
                 e.to_string(),
             )),
         }
+    }
+}
+
+/// What a part's result counts as in the merge: a report is itself; what a
+/// read-only command showed is a report that removed nothing.
+pub(crate) trait Judged {
+    fn judged(&self, engine: &str, endpoint: &str) -> std::borrow::Cow<'_, Report>;
+}
+
+impl Judged for Report {
+    fn judged(&self, _: &str, _: &str) -> std::borrow::Cow<'_, Report> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+/// What a read-only command (plan, inventory, graph, explain) showed of one
+/// engine, and what that engine's discovery could not learn (each a failure
+/// of kind `engine`: shown as far as it is known, the run fails).
+#[derive(Debug, Clone)]
+pub(crate) struct Shown<T> {
+    pub(crate) value: T,
+    pub(crate) incomplete: Vec<String>,
+}
+
+impl<T> Judged for Shown<T> {
+    fn judged(&self, engine: &str, endpoint: &str) -> std::borrow::Cow<'_, Report> {
+        let mut report = Report::empty();
+        report.converged = self.incomplete.is_empty();
+        report.degraded = !self.incomplete.is_empty();
+        for text in &self.incomplete {
+            report.failures.push(Failure {
+                kind: "engine".into(),
+                engine: engine.to_string(),
+                name: endpoint.to_string(),
+                id: None,
+                error: text.clone(),
+            });
+        }
+        std::borrow::Cow::Owned(report)
     }
 }
 
@@ -328,6 +371,10 @@ pub(crate) enum PartError {
     /// The saved plan cannot be carried out on this engine.
     #[error(transparent)]
     PlanFile(#[from] PlanFileError),
+    /// `explain` could not answer on this engine: a listing of its own
+    /// failed, or nothing there is what the query names.
+    #[error("{0}")]
+    Explain(String),
 }
 
 impl PartError {
@@ -335,7 +382,7 @@ impl PartError {
     fn object<'a>(&self, endpoint: &'a str) -> &'a str {
         match self {
             PartError::PlanFile(_) => "plan file",
-            PartError::Early(_) => endpoint,
+            PartError::Early(_) | PartError::Explain(_) => endpoint,
         }
     }
 }
@@ -343,19 +390,21 @@ impl PartError {
 /// A fleet's report: the seed's keys over every engine (each entry carries
 /// its `engine`), and a summary per engine.
 #[derive(Debug, Clone, Serialize)]
-pub struct FleetReport {
+pub struct FleetReport<T = Report> {
     #[serde(flatten)]
     pub(crate) report: Report,
     pub(crate) engines: Vec<EngineSummary>,
     /// Every engine's part, by name, for grouped output and watch's log.
     #[serde(skip)]
-    pub(crate) parts: Vec<Part>,
+    pub(crate) parts: Vec<Part<T>>,
 }
 
 /// Merges per-engine parts into one report. Pure. Converged only when there
 /// is at least one part and every part converged: a part that failed before
-/// apply is a failure of kind `engine` naming its engine.
-pub(crate) fn merge(parts: Vec<Part>) -> FleetReport {
+/// apply is a failure of kind `engine` naming its engine. The one merge of
+/// every command that runs on engines: a read-only command's parts
+/// ([`Shown`]) converge when their engine answered everything.
+pub(crate) fn merge<T: Judged>(parts: Vec<Part<T>>) -> FleetReport<T> {
     let mut merged = Report::empty();
     merged.converged = !parts.is_empty();
     let mut engines = Vec::new();
@@ -379,8 +428,10 @@ pub(crate) fn merge(parts: Vec<Part>) -> FleetReport {
     }
 }
 
-/// How a run ended, as far as its exit status goes: the one input of `Exit`'s
-/// decision, made from the merged report (or a plan, an inventory).
+/// How a command came out, as far as its exit status goes: made from the
+/// merged report (every command that runs on engines, the read-only ones
+/// too), or a lease run, a restore, a hold; with how a signal stopped the
+/// run, it is `cli::exit::Ended`, the one input of `Exit::of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Verdict {
     /// Something failed: a listing, a removal, the verification, an engine.
@@ -472,6 +523,51 @@ mod tests {
         assert_eq!(whole.retained.images.len(), 1, "retained images once");
         assert!(!whole.converged && whole.interrupted);
         assert_eq!(whole.now.as_deref(), Some("now-a"));
+    }
+
+    fn shown(engine: &str, result: Result<Shown<u8>, PartError>) -> Part<Shown<u8>> {
+        Part {
+            engine: engine.into(),
+            endpoint: format!("unix:///{engine}.sock"),
+            took: Duration::ZERO,
+            result,
+        }
+    }
+
+    #[test]
+    fn what_read_only_commands_showed_goes_through_the_one_merge() {
+        let complete = || {
+            Ok(Shown {
+                value: 1,
+                incomplete: vec![],
+            })
+        };
+        let all = merge(vec![shown("a", complete()), shown("b", complete())]);
+        assert!(all.report.converged && all.report.failures.is_empty());
+        assert!(!Verdict::of_report(&all.report).failed);
+        // One engine down: its part fails, named; the other is still there.
+        let down = merge(vec![
+            shown("a", Err(PartError::Explain("boom".into()))),
+            shown("b", complete()),
+        ]);
+        assert!(!down.report.converged);
+        assert_eq!(down.report.failures.len(), 1);
+        assert_eq!(down.report.failures[0].engine, "a");
+        assert_eq!(down.report.failures[0].name, "unix:///a.sock");
+        assert!(down.parts[1].result.is_ok());
+        assert!(Verdict::of_report(&down.report).failed);
+        // Shown as far as it is known: a failure of kind engine, the run fails.
+        let partial = merge(vec![shown(
+            "a",
+            Ok(Shown {
+                value: 1,
+                incomplete: vec!["could not list volumes: 500".into()],
+            }),
+        )]);
+        assert!(!partial.report.converged && partial.report.degraded);
+        assert_eq!(partial.report.failures[0].kind, "engine");
+        assert_eq!(partial.engines[0].failures, 1);
+        assert!(Verdict::of_report(&partial.report).failed);
     }
 
     #[test]

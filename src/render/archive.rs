@@ -36,6 +36,12 @@ fn declare(r: &Restored) -> String {
     out
 }
 
+/// How a restore's errors name it: the volume and the engine (raw: each
+/// error escapes the whole when it is put into a human line).
+pub(crate) fn restore_subject(volume: &str, engine: &str) -> String {
+    format!("restore of volume {volume} on engine {engine}")
+}
+
 /// What `restore` prints on stdout (human: on success only; JSON: always).
 /// `what`: the restore, as errors name it (volume and engine).
 pub(crate) fn restored(

@@ -239,6 +239,18 @@ pub(crate) fn watch_stopping(format: Format, time: &str, signal: &str) -> String
     )
 }
 
+/// The log line of a watch a second Ctrl-C ended at once: the cycle in
+/// flight not finished, nothing verified, no final report.
+pub(crate) fn watch_quit(format: Format, time: &str) -> String {
+    log_line(
+        format,
+        time,
+        "quit",
+        "SIGINT again: quit at once, without finishing the cycle in flight or verifying".into(),
+        serde_json::json!({ "signal": "SIGINT" }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! person; the words of a reason or an outcome are their `Display` (in
 //! `model`). One file per view, each with its own tests: `plan`, `report`,
 //! `inventory`, `explain`, `graph`, `log` (watch), `lease` (lease and
-//! hold), `validate`, `progress`;
+//! hold), `validate`, `progress`, `signal` (what a Ctrl-C makes a run say);
 //! `table` (columns, cells, counts in words) and `text` (escaping) are
 //! shared. Every function that builds text is pure and deterministic (sorted
 //! input in, same bytes out). Everything an engine returned (names, label
@@ -21,6 +21,7 @@ mod log;
 mod plan;
 mod progress;
 mod report;
+mod signal;
 mod table;
 
 mod validate;
@@ -40,17 +41,21 @@ pub(crate) use progress::Progress;
 pub use report::{report_human, report_json};
 pub use table::entry_label;
 
-pub(crate) use archive::{restore_error, restored};
+pub(crate) use archive::{restore_error, restore_subject, restored};
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, swarm_note, Listed};
 pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
-    metrics_exposed, watch_audit_error, watch_cycle, watch_started, watch_state, watch_stopping,
-    watch_stream,
+    metrics_exposed, watch_audit_error, watch_cycle, watch_quit, watch_started, watch_state,
+    watch_stopping, watch_stream,
 };
-pub(crate) use plan::{fleet_plan, incomplete_warnings, lease_warnings, plan, unlisted_warnings};
-pub(crate) use report::{fleet_report, report};
+pub(crate) use plan::{
+    engine_plan, fleet_engine_plan, fleet_plan, incomplete_warnings, incomplete_warnings_of,
+    lease_warnings, plan, plan_heading, unlisted_warnings,
+};
+pub(crate) use report::{error_line, fleet_report, report, unknown_box_warning};
+pub(crate) use signal::{interrupt_notice, quit_line};
 pub(crate) use validate::validation;
 
 /// Output format, from `--format`.
@@ -97,6 +102,17 @@ pub(crate) fn error(err: &anyhow::Error) -> String {
     out
 }
 
+/// An engine's part that failed, in a fleet (`graph`, `explain`, whose
+/// output has no heading per engine): [`error`], naming the engine.
+pub(crate) fn engine_error(engine: &str, err: &anyhow::Error) -> String {
+    let said = error(err);
+    format!(
+        "error: engine {}: {}",
+        crate::text::escape(engine),
+        said.strip_prefix("error: ").unwrap_or(&said)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +126,15 @@ mod tests {
         volumes
           caused by: engine said \u{1b}[31mno\u{202e}
         ");
+    }
+
+    #[test]
+    fn an_engines_error_names_it_escaped() {
+        let err = anyhow::anyhow!("list volumes: boom");
+        assert_eq!(
+            engine_error("far\nside", &err),
+            "error: engine far\\nside: list volumes: boom\n"
+        );
     }
 
     #[test]

@@ -187,12 +187,18 @@ pub(crate) fn lease_warnings(plan: &Plan) -> Option<String> {
 /// One `warning:` line per listing or inspection the plan's discovery could
 /// not make (what it could affect is blocked, the rest goes on), if any.
 pub(crate) fn incomplete_warnings(plan: &Plan) -> Option<String> {
+    incomplete_warnings_of(&plan.engine, &plan.incomplete)
+}
+
+/// [`incomplete_warnings`] of engine `engine`'s discovery, from what it could
+/// not learn (`incomplete`, as a plan keeps it).
+pub(crate) fn incomplete_warnings_of(engine: &str, incomplete: &[String]) -> Option<String> {
     let mut out = String::new();
-    for text in &plan.incomplete {
+    for text in incomplete {
         let _ = writeln!(
             out,
             "warning: engine {}: {}; only what it could affect is held back",
-            escape(&plan.engine),
+            escape(engine),
             escape(text),
         );
     }
@@ -234,6 +240,28 @@ pub(crate) fn plan_summary(plan: &Plan) -> String {
             kind_counts(|k| plan.removal_count(k))
         )
     }
+}
+
+/// The heading of one engine's plan in human output (no `[[engine]]`):
+/// `Engine: ADDRESS`.
+pub(crate) fn plan_heading(endpoint: &str) -> String {
+    format!("Engine: {endpoint}\n")
+}
+
+/// The one engine's plan as a converging run prints it before carrying it
+/// out: the plan, a blank line.
+pub(crate) fn engine_plan(plan: &Plan) -> String {
+    format!("{}\n", plan_human(plan))
+}
+
+/// One fleet engine's plan as a converging run prints it before carrying
+/// it out: `Engine NAME: ADDRESS`, the plan, a blank line.
+pub(crate) fn fleet_engine_plan(engine: &str, endpoint: &str, plan: &Plan) -> String {
+    format!(
+        "Engine {}: {endpoint}\n{}\n",
+        escape(engine),
+        plan_human(plan)
+    )
 }
 
 /// The plan as JSON (also the saved-plan format), with the summary line.

@@ -24,6 +24,30 @@ pub(crate) fn report(report: &Report, format: Format) -> String {
     }
 }
 
+/// `destroy ID`: the warning for a box ID that no managed object carries
+/// (`partial`: some engine could not be listed).
+pub(crate) fn unknown_box_warning(
+    id: &str,
+    scope: &dyn std::fmt::Display,
+    partial: bool,
+) -> String {
+    format!(
+        "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {scope}){}\n",
+        crate::text::escape(id),
+        if partial {
+            " on the engines that could be listed"
+        } else {
+            ""
+        }
+    )
+}
+
+/// A run's own error that is not an engine's (an audit write): `error: `
+/// and the text, escaped, on one line.
+pub(crate) fn error_line(text: &str) -> String {
+    format!("error: {}\n", crate::text::escape(text))
+}
+
 /// Kind, name and box: the first cells of a removed or remaining object's row.
 fn named_cells(kind: Kind, n: &Named) -> Vec<String> {
     vec![

@@ -1,0 +1,72 @@
+//! `apply` and `apply FILE` (and `destroy`, whose own part is `destroy.rs`):
+//! every engine at once, one report.
+//!
+//! Owns wiring a converging run: the audit log opened (refused before any
+//! removal when it cannot be), the saved plan read, the observers (progress
+//! view, `destroy ID`'s box IDs, audit log) and the merged report concluded.
+//! The work is `exec::fleet`'s, the words `render`'s; ends in a `Verdict`.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::config::Job;
+use crate::exec::event::{Fanout, Observer};
+use crate::exec::fleet::{reconcile_all, reconcile_saved_all, FleetPlan};
+use crate::exec::report::Verdict;
+
+use super::context::{fail, open_audit, Run, Sink};
+use super::destroy::NamedBoxes;
+use super::printer::Printer;
+
+/// `apply`, `destroy`, `apply FILE`: every engine at once, one report.
+pub(super) async fn converge(
+    run: &Run<'_>,
+    cancel: &CancellationToken,
+    sink: &mut dyn Sink,
+) -> Verdict {
+    let config = run.config;
+    let audit = match open_audit(config) {
+        Ok(audit) => audit,
+        Err(e) => return run.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e),
+    };
+    let saved = match &config.job {
+        Job::ApplySaved { path } => match FleetPlan::read(path) {
+            Ok(plan) => Some((path.as_path(), plan)),
+            Err(e) => {
+                return fail(
+                    sink,
+                    config.format,
+                    true,
+                    &config.engines[0].name,
+                    "plan file",
+                    &e.into(),
+                )
+            }
+        },
+        _ => None,
+    };
+    let printer = Printer::new(config, run.endpoints, sink, saved.is_none(), audit.as_ref());
+    let named = NamedBoxes::of(&config.job);
+    let mut observers: Vec<&dyn Observer> = vec![&printer, &named];
+    observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+    let observer = Fanout(observers);
+    let options = run.options();
+    let report = match (&config.job, &saved) {
+        (_, Some((path, plan))) => {
+            reconcile_saved_all(run.engines, plan, path, &options, cancel, &observer).await
+        }
+        (Job::Converge { goal, .. }, None) => {
+            reconcile_all(
+                run.engines,
+                goal,
+                &config.scope,
+                config.now,
+                &options,
+                cancel,
+                &observer,
+            )
+            .await
+        }
+        _ => unreachable!("converge runs converging jobs"),
+    };
+    printer.conclude(&report, &named.warnings(&config.scope, &report))
+}

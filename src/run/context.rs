@@ -1,0 +1,115 @@
+//! What every command of a run shares: where text goes (`Sink`), the
+//! command with its config and engines (`Run`), the apply options, the
+//! failure before any engine work that every command says the same way, the
+//! audit log and the time of a log line.
+//!
+//! Must not decide an exit status (a command ends in a `Verdict`, the run in
+//! an `Ended`; `cli::exit` decides) nor make words (`render` does).
+
+use std::sync::Arc;
+
+use crate::cli::config::Config;
+use crate::engine::Engine;
+use crate::exec::apply::ApplyOptions;
+use crate::exec::report::{Report, Verdict};
+use crate::observe::audit::{AuditLog, AuditObserver};
+use crate::render::{self, Format};
+
+/// Where text goes: the process's stdout and stderr, or buffers (tests).
+pub trait Sink {
+    fn out(&mut self, text: &str);
+    fn err(&mut self, text: &str);
+}
+
+/// The process's own stdout and stderr.
+pub(super) struct Terminal;
+
+impl Sink for Terminal {
+    fn out(&mut self, text: &str) {
+        render::stdout(text);
+    }
+    fn err(&mut self, text: &str) {
+        render::stderr(text);
+    }
+}
+
+/// A command with its config and engines (one per `config.engines`, by
+/// name, with their addresses).
+pub(super) struct Run<'a> {
+    pub(super) config: &'a Config,
+    pub(super) engines: &'a [Arc<dyn Engine>],
+    pub(super) endpoints: &'a [(String, String)],
+}
+
+impl Run<'_> {
+    /// The removal budget (`--parallelism`, shared) and per-engine cap.
+    pub(super) fn options(&self) -> ApplyOptions {
+        ApplyOptions {
+            parallelism: self.config.engine_parallelism,
+            budget: Some(Arc::new(tokio::sync::Semaphore::new(
+                self.config.parallelism,
+            ))),
+            ..ApplyOptions::default()
+        }
+    }
+
+    /// One engine's failure before any work, as a single engine prints it:
+    /// the error on stderr and, for commands that end in a report, in JSON,
+    /// the report on stdout.
+    pub(super) fn fail(
+        &self,
+        sink: &mut dyn Sink,
+        engine: &str,
+        name: &str,
+        e: &anyhow::Error,
+    ) -> Verdict {
+        fail(
+            sink,
+            self.config.format,
+            self.config.reports(),
+            engine,
+            name,
+            e,
+        )
+    }
+}
+
+/// Reports a run that failed before any engine work: the error on stderr,
+/// and for commands that end in a report, in JSON mode, the report (with
+/// every key) on stdout. Always a failure.
+pub(super) fn fail(
+    sink: &mut dyn Sink,
+    format: Format,
+    reports: bool,
+    engine: &str,
+    name: &str,
+    error: &anyhow::Error,
+) -> Verdict {
+    sink.err(&render::error(error));
+    if reports && format == Format::Json {
+        let report = Report::failed_before_apply(engine, name, format!("{error:#}"));
+        sink.out(&render::report_json(&report));
+    }
+    failed(true)
+}
+
+/// The verdict of a command that failed or not (nothing pending, not interrupted).
+pub(super) fn failed(failed: bool) -> Verdict {
+    Verdict {
+        failed,
+        ..Verdict::default()
+    }
+}
+
+/// Opens `--audit FILE`, if given.
+pub(super) fn open_audit(config: &Config) -> anyhow::Result<Option<AuditObserver>> {
+    match &config.audit {
+        Some(path) => Ok(Some(AuditObserver::new(Arc::new(AuditLog::open(path)?)))),
+        None => Ok(None),
+    }
+}
+
+/// The time of a log line (watch, hold): now, RFC 3339.
+pub(super) fn log_time() -> String {
+    crate::plan::rfc3339(crate::cli::config::now())
+}

@@ -1,0 +1,59 @@
+//! `explain QUERY`: what the plan does with the objects a query names, on
+//! every engine at once through the one merge.
+//!
+//! Owns the order (engine after engine, as the run names them) and which
+//! warnings it says. Each engine's part, its own listings included, is
+//! `exec::explain`'s; an engine that could not be listed, or where nothing
+//! is what the query names, fails its part alone (the others still
+//! explained); an explanation made as far as discovery could learn fails
+//! the run. The words are `render`'s; ends in the merged `Verdict`.
+
+use crate::exec::fleet::show_all;
+use crate::exec::report::Verdict;
+use crate::plan::Goal;
+use crate::render;
+
+use super::context::{Run, Sink};
+
+/// `explain`: every engine's explanations of what `query` names.
+pub(super) async fn explain(
+    run: &Run<'_>,
+    goal: &Goal,
+    query: &str,
+    sink: &mut dyn Sink,
+) -> Verdict {
+    let config = run.config;
+    let state = config.state.as_ref().map(|p| p.display().to_string());
+    let (scope, now, state) = (&config.scope, config.now, state.as_deref());
+    let explained = show_all(run.engines, |engine| {
+        crate::exec::explain::explain(engine, goal, scope, now, query, state)
+    })
+    .await;
+    for part in &explained.parts {
+        match &part.result {
+            Ok(shown) => {
+                // Explained as far as it is known; the run fails.
+                if let Some(w) = render::incomplete_warnings_of(&part.engine, &shown.incomplete) {
+                    sink.err(&w);
+                }
+                sink.out(&render::explain(&shown.value, config.format));
+            }
+            // Without a heading per engine, a fleet's failure names its engine.
+            Err(e) if config.fleet => {
+                sink.err(&render::engine_error(
+                    &part.engine,
+                    &anyhow::Error::new(e.clone()),
+                ));
+            }
+            Err(e) => {
+                run.fail(
+                    sink,
+                    &part.engine,
+                    &part.endpoint,
+                    &anyhow::Error::new(e.clone()),
+                );
+            }
+        }
+    }
+    Verdict::of_report(&explained.report)
+}

@@ -1,0 +1,195 @@
+//! One command, start to end: a resolved `Config` and its engines in, text
+//! and an `Exit` out. Dispatch only.
+//!
+//! Every command runs on a non-empty list of engines (a single engine is a
+//! fleet of one) through `exec::fleet` (`lease` and `hold` through
+//! `exec::lease`, `restore` through `exec::archive`), in a file of its own
+//! here, and ends in a `Verdict`; with how a signal stopped it (`signals`),
+//! that is the run's `Ended`, which `cli::exit`'s one function turns into
+//! the exit status and closing line. Owns which engines a run reaches
+//! (lazily: one that is down fails its part alone), racing the run against
+//! a second Ctrl-C, and which command runs. `run_on` takes the engines as
+//! an argument, so every command, shape and fault is testable with the
+//! in-memory engine. The progress view is `printer`, what every command
+//! shares `context`; the words are `render`'s.
+
+mod apply;
+mod context;
+mod destroy;
+mod explain;
+mod graph;
+mod hold;
+mod inventory;
+mod lease;
+mod operator;
+mod plan;
+mod printer;
+mod restore;
+mod signals;
+mod validate;
+mod watch;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::config::{resolve, Config, Job};
+use crate::cli::exit::{Ended, Exit};
+use crate::cli::{Args, Command};
+use crate::engine::lazy::LazyEngine;
+use crate::engine::Engine;
+use crate::exec::report::Verdict;
+
+pub use context::Sink;
+use context::{fail, Run, Terminal};
+use signals::{Signal, Signals, Stop};
+
+/// Runs one validated command on the engines its config names; a second
+/// Ctrl-C ends it at once (`Ended::Quit`), through the same decision.
+pub async fn run(args: Args) -> Exit {
+    let mut terminal = Terminal;
+    // Generated from the clap definitions, or the state files alone: no
+    // engine, no signal handler.
+    let early = match &args.command {
+        Command::Completions { shell } => Some(operator::completions(*shell)),
+        Command::Man => Some(operator::man()),
+        Command::Validate { files } => Some(validate::validate(
+            files,
+            args.state.as_ref(),
+            args.format,
+            &mut terminal,
+        )),
+        _ => None,
+    };
+    if let Some(verdict) = early {
+        return close(Ended::Done(verdict), &mut terminal);
+    }
+    let format = args.format;
+    // Only commands that end in a report print one when they fail early.
+    let reports = matches!(
+        args.command,
+        Command::Apply { .. } | Command::Destroy { .. } | Command::Watch { .. }
+    );
+    let config = match resolve(args) {
+        Ok(config) => config,
+        Err(e) => {
+            let verdict = fail(
+                &mut terminal,
+                format,
+                reports,
+                crate::model::DEFAULT_ENGINE,
+                "state file",
+                &e,
+            );
+            return close(Ended::Done(verdict), &mut terminal);
+        }
+    };
+    let engines: Vec<Arc<dyn Engine>> = config
+        .engines
+        .iter()
+        .map(|t| {
+            Arc::new(LazyEngine::new(
+                &t.name,
+                t.endpoint.clone(),
+                config.timeout,
+                config.call_timeout,
+            )) as Arc<dyn Engine>
+        })
+        .collect();
+    let stop = Stop::new(CancellationToken::new());
+    let watching = matches!(config.job, Job::Watch { .. });
+    let (passed_tx, passed) = tokio::sync::mpsc::unbounded_channel();
+    let mut signals = if matches!(config.job, Job::Hold { .. }) {
+        // hold passes SIGINT and SIGTERM on to its command and waits for it.
+        Signals::pass(passed_tx)
+    } else {
+        Signals::stop(&stop, watching, config.format)
+    };
+    let end = tokio::select! {
+        end = run_with(&config, engines, &stop, Some(passed), &mut terminal) => end,
+        () = signals.quit() => Ended::Quit {
+            log: watching.then_some(config.format),
+        },
+    };
+    drop(signals);
+    close(end, &mut terminal)
+}
+
+/// Runs `config` on `engines` (one per `config.engines`, by name), printing
+/// to `sink`. Cancelling `cancel` stops new removals and stops `watch` (as
+/// SIGTERM would: its last cycle's status); `hold` passes SIGTERM on to its
+/// command.
+pub async fn run_on(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    cancel: CancellationToken,
+    sink: &mut dyn Sink,
+) -> Exit {
+    let end = run_with(config, engines, &Stop::new(cancel), None, sink).await;
+    close(end, sink)
+}
+
+/// The exit status of how the run ended, its closing line said on `sink`.
+fn close(end: Ended, sink: &mut dyn Sink) -> Exit {
+    let closing = Exit::of(&end);
+    if let Some(line) = &closing.line {
+        sink.err(line);
+    }
+    closing.exit
+}
+
+/// Runs the command of `config`, with the signal numbers `hold` passes on to
+/// its command (`None`: only SIGTERM, when `stop` is cancelled); how a signal
+/// stopped it is part of how it ended.
+async fn run_with(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    stop: &Stop,
+    signals: Option<UnboundedReceiver<i32>>,
+    sink: &mut dyn Sink,
+) -> Ended {
+    let endpoints: Vec<(String, String)> = config
+        .engines
+        .iter()
+        .map(|t| (t.name.clone(), t.endpoint.to_string()))
+        .collect();
+    let run = Run {
+        config,
+        engines: &engines,
+        endpoints: &endpoints,
+    };
+    let verdict = match &config.job {
+        Job::Inventory { max_lease } => inventory::inventory(&run, max_lease, sink).await,
+        Job::Plan {
+            goal,
+            detailed,
+            out,
+        } => plan::plan(&run, goal, *detailed, out.as_deref(), sink).await,
+        Job::Graph { goal } => graph::graph(&run, goal, sink).await,
+        Job::Explain { goal, query } => explain::explain(&run, goal, query, sink).await,
+        Job::Converge { .. } | Job::ApplySaved { .. } => {
+            apply::converge(&run, &stop.cancel, sink).await
+        }
+        Job::Watch { .. } => watch::watch(&run, &stop.cancel, sink).await,
+        Job::Lease { .. } | Job::Release { .. } => lease::lease(&run, sink).await,
+        Job::Restore { .. } => restore::restore(&run, sink).await,
+        Job::Hold { .. } => hold::hold(&run, stop, signals, sink).await,
+    };
+    ended(verdict, stop, matches!(config.job, Job::Watch { .. }))
+}
+
+/// How a run that came to its end ended: a Ctrl-C made it `Interrupted`, a
+/// SIGTERM (a watch; or a watch cancelled without a signal) `Stopped` with
+/// its last cycle's verdict, else `Done`.
+fn ended(verdict: Verdict, stop: &Stop, watch: bool) -> Ended {
+    match stop.by() {
+        Some(Signal::Interrupt) => Ended::Interrupted(verdict),
+        Some(Signal::Terminate) => Ended::Stopped(verdict),
+        None if watch && stop.cancel.is_cancelled() => Ended::Stopped(verdict),
+        None => Ended::Done(verdict),
+    }
+}

@@ -1,0 +1,212 @@
+//! The progress view of a converging run and a watch (`Printer`): an
+//! observer of the run's events that says, as they happen, each engine's
+//! plan (human format) before any removal, progress, watch's log lines and
+//! warnings; then the merged report, and the verdict made from it.
+//!
+//! Owns which of `render`'s words go where and when; every word is
+//! `render`'s. It stays beside the commands (not under `render/`) because it
+//! reads the run's config, writes to its `Sink` and says the audit log's
+//! failures, which `render`'s layer may not reach. Must not decide an exit
+//! status (it returns a `Verdict`) nor anything a run decides.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+
+use crate::cli::config::{Config, Job};
+use crate::exec::event::{Event, Observer};
+use crate::exec::report::{FleetReport, Verdict};
+use crate::observe::audit::AuditObserver;
+use crate::render::{self, Format, Progress};
+
+use super::context::{log_time, Sink};
+
+/// What a converge or a watch prints as it goes: each engine's plan (human
+/// format) before any removal, progress, watch's log lines, warnings; then
+/// the merged report, and the exit status decided from it.
+pub(super) struct Printer<'a> {
+    config: &'a Config,
+    endpoints: &'a [(String, String)],
+    sink: RefCell<&'a mut dyn Sink>,
+    /// Print each plan before carrying it out (not for a saved plan: it was shown when made).
+    print_plan: bool,
+    progress: RefCell<Progress>,
+    /// The audit log, whose write failures are said here.
+    audit: Option<&'a AuditObserver>,
+    /// True once an audit write failed: the run did not fully succeed.
+    audit_failed: Cell<bool>,
+    /// Lease warnings already said.
+    warned: RefCell<BTreeSet<String>>,
+}
+
+impl<'a> Printer<'a> {
+    pub(super) fn new(
+        config: &'a Config,
+        endpoints: &'a [(String, String)],
+        sink: &'a mut dyn Sink,
+        print_plan: bool,
+        audit: Option<&'a AuditObserver>,
+    ) -> Self {
+        let progress = if config.fleet && config.format == Format::Human {
+            Progress::Lines
+        } else {
+            Progress::Quiet
+        };
+        Printer {
+            config,
+            endpoints,
+            sink: RefCell::new(sink),
+            print_plan,
+            progress: RefCell::new(progress),
+            audit,
+            audit_failed: Cell::new(false),
+            warned: RefCell::new(BTreeSet::new()),
+        }
+    }
+
+    /// Says an audit write failure, if one happened since the last look.
+    fn audit_error(&self) {
+        let Some(e) = self.audit.and_then(AuditObserver::take_error) else {
+            return;
+        };
+        self.audit_failed.set(true);
+        let text = e.to_string();
+        if self.watching() {
+            self.err(&render::watch_audit_error(
+                self.config.format,
+                &log_time(),
+                &text,
+            ));
+        } else {
+            self.err(&render::error_line(&text));
+        }
+    }
+
+    fn watching(&self) -> bool {
+        matches!(self.config.job, Job::Watch { .. })
+    }
+
+    fn err(&self, text: &str) {
+        self.sink.borrow_mut().err(text);
+    }
+
+    /// Prints the audit log's failure if any, `warnings` (`destroy ID`'s),
+    /// then the merged report (per engine for a fleet); returns its verdict.
+    pub(super) fn conclude(&self, report: &FleetReport, warnings: &str) -> Verdict {
+        self.audit_error();
+        let config = self.config;
+        if !warnings.is_empty() {
+            self.err(warnings);
+        }
+        let mut sink = self.sink.borrow_mut();
+        match (config.fleet, report.parts.as_slice()) {
+            (false, [part]) => match &part.result {
+                Err(e) => {
+                    sink.err(&render::error(&anyhow::Error::new(e.clone())));
+                    if config.format == Format::Json {
+                        sink.out(&render::report_json(&report.report));
+                    }
+                }
+                Ok(_) => sink.out(&render::report(&report.report, config.format)),
+            },
+            _ => sink.out(&render::fleet_report(report, config.format)),
+        }
+        let mut verdict = Verdict::of_report(&report.report);
+        verdict.failed |= self.audit_failed.get();
+        verdict
+    }
+}
+
+impl Observer for Printer<'_> {
+    fn on(&self, event: &Event<'_>) {
+        let format = self.config.format;
+        match event {
+            Event::Planned {
+                engine,
+                inventory,
+                plan,
+            } => {
+                if let Some(w) = render::rejected_warning(inventory) {
+                    self.err(&w);
+                }
+                // Said once per run (a watch would repeat it every cycle).
+                if let Some(note) = render::swarm_note(inventory) {
+                    if self.warned.borrow_mut().insert(note.clone()) {
+                        self.err(&note);
+                    }
+                }
+                if let Some(w) = render::lease_warnings(plan) {
+                    if self.warned.borrow_mut().insert(w.clone()) {
+                        self.err(&w);
+                    }
+                }
+                // A watch says it in its cycle log (its stderr is that log).
+                if let Some(w) = render::incomplete_warnings(plan).filter(|_| !self.watching()) {
+                    self.err(&w);
+                }
+                if format != Format::Human || !self.print_plan || self.watching() {
+                    return;
+                }
+                if self.config.fleet {
+                    let endpoint = self
+                        .endpoints
+                        .iter()
+                        .find(|(n, _)| n == engine)
+                        .map(|(_, e)| e.as_str())
+                        .unwrap_or_default();
+                    self.sink
+                        .borrow_mut()
+                        .out(&render::fleet_engine_plan(engine, endpoint, plan));
+                } else {
+                    self.sink.borrow_mut().out(&render::engine_plan(plan));
+                    *self.progress.borrow_mut() = Progress::new(format, plan.steps.len());
+                }
+            }
+            Event::Finished { step, outcome, .. } => {
+                let line = self.progress.borrow_mut().finished(step, outcome);
+                if let Some(line) = line {
+                    self.err(&line);
+                }
+            }
+            Event::Applied { .. } => {
+                if !self.config.fleet {
+                    self.progress.borrow().finish();
+                }
+                if !self.watching() {
+                    self.audit_error();
+                }
+            }
+            Event::Cycle {
+                trigger,
+                took: _,
+                report,
+            } => {
+                self.audit_error();
+                for part in &report.parts {
+                    if let Some(line) = render::watch_cycle(
+                        format,
+                        &log_time(),
+                        &part.engine,
+                        trigger.as_str(),
+                        part.took,
+                        &part.result,
+                    ) {
+                        self.err(&line);
+                    }
+                }
+            }
+            Event::Stream { engine, error } => {
+                let text = error.map(ToString::to_string);
+                self.err(&render::watch_stream(
+                    format,
+                    &log_time(),
+                    engine,
+                    text.as_deref(),
+                ));
+            }
+            Event::State { broken } => {
+                self.err(&render::watch_state(format, &log_time(), *broken));
+            }
+            Event::Started { .. } | Event::Archived { .. } | Event::DeadlineMisses { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The run path end to end with in-memory engines: every command through
+//! `run_on`, its output and exit status.
+
+use super::*;
+use crate::engine::memory::MemoryEngine;
+use clap::Parser;
+
+/// Everything printed, kept.
+#[derive(Default)]
+struct Buffers {
+    out: String,
+    err: String,
+}
+
+impl Sink for Buffers {
+    fn out(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+    fn err(&mut self, text: &str) {
+        self.err.push_str(text);
+    }
+}
+
+fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
+    Arc::new(MemoryEngine::with_boxes(name, boxes))
+}
+
+/// `argv` (after the program name) resolved with a state file of `state`.
+fn resolved(state: &str, argv: &[&str]) -> (tempfile::TempDir, anyhow::Result<Config>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.toml");
+    std::fs::write(&path, state).unwrap();
+    let path = path.display().to_string();
+    let mut all = vec!["sandboxctl", "--state", &path];
+    all.extend_from_slice(argv);
+    let args = crate::cli::Cli::try_parse_from(all)
+        .unwrap()
+        .into_args()
+        .unwrap();
+    (dir, resolve(args))
+}
+
+/// A config for `argv` (after the program name) with a state file of `state`.
+fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
+    let (dir, config) = resolved(state, argv);
+    (dir, config.unwrap())
+}
+
+const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
+
+fn unreachable(engine: &MemoryEngine) {
+    engine.disconnect();
+}
+
+#[tokio::test]
+async fn destroy_in_a_fleet_warns_about_ids_no_engine_carries() {
+    let (_dir, config) = config(FLEET, &["destroy", "x", "ghost"]);
+    let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
+    let mut sink = Buffers::default();
+    let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert!(
+        sink.err.contains("ca.sandbox.id=ghost") && !sink.err.contains("ca.sandbox.id=x "),
+        "{}",
+        sink.err
+    );
+}
+
+#[tokio::test]
+async fn a_watch_cycle_is_judged_over_every_engine_and_reported_by_name() {
+    let (_dir, config) = config(
+        FLEET,
+        &["--format", "json", "watch", "--once", "--grace", "1s"],
+    );
+    // The first engine is down: its part fails, the second converges,
+    // and each is reported under its own name.
+    let a = engine("a", &["p"]);
+    unreachable(&a);
+    let b = engine("b", &["q"]);
+    let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
+    let mut sink = Buffers::default();
+    let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(report["converged"], false);
+    let summary: Vec<(String, bool)> = report["engines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["engine"].as_str().unwrap().to_string(),
+                s["converged"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(summary, [("a".into(), false), ("b".into(), true)]);
+    assert_eq!(report["failures"][0]["engine"], "a");
+    assert!(
+        b.world().containers.is_empty(),
+        "the healthy engine converged"
+    );
+    assert_eq!(a.world().containers.len(), 1, "the failed one is untouched");
+    let log: Vec<serde_json::Value> = sink
+        .err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failed: Vec<&str> = log
+        .iter()
+        .filter(|l| l["event"] == "cycleFailed")
+        .map(|l| l["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["a"], "{}", sink.err);
+}
+
+#[tokio::test]
+async fn watch_once_on_one_unreachable_engine_is_a_failure() {
+    let (_dir, config) = config(
+        "",
+        &["--format", "json", "watch", "--once", "--grace", "1s"],
+    );
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+    unreachable(&engine);
+    let mut sink = Buffers::default();
+    let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    assert_eq!(exit, Exit::Failure);
+    let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(report["converged"], false);
+    assert_eq!(report["failures"][0]["engine"], "default");
+    assert!(
+        report.get("engines").is_none(),
+        "one engine keeps its layout"
+    );
+}
+
+/// The error of resolving `argv` with a state file of `state`.
+fn refused(state: &str, argv: &[&str]) -> String {
+    format!("{:#}", resolved(state, argv).1.unwrap_err())
+}
+
+#[test]
+fn taking_a_lease_needs_one_engine_and_a_ttl_under_the_ceiling() {
+    for argv in [&["lease", "b"][..], &["hold", "b", "--", "true"]] {
+        let e = refused(FLEET, argv);
+        assert!(
+            e.contains("exactly one engine") && e.contains("a, b") && e.contains("--engine NAME"),
+            "{e}"
+        );
+    }
+    // Narrowed to one, and releasing on every engine: fine.
+    config(FLEET, &["--engine", "a", "lease", "b"]);
+    config(FLEET, &["lease", "--release", "b"]);
+    let e = refused(
+        "[policy]\nmax_lease = \"1h\"\n",
+        &["lease", "b", "--ttl", "2h"],
+    );
+    assert!(
+        e.contains("--ttl 2h") && e.contains("at most 1h ([policy] max_lease in "),
+        "{e}"
+    );
+    let e = refused("", &["hold", "b", "--ttl", "25h", "--", "true"]);
+    assert!(
+        e.contains("at most 24h ([policy] max_lease, the default)"),
+        "{e}"
+    );
+    for argv in [
+        &["sandboxctl", "lease", "b", "--ttl", "0s"][..],
+        &["sandboxctl", "lease", "b", "--ttl", "1500ms"],
+        &["sandboxctl", "lease", "b/c"],
+        &["sandboxctl", "hold", "b", "--ttl", "0s", "--", "true"],
+    ] {
+        let usage = crate::cli::Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())
+            .and_then(crate::cli::Cli::into_args);
+        assert!(usage.is_err(), "{argv:?} is a usage error");
+    }
+    assert!(
+        crate::cli::Cli::try_parse_from(["sandboxctl", "lease", "--release", "b", "--ttl", "1m"])
+            .is_err(),
+        "--ttl is for taking a lease"
+    );
+    assert!(
+        crate::cli::Cli::try_parse_from(["sandboxctl", "hold", "b"]).is_err(),
+        "hold needs a command"
+    );
+}
+
+#[tokio::test]
+async fn lease_then_release_through_the_run_path() {
+    let (_dir, config) = config("", &["--format", "json", "lease", "x", "y"]);
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(doc["ok"], true);
+    assert_eq!(doc["boxes"][1]["box"], "y");
+    assert_eq!(engine.world().volumes.len(), 2);
+    let (_dir, config) = self::config("", &["lease", "--release", "x", "y"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert!(
+        sink.out
+            .contains("box x on engine default: released 1 lease: ca-sbx-lease-x-"),
+        "{}",
+        sink.out
+    );
+    assert!(engine.world().volumes.is_empty());
+    assert_eq!(engine.world().containers.len(), 1, "only leases go");
+}
+
+#[tokio::test]
+async fn hold_passes_its_commands_status_through_the_run_path() {
+    let (_dir, config) = config(
+        "",
+        &["hold", "x", "--ttl", "3s", "--", "sh", "-c", "exit 3"],
+    );
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Passed(3), "{}{}", sink.out, sink.err);
+    assert_eq!(exit.code(), 3);
+    assert_eq!(sink.out, "", "hold's stdout is its command's");
+    assert!(
+        sink.err
+            .starts_with("sandboxctl hold: lease ca-sbx-lease-x-"),
+        "{}",
+        sink.err
+    );
+    assert!(engine.world().volumes.is_empty());
+}
+
+#[tokio::test]
+async fn a_run_whose_audit_log_cannot_be_written_fails_naming_it() {
+    let (_dir, config) = config("", &["apply", "--audit", "/dev/full"]);
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    assert!(
+        engine.world().containers.is_empty(),
+        "the removal itself happened"
+    );
+    assert!(
+        sink.err.contains("cannot write audit log /dev/full"),
+        "{}",
+        sink.err
+    );
+}
+
+#[tokio::test]
+async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
+    let files = tempfile::tempdir().unwrap();
+    let target = files.path().join("target");
+    std::fs::write(&target, "keep me\n").unwrap();
+    let link = files.path().join("audit.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let (_dir, config) = config("", &["apply", "--audit", &link.display().to_string()]);
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    assert!(
+        sink.err.contains(&format!(
+            "audit log {} is a symbolic link; sandboxctl never writes through one: pass the real file's path to --audit",
+            link.display()
+        )),
+        "{}",
+        sink.err
+    );
+    assert_eq!(engine.world().containers.len(), 1, "nothing removed");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+}
+
+#[tokio::test]
+async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // SAFETY: a plain syscall; 022 is this test binary's usual umask.
+    unsafe { libc::umask(0o022) };
+    let files = tempfile::tempdir().unwrap();
+    let target = files.path().join("target");
+    std::fs::write(&target, "keep me\n").unwrap();
+    let saved = files.path().join("plan.json");
+    // The temporary name the plan was once written at, plainly.
+    std::os::unix::fs::symlink(&target, files.path().join("plan.json.tmp~")).unwrap();
+    let (_dir, config) = config("", &["plan", "--out", &saved.display().to_string()]);
+    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+    let mut sink = Buffers::default();
+    let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+    let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
+    assert!(plan.is_object(), "{plan}");
+    let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o600, "a saved plan is its user's alone");
+    let mut names: Vec<String> = std::fs::read_dir(files.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["plan.json", "plan.json.tmp~", "target"],
+        "no temporary file left"
+    );
+}
+
+/// Box `b` (undeclared) with one volume and a `ca-sbx:*` image; box `k`'s
+/// volume too, when `k` opts out with `archive = false`.
+fn archive_world() -> Arc<MemoryEngine> {
+    use crate::engine::memory::{box_labels, VolumeInfo, World};
+    let volume = |name: &str, b: &str| VolumeInfo {
+        name: name.into(),
+        labels: box_labels(b),
+        created_at: None,
+    };
+    Arc::new(MemoryEngine::new(World {
+        volumes: vec![volume("vb", "b"), volume("vk", "k")],
+        images: vec![crate::model::ImageInfo {
+            id: "sha256:feed".into(),
+            tags: vec!["ca-sbx:r-1".into()],
+        }],
+        ..World::default()
+    }))
+}
+
+#[tokio::test]
+async fn apply_archive_reports_archived_and_the_file_policy_opts_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().display().to_string();
+    // [policy] archive in the file; box k opts out (its expiry passed).
+    let state = format!(
+        "[policy]\narchive = {to:?}\n\n[[box]]\nid = \"k\"\nexpires = \"2000-01-01T00:00:00Z\"\narchive = false\n"
+    );
+    let (_d, config) = config(&state, &["--format", "json", "apply"]);
+    let engine = archive_world();
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    let archived = doc["archived"].as_array().unwrap();
+    assert_eq!(archived.len(), 1, "{doc}");
+    assert_eq!(archived[0]["volume"], "vb");
+    assert!(archived[0]["path"].as_str().unwrap().starts_with(&to));
+    assert!(engine.world().volumes.is_empty());
+}
+
+#[tokio::test]
+async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
+    use crate::engine::memory::{box_labels, VolumeInfo, World};
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().display().to_string();
+    let (_d, config) = config("", &["--format", "json", "apply", "--archive", &to]);
+    let engine = Arc::new(MemoryEngine::new(World {
+        volumes: vec![VolumeInfo {
+            name: "vb".into(),
+            labels: box_labels("b"),
+            created_at: None,
+        }],
+        ..World::default()
+    }));
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &config,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(
+        doc["remainingVolumes"][0]["reason"]["code"], "archiveFailed",
+        "{doc}"
+    );
+    assert_eq!(engine.world().volumes.len(), 1);
+}
+
+#[tokio::test]
+async fn plan_shows_the_archive_folder() {
+    let (_d, config) = config("[policy]\narchive = \"/srv/a\"\n", &["plan"]);
+    let engine = archive_world();
+    let mut sink = Buffers::default();
+    run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    assert!(
+        sink.out.contains("archive to /srv/a, then remove"),
+        "{}",
+        sink.out
+    );
+}
+
+#[tokio::test]
+async fn restore_brings_it_back_and_says_what_to_declare() {
+    let dir = tempfile::tempdir().unwrap();
+    let to = dir.path().display().to_string();
+    let (_d, apply) = config("", &["--format", "json", "apply", "--archive", &to]);
+    let engine = archive_world();
+    let mut sink = Buffers::default();
+    run_on(
+        &apply,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    let archived = doc["archived"].as_array().unwrap();
+    let vb = archived.iter().find(|a| a["volume"] == "vb").unwrap();
+    let path = vb["path"].as_str().unwrap().to_string();
+    let (_e, restore) = config("", &["restore", &path]);
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &restore,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert!(sink.out.contains("restored volume vb"), "{}", sink.out);
+    assert!(sink.out.contains("keep = [\"vb\"]"), "{}", sink.out);
+    assert!(sink.out.contains("id = \"b\""), "{}", sink.out);
+    assert_eq!(engine.world().volumes.len(), 1);
+    // Again: the volume exists, exit 1, said on stderr.
+    let mut sink = Buffers::default();
+    let exit = run_on(
+        &restore,
+        vec![engine.clone()],
+        CancellationToken::new(),
+        &mut sink,
+    )
+    .await;
+    assert_eq!(exit, Exit::Failure);
+    assert!(sink.err.contains("volume vb exists"), "{}", sink.err);
+}
