@@ -691,7 +691,8 @@ impl Run<'_> {
         signals: &mut tokio::sync::mpsc::UnboundedReceiver<i32>,
         sink: &mut dyn Sink,
     ) -> Exit {
-        use crate::exec::lease::{hold, HoldEvent, LeaseRequest};
+        use crate::exec::hold::{hold, HoldEvent};
+        use crate::exec::lease::LeaseRequest;
         let config = self.config;
         let Job::Hold {
             box_id,

@@ -5,7 +5,7 @@
 //! exit code. Every command and engine shape ends here; nothing else picks
 //! an exit status, not even `hold`'s pass-through of its command's.
 
-use crate::exec::lease::CommandEnd;
+use crate::exec::hold::CommandEnd;
 use crate::exec::report::Verdict;
 
 /// How a command ended; `main` maps it to the process exit code.
