@@ -8,8 +8,8 @@
 //!   a zstd encoder (two worker threads, 2 MiB jobs) into a temporary file
 //!   on a blocking thread (memory stays flat whatever the volume's size),
 //!   whose writeback starts as it is written.
-//! * `count`: the tar stream's entries and bytes as it passes, read from its
-//!   headers; a stream that does not end as a tar stream ends is refused.
+//! * `count`: the tar stream's entries and bytes as it passes, read by the
+//!   `tar` crate; a stream that does not end as a tar stream ends is refused.
 //! * `protocol`: the crash-safe files: `.partial` temporary files, each
 //!   locked while its writer lives; fsync, the manifest (fsynced), the
 //!   manifest's rename, the archive's rename, an fsync of the folder. So an

@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use futures_util::stream::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::count::TarCount;
+use super::count::{self, CountError};
 use super::manifest::{hex, Manifest};
 use super::place::Place;
 use super::protocol::Pending;
@@ -265,12 +265,20 @@ fn write_archive(
     encoder
         .set_parameter(zstd::zstd_safe::CParameter::JobSize(ZSTD_JOB))
         .map_err(write_err)?;
-    let mut tar = TarCount::default();
-    if !encode(&mut rx, &mut tar, &mut encoder).map_err(write_err)? {
-        // The stream broke: the caller has the engine's error.
-        return Err(ArchiveError::Tar("the stream stopped early".into()));
-    }
-    tar.check()?;
+    // Every block counted and compressed, until `End`.
+    let tar = count::pass(
+        || match rx.blocking_recv() {
+            Some(Chunk::Data(block)) => Ok(Some(block)),
+            Some(Chunk::End) => Ok(None),
+            // The stream broke: the caller has the engine's error.
+            None => Err(ArchiveError::Tar("the stream stopped early".into())),
+        },
+        |block: &Block| encoder.write_all(block).map_err(write_err),
+    )
+    .map_err(|e| match e {
+        CountError::Pass(e) => e,
+        CountError::Tar(why) => ArchiveError::Tar(why),
+    })?;
     let hashing = encoder.finish().map_err(write_err)?;
     let (sha, size) = (hashing.sha, hashing.bytes);
     let file = hashing.inner.file;
@@ -294,25 +302,6 @@ fn write_archive(
         file_count: manifest.file_count,
         elapsed_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
-}
-
-/// The encode loop: every block counted and compressed. Whether it ended
-/// well (`End`); else the stream broke and the caller has the engine's error.
-fn encode<W: Write>(
-    rx: &mut tokio::sync::mpsc::Receiver<Chunk>,
-    tar: &mut TarCount,
-    encoder: &mut W,
-) -> io::Result<bool> {
-    while let Some(chunk) = rx.blocking_recv() {
-        match chunk {
-            Chunk::Data(data) => {
-                tar.feed(&data);
-                encoder.write_all(&data)?;
-            }
-            Chunk::End => return Ok(true),
-        }
-    }
-    Ok(false)
 }
 
 #[cfg(test)]

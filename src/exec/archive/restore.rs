@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::stream::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::count::TarCount;
+use super::count::{self, CountError, Counted};
 use super::helper::{helper_image, helper_labels};
 use super::manifest::{hex, read_manifest, Manifest};
 use super::{ArchiveError, RestoreError, Restored};
@@ -232,8 +232,12 @@ async fn fill(
     })?;
     let tar = counted
         .map_err(|e| RestoreError::Archive(ArchiveError::Tar(e.to_string())))?
-        .map_err(|e| RestoreError::Archive(ArchiveError::io("read", archive, e)))?;
-    tar.check().map_err(RestoreError::Archive)?;
+        .map_err(|e| {
+            RestoreError::Archive(match e {
+                CountError::Pass(e) => ArchiveError::io("read", archive, e),
+                CountError::Tar(why) => ArchiveError::Tar(why),
+            })
+        })?;
     Ok((tar.entries, tar.bytes))
 }
 
@@ -241,30 +245,27 @@ async fn fill(
 fn read_archive(
     path: &Path,
     tx: tokio::sync::mpsc::Sender<io::Result<Bytes>>,
-) -> io::Result<TarCount> {
-    let mut tar = TarCount::default();
-    let file = std::fs::File::open(path)?;
-    let mut decoder = zstd::stream::read::Decoder::new(file)?;
+) -> Result<Counted, CountError<io::Error>> {
+    let file = std::fs::File::open(path).map_err(CountError::Pass)?;
+    let mut decoder = zstd::stream::read::Decoder::new(file).map_err(CountError::Pass)?;
     let mut buf = vec![0; READ_CHUNK];
-    loop {
-        let n = match decoder.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let _ = tx.blocking_send(Err(io::Error::new(e.kind(), e.to_string())));
-                return Err(e);
+    count::pass(
+        || loop {
+            match decoder.read(&mut buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => return Ok(Some(Bytes::copy_from_slice(&buf[..n]))),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(io::Error::new(e.kind(), e.to_string())));
+                    return Err(e);
+                }
             }
-        };
-        tar.feed(&buf[..n]);
-        if tx
-            .blocking_send(Ok(Bytes::copy_from_slice(&buf[..n])))
-            .is_err()
-        {
-            return Err(io::Error::other("the engine stopped reading"));
-        }
-    }
-    Ok(tar)
+        },
+        |chunk: &Bytes| {
+            tx.blocking_send(Ok(chunk.clone()))
+                .map_err(|_| io::Error::other("the engine stopped reading"))
+        },
+    )
 }
 
 #[cfg(test)]
