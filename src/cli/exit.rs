@@ -16,7 +16,7 @@
 //! not: 1); a second Ctrl-C ends the run at once, 130, with a closing line
 //! saying nothing was verified.
 
-use crate::exec::lease::CommandEnd;
+use crate::exec::hold::CommandEnd;
 use crate::exec::report::Verdict;
 use crate::render::Format;
 

@@ -3,11 +3,12 @@
 //! definition of success), `reconcile` (list, plan, apply, verify on one
 //! engine), `fleet` (every engine of a run at once), `explain` (what
 //! `explain` lists of one engine beyond discovery), `report` (the report,
-//! the one merge and the `Verdict`), `event` (the one event type) and
-//! `lease` (taking, renewing and releasing leases, and holding a box while a
-//! command runs), `archive` (a volume's archive before it goes, and its
-//! restore) and `files` (how the files and folders sandboxctl creates are
-//! opened: private, never through a symbolic link).
+//! the one merge and the `Verdict`), `event` (the one event type),
+//! `lease` (taking, renewing and releasing leases), `hold` (holding a box
+//! while a command runs: the command's supervisor), `archive` (a volume's
+//! archive before it goes, and its restore) and `files` (how the files and
+//! folders sandboxctl creates are opened: private, never through a symbolic
+//! link).
 
 pub mod apply;
 pub mod archive;
@@ -15,6 +16,7 @@ pub mod event;
 pub(crate) mod explain;
 pub(crate) mod files;
 pub(crate) mod fleet;
+pub mod hold;
 pub mod lease;
 pub mod list;
 pub mod reconcile;

@@ -441,7 +441,7 @@ pub(crate) struct Verdict {
     /// `plan --detailed-exitcode` with changes pending.
     pub(crate) pending: bool,
     /// `hold`: how the command it ran ended (its status is passed through).
-    pub(crate) command: Option<crate::exec::lease::CommandEnd>,
+    pub(crate) command: Option<crate::exec::hold::CommandEnd>,
 }
 
 impl Verdict {

@@ -11,7 +11,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::exec::lease::{BoxLease, Held, HoldEvent, Lease, LeaseAction, LeaseError, LeaseRun};
+use crate::exec::hold::{Held, HoldEvent};
+use crate::exec::lease::{BoxLease, Lease, LeaseAction, LeaseError, LeaseRun};
 use crate::plan::rfc3339;
 use crate::render::table::plural;
 use crate::render::{json, Format};
@@ -436,7 +437,7 @@ mod tests {
         };
         assert_eq!(hold_event(Format::Human, "t", "e", &renewed), None);
         let held = Held {
-            end: crate::exec::lease::CommandEnd::Exited(0),
+            end: crate::exec::hold::CommandEnd::Exited(0),
             released: vec![],
             left: vec![(
                 current.clone(),

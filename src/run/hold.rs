@@ -25,7 +25,8 @@ pub(super) async fn hold(
     signals: Option<UnboundedReceiver<i32>>,
     sink: &mut dyn Sink,
 ) -> Verdict {
-    use crate::exec::lease::{hold, HoldEvent, LeaseRequest};
+    use crate::exec::hold::{hold, HoldEvent};
+    use crate::exec::lease::LeaseRequest;
     let (mut signals, on_cancel) = match signals {
         Some(signals) => (signals, None),
         None => {

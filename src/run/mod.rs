@@ -2,8 +2,8 @@
 //! and an `Exit` out. Dispatch only.
 //!
 //! Every command runs on a non-empty list of engines (a single engine is a
-//! fleet of one) through `exec::fleet` (`lease` and `hold` through
-//! `exec::lease`, `restore` through `exec::archive`), in a file of its own
+//! fleet of one) through `exec::fleet` (`lease` through `exec::lease`,
+//! `hold` through `exec::hold`, `restore` through `exec::archive`), in a file of its own
 //! here, and ends in a `Verdict`; with how a signal stopped it (`signals`),
 //! that is the run's `Ended`, which `cli::exit`'s one function turns into
 //! the exit status and closing line. Owns which engines a run reaches
