@@ -1079,7 +1079,10 @@ fn secs(d: Duration) -> String {
 /// pid at the end): its archive traffic holds containers' locks in the
 /// engine, and on the main engine that stalled other tests' listings (which
 /// inspect every container) past their deadlines.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+trial!(
+    sigkill_at_20_random_moments_of_apply_archive_loses_nothing,
+    worker_threads = 4
+);
 async fn sigkill_at_20_random_moments_of_apply_archive_loses_nothing() {
     let Some(engine) = SecondDockerd::new().start().await else {
         return;

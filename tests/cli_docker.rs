@@ -231,7 +231,7 @@ fn closed_port() -> u16 {
 /// exited) and a leaked volume, a declared box, a kept volume, a volume shared
 /// by two boxes, and running decoys. `plan` and `inventory` describe it
 /// without touching it; `apply` then converges on it, and again is a no-op.
-#[tokio::test]
+trial!(plan_inventory_and_apply_on_a_mixed_scope);
 async fn plan_inventory_and_apply_on_a_mixed_scope() {
     let Some(sbx) = Sandbox::new("cli-mixed").await else {
         return;
@@ -598,7 +598,7 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
 /// `destroy ID`, `destroy ID --keep-volume`, `destroy --prune` with the state
 /// file in the working directory, `destroy` with `--state`, and `destroy`
 /// without any state file, one after the other on one scope.
-#[tokio::test]
+trial!(destroy_by_id_keep_volume_and_prune);
 async fn destroy_by_id_keep_volume_and_prune() {
     let Some(sbx) = Sandbox::new("cli-destroy").await else {
         return;
@@ -849,7 +849,7 @@ async fn box_with_anonymous_volume(sbx: &Sandbox, box_id: &str) -> (Container, S
 /// `apply` also removes a paused box, a created (never started) leaked
 /// container, and a running box whose container has an anonymous volume:
 /// that volume goes with its container (`rm -v`), named volumes by the plan.
-#[tokio::test]
+trial!(apply_removes_paused_created_and_anonymous_volume_containers);
 async fn apply_removes_paused_created_and_anonymous_volume_containers() {
     let Some(sbx) = Sandbox::new("cli-odd-states").await else {
         return;
@@ -946,7 +946,7 @@ async fn apply_removes_paused_created_and_anonymous_volume_containers() {
 /// A box volume that an unmanaged container also mounts is never forced:
 /// `plan` shows it blocked, `apply` cleans the rest of the scope and exits 1
 /// with the volume in `remainingVolumes`, naming the container.
-#[tokio::test]
+trial!(volume_held_by_an_unmanaged_container_is_left_and_named);
 async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
     let Some(sbx) = Sandbox::new("cli-unmanaged-user").await else {
         return;
@@ -1048,7 +1048,7 @@ async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
 /// With `DOCKER_HOST` at a missing socket or a closed TCP port: `plan` and
 /// `inventory` exit 1 with the endpoint on stderr; `apply`/`destroy --format
 /// json` exit 1 with a full report on stdout naming the engine.
-#[tokio::test]
+trial!(unreachable_engine_fails_with_a_report);
 async fn unreachable_engine_fails_with_a_report() {
     let Some(sbx) = Sandbox::new("cli-unreachable").await else {
         return;
@@ -1105,7 +1105,7 @@ async fn unreachable_engine_fails_with_a_report() {
 /// A state file that is not TOML, has an unknown key, or declares a box twice:
 /// every command exits 1 naming file:line:col and touches nothing. A missing
 /// explicit state file is exit 1; a usage error is exit 2.
-#[tokio::test]
+trial!(broken_state_and_bad_invocations_touch_nothing);
 async fn broken_state_and_bad_invocations_touch_nothing() {
     let Some(sbx) = Sandbox::new("cli-broken-state").await else {
         return;
@@ -1227,7 +1227,7 @@ async fn broken_state_and_bad_invocations_touch_nothing() {
 // ----- contract points ------------------------------------------------------
 
 /// The contract's plan JSON has a `summary` key, the same line `plan` prints.
-#[tokio::test]
+trial!(plan_json_carries_the_summary_line);
 async fn plan_json_carries_the_summary_line() {
     let Some(sbx) = Sandbox::new("cli-plan-summary").await else {
         return;
@@ -1255,7 +1255,7 @@ async fn plan_json_carries_the_summary_line() {
 /// With `--format json`, apply and destroy print the report (every key) on
 /// stdout whenever they fail, not only when the engine is unreachable: also
 /// for a broken state file (nothing touched, converged false).
-#[tokio::test]
+trial!(json_report_also_when_the_state_file_is_broken);
 async fn json_report_also_when_the_state_file_is_broken() {
     let Some(sbx) = Sandbox::new("cli-json-bad-state").await else {
         return;
@@ -1288,7 +1288,7 @@ async fn json_report_also_when_the_state_file_is_broken() {
 /// `destroy` with no ID means `--prune`, and `--prune --keep-volume` is a
 /// usage error; so is `destroy --keep-volume` without an ID: it must not
 /// silently prune the very volumes the user asked to keep.
-#[tokio::test]
+trial!(destroy_keep_volume_without_an_id_is_refused);
 async fn destroy_keep_volume_without_an_id_is_refused() {
     let Some(sbx) = Sandbox::new("cli-keep-volume-no-id").await else {
         return;

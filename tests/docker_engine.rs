@@ -48,7 +48,7 @@ fn unix_now() -> i64 {
     sandboxctl::cli::config::now()
 }
 
-#[tokio::test]
+trial!(negotiates_the_daemons_api_version);
 async fn negotiates_the_daemons_api_version() {
     let Some(sbx) = Sandbox::new("negotiates").await else {
         return;
@@ -83,7 +83,7 @@ async fn negotiates_the_daemons_api_version() {
     );
 }
 
-#[tokio::test]
+trial!(label_filters_match_exactly_one);
 async fn label_filters_match_exactly_one() {
     let Some(sbx) = Sandbox::new("label-filters").await else {
         return;
@@ -176,7 +176,7 @@ async fn label_filters_match_exactly_one() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(lists_names_states_labels_and_named_volume_mounts);
 async fn lists_names_states_labels_and_named_volume_mounts() {
     let Some(sbx) = Sandbox::new("container-fields").await else {
         return;
@@ -258,7 +258,7 @@ async fn lists_names_states_labels_and_named_volume_mounts() {
 /// A labeled network lists with its labels and creation time; a container
 /// attached to it lists the network's ID among what it depends on; while it
 /// is attached, removing the network is `InUse` and removes nothing.
-#[tokio::test]
+trial!(networks_list_with_labels_time_and_users_and_refuse_removal_in_use);
 async fn networks_list_with_labels_time_and_users_and_refuse_removal_in_use() {
     let Some(sbx) = Sandbox::new("networks").await else {
         return;
@@ -329,7 +329,7 @@ async fn networks_list_with_labels_time_and_users_and_refuse_removal_in_use() {
 /// `--network container:X` is in the listing; `--pid container:X` and
 /// `--ipc container:X` only in `inspect`. Docker 20.10 stores
 /// `container:<full ID>` whether X was given as a name, a short ID or a full ID.
-#[tokio::test]
+trial!(namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect);
 async fn namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect() {
     let Some(sbx) = Sandbox::new("joins").await else {
         return;
@@ -413,7 +413,7 @@ async fn namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(removes_a_running_container_and_keeps_its_named_volume);
 async fn removes_a_running_container_and_keeps_its_named_volume() {
     let Some(sbx) = Sandbox::new("remove-running").await else {
         return;
@@ -435,7 +435,7 @@ async fn removes_a_running_container_and_keeps_its_named_volume() {
     assert_eq!(sbx.remaining().await, Default::default());
 }
 
-#[tokio::test]
+trial!(missing_objects_are_not_found);
 async fn missing_objects_are_not_found() {
     let Some(sbx) = Sandbox::new("not-found").await else {
         return;
@@ -473,7 +473,7 @@ async fn missing_objects_are_not_found() {
     assert!(engine.remove(&k).await.unwrap_err().is_not_found());
 }
 
-#[tokio::test]
+trial!(volume_in_use_is_a_conflict_naming_its_users);
 async fn volume_in_use_is_a_conflict_naming_its_users() {
     let Some(sbx) = Sandbox::new("volume-in-use").await else {
         return;
@@ -521,7 +521,7 @@ async fn volume_in_use_is_a_conflict_naming_its_users() {
 }
 
 /// Images are listed by reference, tags sorted, `<none>` tags dropped.
-#[tokio::test]
+trial!(images_are_listed_by_reference);
 async fn images_are_listed_by_reference() {
     let Some(sbx) = Sandbox::new("images").await else {
         return;
@@ -552,7 +552,7 @@ async fn images_are_listed_by_reference() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(unreachable_engines_fail_fast);
 async fn unreachable_engines_fail_fast() {
     let t = Duration::from_secs(5);
     for (host, hint) in [
@@ -685,7 +685,7 @@ where
     let _ = stream.shutdown().await;
 }
 
-#[tokio::test]
+trial!(connection_cut_mid_call_is_an_error_without_a_status);
 async fn connection_cut_mid_call_is_an_error_without_a_status() {
     for answer in [Answer::Close, Answer::Truncate] {
         let fake = fake_daemon(answer, false);
@@ -711,7 +711,7 @@ async fn connection_cut_mid_call_is_an_error_without_a_status() {
     }
 }
 
-#[tokio::test]
+trial!(an_engine_that_goes_away_mid_run_is_unreachable);
 async fn an_engine_that_goes_away_mid_run_is_unreachable() {
     let fake = fake_daemon(Answer::Status(500), false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_secs(5))
@@ -733,7 +733,7 @@ async fn an_engine_that_goes_away_mid_run_is_unreachable() {
     );
 }
 
-#[tokio::test]
+trial!(other_statuses_keep_their_code);
 async fn other_statuses_keep_their_code() {
     let fake = fake_daemon(Answer::Status(500), false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_secs(5))
@@ -755,7 +755,7 @@ async fn other_statuses_keep_their_code() {
     );
 }
 
-#[tokio::test]
+trial!(hung_engines_time_out);
 async fn hung_engines_time_out() {
     let fake = fake_daemon(Answer::Hang, false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_millis(700))
@@ -787,7 +787,7 @@ async fn hung_engines_time_out() {
     );
 }
 
-#[tokio::test]
+trial!(tcp_hosts_are_honoured);
 async fn tcp_hosts_are_honoured() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -814,7 +814,7 @@ async fn tcp_hosts_are_honoured() {
     );
 }
 
-#[tokio::test]
+trial!(harness_cleanup_removes_only_its_own_objects);
 async fn harness_cleanup_removes_only_its_own_objects() {
     let Some(other) = Sandbox::new("bystander").await else {
         return;
@@ -844,7 +844,7 @@ async fn harness_cleanup_removes_only_its_own_objects() {
     assert!(other.network_exists(&bystander.network.id).await);
 }
 
-#[tokio::test]
+trial!(harness_cleans_up_after_a_panic);
 async fn harness_cleans_up_after_a_panic() {
     if engine_version().is_none() {
         return;

@@ -136,7 +136,7 @@ fn assert_all_versioned(proxy: &Proxy, version: &str) {
     );
 }
 
-#[tokio::test]
+trial!(unix_socket_resolves_connects_and_negotiates);
 async fn unix_socket_resolves_connects_and_negotiates() {
     if engine_version().is_none() {
         return;
@@ -156,7 +156,7 @@ async fn unix_socket_resolves_connects_and_negotiates() {
 /// The fix for bollard 0.21.1: without it requests go out as `/containers/json`
 /// and the engine answers in its newest API; with it every request after
 /// negotiation carries the negotiated version.
-#[tokio::test]
+trial!(every_request_carries_the_negotiated_version);
 async fn every_request_carries_the_negotiated_version() {
     if engine_version().is_none() {
         return;
@@ -277,7 +277,7 @@ impl Drop for Forwarder {
     }
 }
 
-#[tokio::test]
+trial!(tcp_and_http_through_a_loopback_forwarder);
 async fn tcp_and_http_through_a_loopback_forwarder() {
     if engine_version().is_none() {
         return;
@@ -383,7 +383,7 @@ fn tls_verify(host: &str, cert_path: &Path) -> EndpointInput {
     }
 }
 
-#[tokio::test]
+trial!(tls_with_certificates_reaches_the_engine_with_the_version_prefix);
 async fn tls_with_certificates_reaches_the_engine_with_the_version_prefix() {
     if engine_version().is_none() {
         return;
@@ -444,7 +444,7 @@ async fn tls_with_certificates_reaches_the_engine_with_the_version_prefix() {
 
 /// TLS asked for and impossible: each is an error with a clear cause, and
 /// none of them ever gets an answer over plain HTTP.
-#[tokio::test]
+trial!(impossible_tls_fails_clearly_and_never_goes_plain);
 async fn impossible_tls_fails_clearly_and_never_goes_plain() {
     if engine_version().is_none() {
         return;

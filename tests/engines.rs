@@ -123,7 +123,7 @@ fn assert_docker0() {
 /// `--host unix://…` and `DOCKER_HOST` reach the second dockerd: plan names it
 /// and how it was chosen, apply and destroy work there, and the main engine's
 /// objects with the very same scope, names and labels are untouched.
-#[tokio::test]
+trial!(second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone);
 async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone() {
     let Some(engine) = second().await else { return };
     let scope = unique_scope("eng-second");
@@ -198,7 +198,7 @@ async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alon
 /// `DOCKER_HOST=tcp://…`, `DOCKER_TLS_VERIFY=1` and `DOCKER_CERT_PATH` with a
 /// client certificate the engine trusts: plan names the TLS endpoint, apply
 /// removes the box and the leak.
-#[tokio::test]
+trial!(tls_engine_with_verified_certificates_plans_and_applies);
 async fn tls_engine_with_verified_certificates_plans_and_applies() {
     let Some(engine) = tls().await else { return };
     let scope = unique_scope("eng-tls-ok");
@@ -232,7 +232,7 @@ async fn tls_engine_with_verified_certificates_plans_and_applies() {
 /// that names the cause, and nothing is removed: a CA that did not sign the
 /// engine's certificate (and a client certificate the engine does not trust),
 /// a client with the right CA but no certificate of its own, and no files at all.
-#[tokio::test]
+trial!(tls_failures_are_clear_and_remove_nothing);
 async fn tls_failures_are_clear_and_remove_nothing() {
     let Some(engine) = tls().await else { return };
     let files = engine.tls().expect("TLS files").clone();
@@ -292,7 +292,7 @@ async fn tls_failures_are_clear_and_remove_nothing() {
 /// `DOCKER_TLS_VERIFY` (even `0`: set means on, as in the docker CLI) against
 /// an engine that speaks plain HTTP on its tcp port fails clearly; it never
 /// becomes a plain connection. Without it, the same address works.
-#[tokio::test]
+trial!(tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back);
 async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
     let (Some(engine), Some(tls_engine)) = tokio::join!(second(), tls()) else {
         return;
@@ -395,7 +395,7 @@ fn dropped_past_max_startups(sshd: &Sshd) -> usize {
 /// session ran `docker system dial-stdio` and came in on that port; no
 /// connection was dropped past MaxStartups; after every run no ssh process
 /// is left, here or on the remote side.
-#[tokio::test]
+trial!(ssh_with_a_port_plans_applies_destroys_and_watches);
 async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
     let Some(engine) = second().await else { return };
     let sshd = SshServer::to(&engine).start().await;
@@ -488,7 +488,7 @@ async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
 /// (10) sessions per connection: sandboxctl authenticates once (a second
 /// master past 10 sessions), so sshd drops nothing, every object is removed
 /// and the run converges.
-#[tokio::test]
+trial!(ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything);
 async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything() {
     let Some(engine) = second().await else { return };
     let sshd = SshServer::to(&engine).start().await;
@@ -534,7 +534,7 @@ async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everythin
 /// given refuses sessions; ssh then connects on its own for them (measured:
 /// more authentications), and the run still removes everything and
 /// converges, leaving no process behind.
-#[tokio::test]
+trial!(ssh_apply_through_an_sshd_with_few_sessions_still_converges);
 async fn ssh_apply_through_an_sshd_with_few_sessions_still_converges() {
     let Some(engine) = second().await else { return };
     let sshd = SshServer::to(&engine).max_sessions(2).start().await;
@@ -601,7 +601,7 @@ fn ssh_wrapper(sshd: &Sshd, dir: &Path, extra: &str) -> String {
 /// no "Converged", the objects untouched) with ssh's own words, escaped, and
 /// what to do: an unknown host key, authentication refused, no `docker` on
 /// the remote, and a remote `docker` that prints terminal escapes.
-#[tokio::test]
+trial!(ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do);
 async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
     let Some(engine) = second().await else { return };
     let (sshd, no_docker, hostile) = tokio::join!(
@@ -743,7 +743,7 @@ struct Case {
 /// default socket. Contexts point at the second dockerd (unix) and the TLS
 /// dockerd (with the context's own TLS material). The first line names the
 /// engine and the rule; the plan lists only that engine's object.
-#[tokio::test]
+trial!(docker_contexts_follow_the_docker_cli_precedence);
 async fn docker_contexts_follow_the_docker_cli_precedence() {
     let (Some(second), Some(tls)) = tokio::join!(second(), tls()) else {
         return;
@@ -1090,14 +1090,14 @@ async fn core_promises(socket: &Path, api: &str, test: &str) {
     assert_docker0();
 }
 
-#[tokio::test]
+trial!(core_promises_on_docker_20_10);
 async fn core_promises_on_docker_20_10() {
     let Some(host) = main_host() else { return };
     let socket = host.strip_prefix("unix://").expect("a unix socket");
     core_promises(Path::new(socket), "1.41", "eng-core-2010").await;
 }
 
-#[tokio::test]
+trial!(core_promises_on_docker_26_1);
 async fn core_promises_on_docker_26_1() {
     let Some(engine) = CurrentDocker::new().shared().await else {
         return;
@@ -1110,7 +1110,7 @@ async fn core_promises_on_docker_26_1() {
 /// A running container made by the podman CLI has a 10 s StopTimeout and
 /// ignores SIGTERM (`sleep` as PID 1): a forced removal alone would wait
 /// 10 s. sandboxctl kills it first, so apply takes well under that.
-#[tokio::test]
+trial!(podman_container_made_by_its_cli_is_removed_without_the_stop_wait);
 async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
     let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-kill");
@@ -1191,7 +1191,7 @@ async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
 /// A managed volume an unmanaged running container mounts is blocked on
 /// Podman too (or, if the holder appeared between listing and removal,
 /// Podman's 409 is reported naming it); the free leak goes; exit 1.
-#[tokio::test]
+trial!(podman_volume_held_by_an_unmanaged_container_is_blocked);
 async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
     let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-held");
@@ -1224,7 +1224,7 @@ async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
 /// the scope label comes back from the managed query. It survives, and the CLI
 /// warns that the engine returned an object outside its filter.
 /// A Podman of its own also keeps the count exact.
-#[tokio::test]
+trial!(podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning);
 async fn podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning() {
     let Some(engine) = podman().await else { return };
     let scope = unique_scope("eng-podman-or");
@@ -1311,7 +1311,7 @@ fn engine_names(report: &Value, section: &str, kind: &str) -> Vec<String> {
 /// on every engine and decoys survive on every engine; with one engine
 /// stopped, its part fails alone (kind `engine`, exit 1) while the others
 /// converge and are reported.
-#[tokio::test]
+trial!(fleet_of_two_dockerd_and_podman_from_one_state_file);
 async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
     let (Some(d1), Some(d2), Some(pm)) =
         tokio::join!(second(), SecondDockerd::new().start(), podman())
@@ -1469,7 +1469,7 @@ async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
 /// A saved fleet plan (`plan --out`) is applied with `apply FILE` when no
 /// engine changed, and refused as stale, removing nothing on any engine,
 /// when one did. Engines: the main dockerd, the second one and Docker 26.1.
-#[tokio::test]
+trial!(saved_fleet_plan_is_applied_and_refused_when_any_engine_changed);
 async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
     let (Some(second), Some(current)) = tokio::join!(second(), CurrentDocker::new().shared())
     else {
@@ -1542,7 +1542,7 @@ async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
 /// In a fleet, Podman's ORed volume filters are caught the same way: the
 /// foreign volume survives and both `plan` and `apply` warn, naming the
 /// fleet's engine (`pm`) and the count.
-#[tokio::test]
+trial!(fleet_warns_about_objects_podman_returned_outside_the_filter);
 async fn fleet_warns_about_objects_podman_returned_outside_the_filter() {
     let (Some(d1), Some(pm)) = tokio::join!(second(), podman()) else {
         return;

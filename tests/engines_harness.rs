@@ -164,7 +164,7 @@ fn text(output: &Output) -> String {
     )
 }
 
-#[tokio::test]
+trial!(second_dockerd_runs_a_container_and_stops_clean);
 async fn second_dockerd_runs_a_container_and_stops_clean() {
     let Some(engine) = SecondDockerd::new().start().await else {
         return;
@@ -203,7 +203,7 @@ async fn second_dockerd_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(plain_tcp_listener_answers);
 async fn plain_tcp_listener_answers() {
     let Some(engine) = SecondDockerd::new().tcp().start().await else {
         return;
@@ -227,7 +227,7 @@ async fn plain_tcp_listener_answers() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca);
 async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
     let Some(engine) = TlsDockerd::new().start().await else {
         return;
@@ -304,7 +304,7 @@ async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(sshd_reaches_an_engine_through_dial_stdio);
 async fn sshd_reaches_an_engine_through_dial_stdio() {
     let Some(engine) = SecondDockerd::new().start().await else {
         return;
@@ -346,7 +346,7 @@ async fn sshd_reaches_an_engine_through_dial_stdio() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(podman_runs_a_container_and_stops_clean);
 async fn podman_runs_a_container_and_stops_clean() {
     let Some(engine) = Podman::new().start().await else {
         return;
@@ -376,7 +376,7 @@ async fn podman_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(current_docker_runs_a_container_and_stops_clean);
 async fn current_docker_runs_a_container_and_stops_clean() {
     let Some(engine) = CurrentDocker::new().start().await else {
         return;
@@ -403,7 +403,7 @@ async fn current_docker_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(shared_engines_start_once_and_stop_with_the_last_user);
 async fn shared_engines_start_once_and_stop_with_the_last_user() {
     let (Some(a), Some(b)) =
         tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared())
@@ -431,7 +431,7 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(main_engine_keeps_docker0_after_a_second_dockerd);
 async fn main_engine_keeps_docker0_after_a_second_dockerd() {
     let Some(engine) = SecondDockerd::new().start().await else {
         return;

@@ -173,7 +173,7 @@ fn only(out: &Output) -> Value {
     list[0].clone()
 }
 
-#[tokio::test]
+trial!(explain_kept_removed_and_blocked_objects);
 async fn explain_kept_removed_and_blocked_objects() {
     let Some(sbx) = Sandbox::new("explain-kept").await else {
         return;
@@ -278,7 +278,7 @@ async fn explain_kept_removed_and_blocked_objects() {
     assert_eq!(sbx.remaining().await, before, "explain changed nothing");
 }
 
-#[tokio::test]
+trial!(explain_unmanaged_look_alikes);
 async fn explain_unmanaged_look_alikes() {
     let Some(sbx) = Sandbox::new("explain-look").await else {
         return;
@@ -344,7 +344,7 @@ async fn explain_unmanaged_look_alikes() {
     assert_eq!(sbx.remaining().await, before, "explain changed nothing");
 }
 
-#[tokio::test]
+trial!(explain_ambiguous_and_unknown_names_fail_with_candidates);
 async fn explain_ambiguous_and_unknown_names_fail_with_candidates() {
     let Some(sbx) = Sandbox::new("explain-twin").await else {
         return;

@@ -124,7 +124,7 @@ fn code_of(report: &Report, kind: Kind, name: &str) -> String {
     report.leftover(kind, name).reason.code()
 }
 
-#[tokio::test]
+trial!(listing_containers_fails_removes_nothing_and_names_what_it_saw);
 async fn listing_containers_fails_removes_nothing_and_names_what_it_saw() {
     let Some(t) = listing_fails(
         "fault-list-containers",
@@ -150,7 +150,7 @@ async fn listing_containers_fails_removes_nothing_and_names_what_it_saw() {
     assert!(t.sbx.container_exists(&t.a.container.id).await);
 }
 
-#[tokio::test]
+trial!(listing_volumes_fails_keeps_what_a_lease_could_hold);
 async fn listing_volumes_fails_keeps_what_a_lease_could_hold() {
     let Some(t) = listing_fails("fault-list-volumes", "GET", "/volumes?", "volumes").await else {
         return;
@@ -170,7 +170,7 @@ async fn listing_volumes_fails_keeps_what_a_lease_could_hold() {
     );
 }
 
-#[tokio::test]
+trial!(listing_networks_fails_removes_every_container_and_volume);
 async fn listing_networks_fails_removes_every_container_and_volume() {
     let Some(t) = listing_fails("fault-list-networks", "GET", "/networks?", "networks").await
     else {
@@ -187,7 +187,7 @@ async fn listing_networks_fails_removes_every_container_and_volume() {
     assert_eq!(t.report.removed.len(), 7, "{}", t.out.dump());
 }
 
-#[tokio::test]
+trial!(listing_images_fails_removes_everything_and_still_fails);
 async fn listing_images_fails_removes_everything_and_still_fails() {
     let Some(t) = listing_fails("fault-list-images", "GET", "/images/json", "images").await else {
         return;
@@ -204,7 +204,7 @@ async fn listing_images_fails_removes_everything_and_still_fails() {
 
 // ----- removal failures ---------------------------------------------------------
 
-#[tokio::test]
+trial!(container_removal_500_skips_its_volume_and_names_both);
 async fn container_removal_500_skips_its_volume_and_names_both() {
     let Some(sbx) = Sandbox::new("fault-container-500").await else {
         return;
@@ -275,7 +275,7 @@ async fn container_removal_500_skips_its_volume_and_names_both() {
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
-#[tokio::test]
+trial!(volume_removal_500_is_named_and_the_rest_goes);
 async fn volume_removal_500_is_named_and_the_rest_goes() {
     let Some(sbx) = Sandbox::new("fault-volume-500").await else {
         return;
@@ -318,7 +318,7 @@ async fn volume_removal_500_is_named_and_the_rest_goes() {
 
 /// A network whose removal fails is named with the engine's error; the
 /// containers that were attached to it are gone.
-#[tokio::test]
+trial!(network_removal_500_is_named_and_the_rest_goes);
 async fn network_removal_500_is_named_and_the_rest_goes() {
     let Some(sbx) = Sandbox::new("fault-network-500").await else {
         return;
@@ -362,7 +362,7 @@ async fn network_removal_500_is_named_and_the_rest_goes() {
 
 // ----- connections cut ------------------------------------------------------------
 
-#[tokio::test]
+trial!(connection_dropped_on_a_removal_names_that_object);
 async fn connection_dropped_on_a_removal_names_that_object() {
     let Some(sbx) = Sandbox::new("fault-dropped").await else {
         return;
@@ -403,7 +403,7 @@ async fn connection_dropped_on_a_removal_names_that_object() {
 /// The engine removed the volume but the answer was lost: sandboxctl cannot
 /// know, so the removal is a failure (exit 1); verification finds it gone, so
 /// it is not reported as left behind.
-#[tokio::test]
+trial!(answer_lost_after_the_engine_removed_is_still_a_failure);
 async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
     let Some(sbx) = Sandbox::new("fault-answer-lost").await else {
         return;
@@ -437,7 +437,7 @@ async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
 
 // ----- slow engine ------------------------------------------------------------------
 
-#[tokio::test]
+trial!(engine_slower_than_the_timeout_fails_fast);
 async fn engine_slower_than_the_timeout_fails_fast() {
     let Some(sbx) = Sandbox::new("fault-slow-listing").await else {
         return;
@@ -498,7 +498,7 @@ async fn engine_slower_than_the_timeout_fails_fast() {
     assert_eq!(sbx.remaining().await, before);
 }
 
-#[tokio::test]
+trial!(removal_slower_than_the_timeout_is_named_and_skips_its_volume);
 async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
     let Some(sbx) = Sandbox::new("fault-slow-removal").await else {
         return;
@@ -549,7 +549,7 @@ async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
 
 // ----- verification -------------------------------------------------------------------
 
-#[tokio::test]
+trial!(failed_verification_listing_is_exit_1_even_after_every_removal_succeeded);
 async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeeded() {
     let Some(sbx) = Sandbox::new("fault-verify").await else {
         return;
@@ -596,7 +596,7 @@ async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeede
 
 /// Another actor removes a container, a volume and a network just before
 /// sandboxctl does: the engine answers 404, which is "already gone", not a failure.
-#[tokio::test]
+trial!(not_found_for_what_another_actor_removed_is_not_a_failure);
 async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
     let Some(sbx) = Sandbox::new("fault-404").await else {
         return;
@@ -636,7 +636,7 @@ async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
 /// Docker's 409 "removal of container ... is already in progress" (another
 /// actor's removal of a running container is under way) is waited out; the
 /// container's volume is removed only once the container is really gone.
-#[tokio::test]
+trial!(removal_already_in_progress_is_waited_out);
 async fn removal_already_in_progress_is_waited_out() {
     let Some(sbx) = Sandbox::new("fault-409").await else {
         return;
@@ -689,7 +689,7 @@ async fn removal_already_in_progress_is_waited_out() {
 
 // ----- volumes held by others ---------------------------------------------------------------
 
-#[tokio::test]
+trial!(volume_mounted_by_an_unmanaged_container_is_never_forced);
 async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
     let Some(sbx) = Sandbox::new("fault-unmanaged-user").await else {
         return;
@@ -735,7 +735,7 @@ async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
 /// An unmanaged container starts using a volume after the listing, while
 /// sandboxctl is about to remove it: the engine's 409 "volume is in use" is a
 /// failure naming that container, never forced.
-#[tokio::test]
+trial!(volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced);
 async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
     let Some(sbx) = Sandbox::new("fault-taken-mid-apply").await else {
         return;
@@ -782,7 +782,7 @@ async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
 /// Volumes have no ID: right before removing one, sandboxctl looks at it
 /// again. A volume recreated under the same name after the listing (another
 /// creation time), or recreated without the sandbox labels, is left alone.
-#[tokio::test]
+trial!(volume_recreated_after_the_listing_is_left_alone);
 async fn volume_recreated_after_the_listing_is_left_alone() {
     let Some(sbx) = Sandbox::new("fault-volume-recreated").await else {
         return;
@@ -852,7 +852,7 @@ async fn volume_recreated_after_the_listing_is_left_alone() {
 
 /// The proxy itself: keep-alive connections carry several exchanges, and
 /// content-length, chunked and empty bodies are framed right.
-#[tokio::test]
+trial!(proxy_forwards_keep_alive_exchanges);
 async fn proxy_forwards_keep_alive_exchanges() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     if engine_version().is_none() {

@@ -47,7 +47,7 @@ fn delete_path(path: &str) -> String {
     path.split('?').next().unwrap_or(path).to_string()
 }
 
-#[tokio::test]
+trial!(two_concurrent_applies_both_converge_without_false_failures);
 async fn two_concurrent_applies_both_converge_without_false_failures() {
     let Some(sbx) = Sandbox::new("race-two-applies").await else {
         return;
@@ -199,7 +199,7 @@ async fn assert_refused_as_stale(
     assert_honest(sbx, &goal(&["alpha"]), &out, &report).await;
 }
 
-#[tokio::test]
+trial!(stale_saved_plan_with_a_new_leak_touches_nothing);
 async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
     let Some(sbx) = Sandbox::new("race-stale-leak").await else {
         return;
@@ -230,7 +230,7 @@ async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
     assert!(sbx.container_exists(&leak.id).await);
 }
 
-#[tokio::test]
+trial!(stale_saved_plan_spares_a_box_recreated_under_the_same_name);
 async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
     let Some(sbx) = Sandbox::new("race-stale-recreated").await else {
         return;
@@ -282,7 +282,7 @@ async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
     assert!(sbx.volume_exists(&beta.volume).await);
 }
 
-#[tokio::test]
+trial!(fresh_saved_plan_is_applied_exactly);
 async fn fresh_saved_plan_is_applied_exactly() {
     let Some(sbx) = Sandbox::new("race-fresh-plan").await else {
         return;
@@ -345,7 +345,7 @@ async fn fresh_saved_plan_is_applied_exactly() {
 /// object that is not managed (here: a scoped container without
 /// `ca.sandbox=1`), `apply FILE` must refuse and touch nothing, even though
 /// the inventory (and so the basis) has not changed.
-#[tokio::test]
+trial!(edited_saved_plan_never_removes_an_unmanaged_container);
 async fn edited_saved_plan_never_removes_an_unmanaged_container() {
     let Some(sbx) = Sandbox::new("race-edited-plan").await else {
         return;
@@ -389,7 +389,7 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
 
 /// Ctrl-C during apply: no new removal starts, the one in flight finishes,
 /// the run still verifies and reports, and exits 130 naming what is left.
-#[tokio::test]
+trial!(interrupted_apply_finishes_in_flight_verifies_and_exits_130);
 async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
     let Some(sbx) = Sandbox::new("interrupt").await else {
         return;
@@ -448,7 +448,7 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
 /// unarchived (its `archive` dropped) or is archived elsewhere (its folder
 /// changed): `apply FILE` refuses as edited and removes nothing; the plan
 /// as saved still applies, archiving the volume.
-#[tokio::test]
+trial!(a_saved_plan_edited_to_skip_or_move_an_archive_is_refused);
 async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
     let Some(sbx) = Sandbox::new("race-edited-archive").await else {
         return;

@@ -112,7 +112,7 @@ fn parse_checked(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-#[test]
+trial!(every_bad_state_is_refused_with_its_expected_message);
 fn every_bad_state_is_refused_with_its_expected_message() {
     let dir = Path::new(BAD_STATES);
     assert!(
@@ -194,7 +194,7 @@ fn every_bad_state_is_refused_with_its_expected_message() {
     );
 }
 
-#[test]
+trial!(every_shipped_state_file_parses);
 fn every_shipped_state_file_parses() {
     let default = Path::new(DEFAULT_STATE_PATH);
     let shipped = DesiredState::load(default).unwrap_or_else(|e| panic!("{e}"));
@@ -222,7 +222,7 @@ fn every_shipped_state_file_parses() {
     }
 }
 
-#[test]
+trial!(the_shipped_default_teaches_every_table);
 fn the_shipped_default_teaches_every_table() {
     // Uncommenting the commented-out examples yields a valid, non-empty state.
     let text = std::fs::read_to_string(DEFAULT_STATE_PATH).unwrap();
@@ -266,7 +266,7 @@ fn the_shipped_default_teaches_every_table() {
     );
 }
 
-#[test]
+trial!(an_oversized_file_is_refused_by_its_size);
 fn an_oversized_file_is_refused_by_its_size() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.toml");
@@ -292,7 +292,7 @@ fn an_oversized_file_is_refused_by_its_size() {
     DesiredState::load(&path).unwrap();
 }
 
-#[test]
+trial!(a_missing_explicit_file_says_what_to_do);
 fn a_missing_explicit_file_says_what_to_do() {
     let error = DesiredState::load(Path::new("tests/bad_states/no-such-file.toml")).unwrap_err();
     assert_eq!(
@@ -303,7 +303,7 @@ fn a_missing_explicit_file_says_what_to_do() {
     );
 }
 
-#[test]
+trial!(bom_and_crlf_files_are_accepted);
 fn bom_and_crlf_files_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("windows.toml");
@@ -316,7 +316,7 @@ fn bom_and_crlf_files_are_accepted() {
     assert_eq!(state.keep_volumes[0].name, "ca-sbx-notes");
 }
 
-#[test]
+trial!(deep_nesting_needs_little_stack);
 fn deep_nesting_needs_little_stack() {
     // Run on a 256 KiB stack: if any of these reached a recursive parser, it would overflow.
     let inputs: Vec<String> = vec![
@@ -456,22 +456,24 @@ fn document_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
 }
 
+// The tests `proptest!` writes below.
+trial!(random_bytes_never_panic);
+trial!(random_toml_alphabet_never_panics);
+trial!(mutated_corpus_never_panics);
+trial!(generated_documents_never_panic);
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
-    #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn random_toml_alphabet_never_panics(
         bytes in prop::collection::vec(prop::sample::select(INTERESTING), 0..1024)
     ) {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn mutated_corpus_never_panics(
         seed in any::<prop::sample::Index>(),
         edits in prop::collection::vec(edit_strategy(), 1..12),
@@ -483,7 +485,6 @@ proptest! {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn generated_documents_never_panic(text in document_strategy()) {
         parse_checked(text.as_bytes()).map_err(TestCaseError::fail)?;
     }

@@ -337,7 +337,7 @@ fn step_of(plan: &crate::support::report::Plan, kind: Kind, id: &str) -> usize {
         .step
 }
 
-#[tokio::test]
+trial!(a_labeled_service_its_overlay_network_config_and_secret_go_in_order);
 async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     let Some(sbx) = Sandbox::new("swarm-service").await else {
         return;
@@ -432,7 +432,7 @@ async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched);
 async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() {
     let Some(sbx) = Sandbox::new("swarm-holder").await else {
         return;
@@ -497,7 +497,7 @@ async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() 
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator);
 async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
     let Some(sbx) = Sandbox::new("swarm-owned").await else {
         return;
@@ -564,7 +564,7 @@ async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word);
 async fn an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word() {
     let Some(sbx) = Sandbox::new("swarm-none").await else {
         return;
@@ -599,7 +599,7 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word() {
 /// `ownedByOrchestrator` (it cannot see the service); a fleet with an entry
 /// per node removes the service on the manager, whose removal takes the
 /// worker's task too, and a second run takes the worker's volume.
-#[tokio::test]
+trial!(a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes);
 async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     let Some(sbx) = Sandbox::new("swarm-two-nodes").await else {
         return;

@@ -329,7 +329,7 @@ fn removing_cycles(watcher: &Watcher) -> Vec<(String, u64)> {
 /// A leak made while watch runs is reaped once its grace period ends: the
 /// create event wakes a cycle that sees it young and sets a deadline, and the
 /// deadline reaps it, long before the 60 s resync.
-#[tokio::test]
+trial!(leak_made_while_watching_is_reaped_after_its_grace_without_resync);
 async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
     let Some(sbx) = Sandbox::new("watch-leak").await else {
         return;
@@ -373,7 +373,7 @@ async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
 
 /// An undeclared box (container and volume) is left alone while it is young,
 /// still there just before its grace ends, and reaped whole right after.
-#[tokio::test]
+trial!(undeclared_box_survives_its_grace_then_goes);
 async fn undeclared_box_survives_its_grace_then_goes() {
     let Some(sbx) = Sandbox::new("watch-grace").await else {
         return;
@@ -439,7 +439,7 @@ async fn undeclared_box_survives_its_grace_then_goes() {
 
 /// A declared box with `ttl = "4s"` is kept while its ttl runs and reaped
 /// (reason `expired`) when it ends, by the deadline alone.
-#[tokio::test]
+trial!(declared_box_goes_when_its_ttl_ends);
 async fn declared_box_goes_when_its_ttl_ends() {
     let Some(sbx) = Sandbox::new("watch-ttl").await else {
         return;
@@ -505,7 +505,7 @@ async fn declared_box_goes_when_its_ttl_ends() {
 /// A box declared by an edit of the state file made while watch runs is
 /// protected from then on: it outlives its grace while a leak made with it
 /// (proof that cycles ran) is reaped.
-#[tokio::test]
+trial!(state_edit_declaring_a_box_protects_it);
 async fn state_edit_declaring_a_box_protects_it() {
     let Some(sbx) = Sandbox::new("watch-edit").await else {
         return;
@@ -552,7 +552,7 @@ async fn state_edit_declaring_a_box_protects_it() {
 /// A broken edit of the state file is logged once (`stateBroken`, naming
 /// file:line:col) and changes nothing: the last good state stays in force, so
 /// the box it declares is kept and a leak is still reaped.
-#[tokio::test]
+trial!(broken_state_edit_keeps_the_last_good_state);
 async fn broken_state_edit_keeps_the_last_good_state() {
     let Some(sbx) = Sandbox::new("watch-broken").await else {
         return;
@@ -623,7 +623,7 @@ fn repoint(link: &Path, target: &Path) {
 /// (`streamBack`) once an engine answers again; the reconnect runs a full
 /// cycle, so a leak made while the stream was down is reaped after its
 /// grace, without waiting for the resync.
-#[tokio::test]
+trial!(cut_event_stream_reconnects_and_catches_up);
 async fn cut_event_stream_reconnects_and_catches_up() {
     let Some(sbx) = Sandbox::new("watch-stream").await else {
         return;
@@ -701,7 +701,7 @@ async fn cut_event_stream_reconnects_and_catches_up() {
 /// starts no other, verifies, prints the final report on stdout and exits 0.
 /// The cycle is made long by a proxy that holds every container removal 2 s,
 /// one at a time (`--parallelism 1`).
-#[tokio::test]
+trial!(sigterm_during_a_cycle_finishes_in_flight_and_exits_0);
 async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
     let Some(sbx) = Sandbox::new("watch-sigterm").await else {
         return;
@@ -777,7 +777,7 @@ async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
 /// `--audit FILE`: one JSON line per removal, keys in the documented order,
 /// each naming the object as the engine knew it (id, name, labels, image for
 /// containers) and why it went; the file is created 0600.
-#[tokio::test]
+trial!(audit_log_has_one_line_per_removal);
 async fn audit_log_has_one_line_per_removal() {
     let Some(sbx) = Sandbox::new("watch-audit").await else {
         return;
@@ -909,7 +909,7 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// `--metrics ADDR`: `/metrics` counts what happened (removals by kind and
 /// outcome, cycles by result) and `/healthz` answers 200 after a converged cycle.
-#[tokio::test]
+trial!(metrics_count_what_happened);
 async fn metrics_count_what_happened() {
     let Some(sbx) = Sandbox::new("watch-metrics").await else {
         return;
@@ -1095,7 +1095,7 @@ fn open_fds(pid: u32) -> usize {
 /// ones at its 10 s header timeout, every cycle still reaches the engine,
 /// and a leak made during the flood is reaped in time (grace 2 s, within
 /// 15 s). After the flood the endpoint answers again.
-#[tokio::test]
+trial!(idle_metrics_connections_under_ulimit_256_never_stop_the_reaping);
 async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
     let Some(sbx) = Sandbox::new("watch-metrics-flood").await else {
         return;
@@ -1201,7 +1201,7 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
 
 /// `watch` without a grace period refuses to start (exit 1) and says to pass
 /// `--grace`; it reaches no engine.
-#[test]
+trial!(watch_without_grace_refuses_to_start);
 fn watch_without_grace_refuses_to_start() {
     let cli = Cli::new()
         .scope("ca.sandbox.test=watch-no-grace")
@@ -1220,7 +1220,7 @@ fn watch_without_grace_refuses_to_start() {
 
 /// `watch --once` runs one cycle and exits like `apply`: 0 with the report
 /// when it converged (young objects kept), 1 when a removal failed.
-#[tokio::test]
+trial!(watch_once_runs_one_cycle_and_exits_like_apply);
 async fn watch_once_runs_one_cycle_and_exits_like_apply() {
     let Some(sbx) = Sandbox::new("watch-once").await else {
         return;
@@ -1716,8 +1716,11 @@ fn figures(values: &[i64]) -> String {
 /// debounce + 3 s of its last lease's end, every released one's within
 /// debounce + 3 s of its release. Prints the drivers' figures and the watch
 /// process's RSS over time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"]
+trial!(
+    soak_watch_reaps_only_abandoned_boxes,
+    worker_threads = 2,
+    ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"
+);
 async fn soak_watch_reaps_only_abandoned_boxes() {
     const GRACE: u64 = SOAK_GRACE;
     const MARGIN: u64 = 15;
