@@ -137,7 +137,7 @@ pub fn reachability_test_ran() {
 /// The binary's `main`: every registered test, sorted by name, run as the
 /// command line says; exits 101 when one failed (as libtest).
 pub fn main() {
-    let mut args = Arguments::from_args();
+    let (mut args, filters) = arguments();
     if args.test_threads.is_none() {
         args.test_threads = std::env::var("RUST_TEST_THREADS")
             .ok()
@@ -150,7 +150,29 @@ pub fn main() {
         // Once, before any test: every gate then reads the answer.
         let _ = engine_status();
     }
-    let trials = registered.into_iter().map(trial).collect();
+    let trials: Vec<Trial> = registered.into_iter().map(trial).collect();
+    if filters.len() > 1 {
+        // Several filters (libtest runs what matches any): libtest-mimic takes
+        // one, so every test they leave out is skipped by its exact name.
+        let matches = |name: &str, pattern: &String| {
+            if args.exact {
+                name == pattern
+            } else {
+                name.contains(pattern.as_str())
+            }
+        };
+        let skipped = trials
+            .iter()
+            .map(Trial::name)
+            .filter(|name| {
+                !filters.iter().any(|f| matches(name, f))
+                    || args.skip.iter().any(|s| matches(name, s))
+            })
+            .map(str::to_string)
+            .collect();
+        args.skip = skipped;
+        args.exact = true;
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     if !args.list
         && IGNORED_WITHOUT_ENGINE.load(Ordering::SeqCst)
@@ -163,6 +185,41 @@ pub fn main() {
     }
     if conclusion.has_failed() {
         std::process::exit(101);
+    }
+}
+
+/// The command line as libtest-mimic reads it, and every filter on it:
+/// libtest takes any number (`cargo test -- a b`), libtest-mimic one, so with
+/// more than one they are taken out here and applied by [`main`].
+fn arguments() -> (Arguments, Vec<String>) {
+    // The options that take a value (`--skip NAME`; `--skip=NAME` is one word).
+    const VALUED: [&str; 6] = [
+        "--skip",
+        "--test-threads",
+        "--logfile",
+        "--color",
+        "--format",
+        "-Z",
+    ];
+    let argv: Vec<String> = std::env::args().collect();
+    let mut rest = Vec::new();
+    let mut filters = Vec::new();
+    let mut words = argv.iter().cloned();
+    rest.extend(words.next());
+    while let Some(word) = words.next() {
+        if VALUED.contains(&word.as_str()) {
+            rest.push(word);
+            rest.extend(words.next());
+        } else if word.starts_with('-') {
+            rest.push(word);
+        } else {
+            filters.push(word);
+        }
+    }
+    if filters.len() > 1 {
+        (Arguments::from_iter(rest), filters)
+    } else {
+        (Arguments::from_iter(argv), filters)
     }
 }
 
