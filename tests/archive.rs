@@ -143,9 +143,7 @@ async fn archive_through_the_box_container_then_restore_round_trips() {
 }
 
 async fn round_trip(test: &str, box_container: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let volume = sbx.volume(VolumeSpec::new().in_box("gone")).await;
     // Fill it: PUT the tar through a container that is never started.
     let filler = holder(&sbx, &volume).await;
@@ -301,9 +299,7 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 
 trial!(a_full_disk_leaves_the_volume_intact_and_no_archive);
 async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
-    let Some(sbx) = Sandbox::new("archive-disk-full").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-disk-full").await;
     let Some(disk) = SmallDisk::mount("4m") else {
         return;
     };
@@ -369,9 +365,7 @@ async fn helpers(sbx: &Sandbox) -> usize {
 
 trial!(sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes);
 async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes() {
-    let Some(sbx) = Sandbox::new("archive-sigkill").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-sigkill").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
     fill_random(&sbx, &volume, 96).await;
 
@@ -444,9 +438,7 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
 /// call deadline (it does not hang), and takes back the volume it created.
 trial!(a_restore_the_engine_never_answers_fails_by_the_deadline);
 async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
-    let Some(sbx) = Sandbox::new("archive-restore-deadline").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-restore-deadline").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("slow")).await;
     let dir = tempfile::tempdir().unwrap();
     let out = sbx.cli().state_toml("").run_with([
@@ -532,9 +524,7 @@ async fn held(sbx: &Sandbox, volume: &str) -> BTreeMap<String, Meta> {
 /// broke; the volume is still there and intact, DIR holds nothing (no
 /// archive, manifest or partial file) and the helper is gone.
 async fn a_broken_archive_stream(test: &str, stall: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let (volume, before) = lone_volume(&sbx, "broken", 8).await;
     let proxy = Proxy::start();
     // The path alone: the scope, in every object's name, holds "archive".
@@ -622,9 +612,7 @@ fn mode(path: &std::path::Path) -> u32 {
 /// volumes of boxes `a/b` and `a_b` go to two folders.
 trial!(archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder);
 async fn archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder() {
-    let Some(sbx) = Sandbox::new("archive-private").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-private").await;
     let slash = sbx.volume(VolumeSpec::new().in_box("a/b")).await;
     let underscore = sbx.volume(VolumeSpec::new().in_box("a_b")).await;
     // The binary inherits this process's umask: 022, this test binary's usual.
@@ -682,9 +670,7 @@ async fn archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder
 /// the volume stays (`archiveFailed`, named), and the run exits 1.
 trial!(a_symlinked_archive_folder_is_refused_and_its_volume_stays);
 async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
-    let Some(sbx) = Sandbox::new("archive-symlink").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-symlink").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("linked")).await;
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();

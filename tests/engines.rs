@@ -30,18 +30,18 @@ use crate::support::proxy::Proxy;
 
 /// The second dockerd these tests share. The `.tcp()` variant (it also has a
 /// unix socket): the harness's own test of `shared()` owns the plain variant.
-async fn second() -> Option<Engine> {
+async fn second() -> Engine {
     SecondDockerd::new().tcp().shared().await
 }
 
-async fn tls() -> Option<Engine> {
+async fn tls() -> Engine {
     TlsDockerd::new().shared().await
 }
 
 /// A Podman of the test's own. Not shared: planning a removal inspects every
 /// unmanaged container, and another test's container caught by Podman in its
 /// transient `stopped` state fails that inspection (see the report).
-async fn podman() -> Option<Engine> {
+async fn podman() -> Engine {
     Podman::new().start().await
 }
 
@@ -125,7 +125,7 @@ fn assert_docker0() {
 /// objects with the very same scope, names and labels are untouched.
 trial!(second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone);
 async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let scope = unique_scope("eng-second");
     let there = Corner::on(&engine, &scope);
     let here = Corner::on_main(&scope);
@@ -200,7 +200,7 @@ async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alon
 /// removes the box and the leak.
 trial!(tls_engine_with_verified_certificates_plans_and_applies);
 async fn tls_engine_with_verified_certificates_plans_and_applies() {
-    let Some(engine) = tls().await else { return };
+    let engine = tls().await;
     let scope = unique_scope("eng-tls-ok");
     let corner = Corner::on(&engine, &scope);
     let (gone, lv) = tokio::join!(corner.add_box("gone", true), corner.leaked_volume("lv"));
@@ -234,7 +234,7 @@ async fn tls_engine_with_verified_certificates_plans_and_applies() {
 /// a client with the right CA but no certificate of its own, and no files at all.
 trial!(tls_failures_are_clear_and_remove_nothing);
 async fn tls_failures_are_clear_and_remove_nothing() {
-    let Some(engine) = tls().await else { return };
+    let engine = tls().await;
     let files = engine.tls().expect("TLS files").clone();
     let scope = unique_scope("eng-tls-bad");
     let corner = Corner::on(&engine, &scope);
@@ -294,9 +294,7 @@ async fn tls_failures_are_clear_and_remove_nothing() {
 /// becomes a plain connection. Without it, the same address works.
 trial!(tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back);
 async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
-    let (Some(engine), Some(tls_engine)) = tokio::join!(second(), tls()) else {
-        return;
-    };
+    let (engine, tls_engine) = tokio::join!(second(), tls());
     let files = tls_engine.tls().expect("TLS files").clone();
     let tcp = engine.tcp_host().expect("a plain tcp listener");
     let scope = unique_scope("eng-tls-plain");
@@ -397,7 +395,7 @@ fn dropped_past_max_startups(sshd: &Sshd) -> usize {
 /// is left, here or on the remote side.
 trial!(ssh_with_a_port_plans_applies_destroys_and_watches);
 async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh");
     let corner = Corner::on(&engine, &scope);
@@ -490,7 +488,7 @@ async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
 /// and the run converges.
 trial!(ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything);
 async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh-many");
     let corner = Corner::on(&engine, &scope);
@@ -536,7 +534,7 @@ async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everythin
 /// converges, leaving no process behind.
 trial!(ssh_apply_through_an_sshd_with_few_sessions_still_converges);
 async fn ssh_apply_through_an_sshd_with_few_sessions_still_converges() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).max_sessions(2).start().await;
     let scope = unique_scope("eng-ssh-sessions");
     let corner = Corner::on(&engine, &scope);
@@ -603,7 +601,7 @@ fn ssh_wrapper(sshd: &Sshd, dir: &Path, extra: &str) -> String {
 /// the remote, and a remote `docker` that prints terminal escapes.
 trial!(ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do);
 async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let (sshd, no_docker, hostile) = tokio::join!(
         SshServer::to(&engine).start(),
         SshServer::to(&engine)
@@ -745,9 +743,7 @@ struct Case {
 /// engine and the rule; the plan lists only that engine's object.
 trial!(docker_contexts_follow_the_docker_cli_precedence);
 async fn docker_contexts_follow_the_docker_cli_precedence() {
-    let (Some(second), Some(tls)) = tokio::join!(second(), tls()) else {
-        return;
-    };
+    let (second, tls) = tokio::join!(second(), tls());
     let scope = unique_scope("eng-contexts");
     let corners = [
         Corner::on_main(&scope),
@@ -761,7 +757,7 @@ async fn docker_contexts_follow_the_docker_cli_precedence() {
     ];
     let second_host = second.socket_host();
     let tls_host = tls.docker_host();
-    let Some(main) = main_host() else { return };
+    let main = main_host();
 
     let configs = tempfile::tempdir().expect("temp dir");
     let make_config = |current: Option<&str>| {
@@ -1092,16 +1088,14 @@ async fn core_promises(socket: &Path, api: &str, test: &str) {
 
 trial!(core_promises_on_docker_20_10);
 async fn core_promises_on_docker_20_10() {
-    let Some(host) = main_host() else { return };
+    let host = main_host();
     let socket = host.strip_prefix("unix://").expect("a unix socket");
     core_promises(Path::new(socket), "1.41", "eng-core-2010").await;
 }
 
 trial!(core_promises_on_docker_26_1);
 async fn core_promises_on_docker_26_1() {
-    let Some(engine) = CurrentDocker::new().shared().await else {
-        return;
-    };
+    let engine = CurrentDocker::new().shared().await;
     core_promises(engine.socket(), "1.45", "eng-core-261").await;
 }
 
@@ -1112,7 +1106,7 @@ async fn core_promises_on_docker_26_1() {
 /// 10 s. sandboxctl kills it first, so apply takes well under that.
 trial!(podman_container_made_by_its_cli_is_removed_without_the_stop_wait);
 async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-kill");
     let corner = Corner::on(&engine, &scope);
     let name = corner.unique("slow");
@@ -1193,7 +1187,7 @@ async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
 /// Podman's 409 is reported naming it); the free leak goes; exit 1.
 trial!(podman_volume_held_by_an_unmanaged_container_is_blocked);
 async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-held");
     let corner = Corner::on(&engine, &scope);
     let (held, free) = tokio::join!(corner.leaked_volume("held"), corner.leaked_volume("free"));
@@ -1226,7 +1220,7 @@ async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
 /// A Podman of its own also keeps the count exact.
 trial!(podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning);
 async fn podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-or");
     let corner = Corner::on(&engine, &scope);
     let (foreign, leak) = tokio::join!(corner.volume(None, &[]), corner.leaked_volume("lv"));
@@ -1313,11 +1307,7 @@ fn engine_names(report: &Value, section: &str, kind: &str) -> Vec<String> {
 /// converge and are reported.
 trial!(fleet_of_two_dockerd_and_podman_from_one_state_file);
 async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
-    let (Some(d1), Some(d2), Some(pm)) =
-        tokio::join!(second(), SecondDockerd::new().start(), podman())
-    else {
-        return;
-    };
+    let (d1, d2, pm) = tokio::join!(second(), SecondDockerd::new().start(), podman());
     let scope = unique_scope("eng-fleet");
     let named: [(&str, &Engine); 3] = [("d1", &d1), ("d2", &d2), ("pm", &pm)];
     let mut corners: Vec<Corner> = named.iter().map(|(_, e)| Corner::on(e, &scope)).collect();
@@ -1471,17 +1461,14 @@ async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
 /// when one did. Engines: the main dockerd, the second one and Docker 26.1.
 trial!(saved_fleet_plan_is_applied_and_refused_when_any_engine_changed);
 async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
-    let (Some(second), Some(current)) = tokio::join!(second(), CurrentDocker::new().shared())
-    else {
-        return;
-    };
+    let (second, current) = tokio::join!(second(), CurrentDocker::new().shared());
     let scope = unique_scope("eng-fleet-saved");
     let corners = [
         Corner::on_main(&scope),
         Corner::on(&second, &scope),
         Corner::on(&current, &scope),
     ];
-    let Some(main_host) = main_host() else { return };
+    let main_host = main_host();
     let state = format!(
         "[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{scope}\" }}\n\n\
          [[engine]]\nname = \"main\"\nhost = \"{main_host}\"\n\n\
@@ -1544,9 +1531,7 @@ async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
 /// fleet's engine (`pm`) and the count.
 trial!(fleet_warns_about_objects_podman_returned_outside_the_filter);
 async fn fleet_warns_about_objects_podman_returned_outside_the_filter() {
-    let (Some(d1), Some(pm)) = tokio::join!(second(), podman()) else {
-        return;
-    };
+    let (d1, pm) = tokio::join!(second(), podman());
     let scope = unique_scope("eng-fleet-warn");
     let (c1, c2) = (Corner::on(&d1, &scope), Corner::on(&pm, &scope));
     let (foreign, leak1, leak2) = tokio::join!(

@@ -219,9 +219,7 @@ fn date_header(path: &std::path::Path) -> i64 {
 /// unchanged. What the skewed-clock tests below rely on.
 trial!(the_clock_shift_moves_every_time_the_engine_reports);
 async fn the_clock_shift_moves_every_time_the_engine_reports() {
-    let Some(sbx) = Sandbox::new("lease-shift").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-shift").await;
     let b = sbx.add_box_with_network("B", Run::Running).await;
     let proxy = Proxy::start();
     let shift = -HOUR;
@@ -430,9 +428,7 @@ async fn the_clock_shift_moves_every_time_the_engine_reports() {
 /// next apply removes the box.
 trial!(a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed);
 async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
-    let Some(sbx) = Sandbox::new("lease-cli").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-cli").await;
     let b = sbx.add_box("B", Run::Running).await;
     let lease = sbx.cli_lease("B", "60s");
     let stamp = stamp_of(&engine_endpoint(), &lease);
@@ -507,9 +503,7 @@ async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
 /// volume with it.
 trial!(a_box_goes_with_its_lease_once_the_lease_runs_out);
 async fn a_box_goes_with_its_lease_once_the_lease_runs_out() {
-    let Some(sbx) = Sandbox::new("lease-expiry").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-expiry").await;
     let b = sbx.add_box("B", Run::Running).await;
     let lease = sbx.cli_lease("B", "3s");
     let cli = undeclared(&sbx);
@@ -557,9 +551,7 @@ async fn a_box_goes_with_its_lease_once_the_lease_runs_out() {
 /// through the proxy as a driver on the skewed host would.
 trial!(an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expired);
 async fn an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expired() {
-    let Some(sbx) = Sandbox::new("lease-behind").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-behind").await;
     let proxy = Proxy::start();
     proxy.shift_clock(-HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -598,9 +590,7 @@ async fn an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expi
 /// by it (here: an hour behind).
 trial!(the_human_plan_mentions_a_skewed_engine_clock);
 async fn the_human_plan_mentions_a_skewed_engine_clock() {
-    let Some(sbx) = Sandbox::new("lease-behind-human").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-behind-human").await;
     let proxy = Proxy::start();
     proxy.shift_clock(-HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -632,9 +622,7 @@ async fn the_human_plan_mentions_a_skewed_engine_clock() {
 /// is an hour away.
 trial!(an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live);
 async fn an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live() {
-    let Some(sbx) = Sandbox::new("lease-ahead").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-ahead").await;
     let proxy = Proxy::start();
     proxy.shift_clock(HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -691,9 +679,7 @@ async fn an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live()
 /// `leasedUntil`, the lease's end). Another leased box stays.
 trial!(destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased);
 async fn destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased() {
-    let Some(sbx) = Sandbox::new("lease-destroy").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-destroy").await;
     let (b, other) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("O", Run::Running)
@@ -753,9 +739,7 @@ async fn destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased() {
 /// stderr naming the volume.
 trial!(hostile_lease_ttls_are_not_leases);
 async fn hostile_lease_ttls_are_not_leases() {
-    let Some(sbx) = Sandbox::new("lease-hostile").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-hostile").await;
     let cases = [
         ("9999999h", "overCeiling", Some(86_400)),
         ("garbage", "unreadable", None),
@@ -826,10 +810,8 @@ async fn hostile_lease_ttls_are_not_leases() {
 /// the second, and removes the other copy of each.
 trial!(each_fleet_engine_keeps_only_the_boxes_leased_on_it);
 async fn each_fleet_engine_keeps_only_the_boxes_leased_on_it() {
-    let Some(second) = SecondDockerd::new().tcp().shared().await else {
-        return;
-    };
-    let Some(main) = main_host() else { return };
+    let second = SecondDockerd::new().tcp().shared().await;
+    let main = main_host();
     let scope = unique_scope("lease-fleet");
     let (one, two) = (Corner::on_main(&scope), Corner::on(&second, &scope));
     let (a1, b1, a2, b2) = tokio::join!(
@@ -941,9 +923,7 @@ async fn gone_at(sbx: &Sandbox, id: &str, timeout: Duration, watch: &Guarded) ->
 /// watch wakes for the lease's end by itself (no event announces it).
 trial!(watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out);
 async fn watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out() {
-    let Some(sbx) = Sandbox::new("lease-watch").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-watch").await;
     let (b, bare) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("C", Run::Running)
@@ -1001,9 +981,7 @@ async fn watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out() {
 /// debounce + 3 s.
 trial!(a_held_box_survives_watch_and_goes_soon_after_its_holder_dies);
 async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
-    let Some(sbx) = Sandbox::new("lease-hold").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-hold").await;
     let (b, d, bare) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("D", Run::Running),

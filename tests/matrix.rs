@@ -1669,9 +1669,7 @@ mod real {
                 "mx-{:?}-{:?}-{:?}-{format}",
                 cell.command, cell.shape, cell.fault
             );
-            let sbx = Sandbox::new(&test)
-                .await
-                .expect("the engine answered (run checks first)");
+            let sbx = Sandbox::new(&test).await;
             let faulty = Proxy::start();
             let sshd = match cell.shape {
                 Shape::SshPort => Some(SshServer::to_host(&faulty.docker_host()).start().await),
@@ -2161,15 +2159,10 @@ mod real {
     /// promise holds.
     pub async fn run(cell: Cell) {
         let started = Instant::now();
-        // Without an engine, `support::docker::engine_is_reachable` fails once for all.
-        if crate::support::docker::engine_version().is_none() {
-            return;
-        }
+        // The gate: without an engine the cell is reported ignored here.
+        crate::support::docker::engine_version();
         let second = match cell.shape {
-            Shape::FleetOfTwo => match SecondDockerd::new().tcp().shared().await {
-                Some(engine) => Some(engine),
-                None => return,
-            },
+            Shape::FleetOfTwo => Some(SecondDockerd::new().tcp().shared().await),
             _ => None,
         };
         let (seen, mut problems, healthy) = if cell.command == Command::Watch {

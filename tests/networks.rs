@@ -113,9 +113,7 @@ fn nothing_declared(sbx: &Sandbox) -> crate::support::cli::Cli {
 /// `removed.networks`.
 trial!(a_box_with_its_own_network_is_torn_down_completely);
 async fn a_box_with_its_own_network_is_torn_down_completely() {
-    let Some(sbx) = Sandbox::new("net-box").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-box").await;
     let b = sbx.add_box_with_network("nb", Run::Running).await;
     let second = sbx
         .container(
@@ -194,9 +192,7 @@ async fn a_box_with_its_own_network_is_torn_down_completely() {
 /// container on it: the container goes, the network stays, and the run converges.
 trial!(an_unlabeled_network_with_a_managed_container_survives);
 async fn an_unlabeled_network_with_a_managed_container_survives() {
-    let Some(sbx) = Sandbox::new("net-unlabeled").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-unlabeled").await;
     let network = sbx.network(NetworkSpec::new()).await;
     let leaked = sbx
         .container(ContainerSpec::new().managed().network(&network.name))
@@ -221,9 +217,7 @@ async fn an_unlabeled_network_with_a_managed_container_survives() {
 /// named with its holder; apply exits 1; network and holder stay.
 trial!(a_labeled_network_held_by_an_unmanaged_container_is_blocked);
 async fn a_labeled_network_held_by_an_unmanaged_container_is_blocked() {
-    let Some(sbx) = Sandbox::new("net-held").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-held").await;
     let network = sbx.network(NetworkSpec::new().in_box("gone")).await;
     let holder = sbx
         .container(ContainerSpec::new().network(&network.name))
@@ -263,9 +257,7 @@ async fn a_labeled_network_held_by_an_unmanaged_container_is_blocked() {
 /// predefined networks (which carry no labels) are never touched.
 trial!(predefined_networks_survive_a_prune_of_their_containers);
 async fn predefined_networks_survive_a_prune_of_their_containers() {
-    let Some(sbx) = Sandbox::new("net-predefined").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-predefined").await;
     let predefined = ["bridge", "host", "none"];
     let mut ids = Vec::new();
     for name in predefined {
@@ -312,9 +304,7 @@ async fn predefined_networks_survive_a_prune_of_their_containers() {
 /// pid, seen only by inspection) an unmanaged container joined: blocked,
 /// named with the joiner, exit 1, both intact.
 async fn joined_container_is_blocked(test: &str, pid: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let target = sbx.container(ContainerSpec::new().in_box("joined")).await;
     let other = sbx.leaked_container(Run::Exited).await;
     let joiner = sbx
@@ -381,9 +371,7 @@ async fn a_container_whose_pid_namespace_an_unmanaged_container_joined_is_blocke
 /// `destroy ID --keep-volume` still removes the network; other boxes stay.
 trial!(destroy_removes_the_boxs_network_also_with_keep_volume);
 async fn destroy_removes_the_boxs_network_also_with_keep_volume() {
-    let Some(sbx) = Sandbox::new("net-destroy").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-destroy").await;
     let (a, b, c) = tokio::join!(
         sbx.add_box_with_network("a", Run::Running),
         sbx.add_box_with_network("b", Run::Exited),
@@ -505,9 +493,7 @@ fn assert_safe_human(out: &crate::support::cli::Output) {
 /// forged line and no line over 500 characters; the JSON keeps every value exactly.
 trial!(hostile_label_values_never_reach_the_terminal_raw);
 async fn hostile_label_values_never_reach_the_terminal_raw() {
-    let Some(sbx) = Sandbox::new("net-hostile").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-hostile").await;
     let made = hostile_objects(&sbx).await;
     let cli = nothing_declared(&sbx);
 
@@ -568,9 +554,7 @@ async fn hostile_label_values_never_reach_the_terminal_raw() {
 /// one): the human report escapes it too.
 trial!(hostile_engine_errors_never_reach_the_terminal_raw);
 async fn hostile_engine_errors_never_reach_the_terminal_raw() {
-    let Some(sbx) = Sandbox::new("net-hostile-error").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-hostile-error").await;
     let b = sbx.add_box_with_network("err", Run::Exited).await;
     let proxy = Proxy::start();
     proxy
@@ -599,9 +583,7 @@ async fn hostile_engine_errors_never_reach_the_terminal_raw() {
 /// fails only if 50 more make a plan slower than 10 s.
 trial!(inspecting_unmanaged_containers_costs_little);
 async fn inspecting_unmanaged_containers_costs_little() {
-    let Some(sbx) = Sandbox::new("net-inspect-cost").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-inspect-cost").await;
     sbx.leaked_container(Run::Exited).await;
     let cli = nothing_declared(&sbx);
     let unmanaged_on_engine = || async {

@@ -49,12 +49,8 @@ fn delete_path(path: &str) -> String {
 
 trial!(two_concurrent_applies_both_converge_without_false_failures);
 async fn two_concurrent_applies_both_converge_without_false_failures() {
-    let Some(sbx) = Sandbox::new("race-two-applies").await else {
-        return;
-    };
-    let Some(other) = Sandbox::new("race-other-scope").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-two-applies").await;
+    let other = Sandbox::new("race-other-scope").await;
     let ids: Vec<String> = (0..10).map(|i| format!("b{i}")).collect();
     let boxes: Vec<SandboxBox> = join_all(ids.iter().map(|id| sbx.add_box(id, Run::Running))).await;
     let (keeper, decoys, foreign) = tokio::join!(
@@ -201,9 +197,7 @@ async fn assert_refused_as_stale(
 
 trial!(stale_saved_plan_with_a_new_leak_touches_nothing);
 async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
-    let Some(sbx) = Sandbox::new("race-stale-leak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-stale-leak").await;
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited)
@@ -232,9 +226,7 @@ async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
 
 trial!(stale_saved_plan_spares_a_box_recreated_under_the_same_name);
 async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
-    let Some(sbx) = Sandbox::new("race-stale-recreated").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-stale-recreated").await;
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running)
@@ -284,9 +276,7 @@ async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
 
 trial!(fresh_saved_plan_is_applied_exactly);
 async fn fresh_saved_plan_is_applied_exactly() {
-    let Some(sbx) = Sandbox::new("race-fresh-plan").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-fresh-plan").await;
     let (alpha, beta, gamma, leak) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running),
@@ -347,9 +337,7 @@ async fn fresh_saved_plan_is_applied_exactly() {
 /// the inventory (and so the basis) has not changed.
 trial!(edited_saved_plan_never_removes_an_unmanaged_container);
 async fn edited_saved_plan_never_removes_an_unmanaged_container() {
-    let Some(sbx) = Sandbox::new("race-edited-plan").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-edited-plan").await;
     let (_alpha, beta, bystander) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited),
@@ -391,9 +379,7 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
 /// the run still verifies and reports, and exits 130 naming what is left.
 trial!(interrupted_apply_finishes_in_flight_verifies_and_exits_130);
 async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
-    let Some(sbx) = Sandbox::new("interrupt").await else {
-        return;
-    };
+    let sbx = Sandbox::new("interrupt").await;
     let mut boxes = Vec::new();
     for i in 0..6 {
         boxes.push(sbx.add_box(&format!("int{i}"), Run::Running).await);
@@ -450,9 +436,7 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
 /// as saved still applies, archiving the volume.
 trial!(a_saved_plan_edited_to_skip_or_move_an_archive_is_refused);
 async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
-    let Some(sbx) = Sandbox::new("race-edited-archive").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-edited-archive").await;
     let doomed = sbx.add_box("doomed", Run::Exited).await;
     let proxy = Proxy::start();
     let dir = tempfile::tempdir().unwrap();

@@ -331,9 +331,7 @@ fn removing_cycles(watcher: &Watcher) -> Vec<(String, u64)> {
 /// deadline reaps it, long before the 60 s resync.
 trial!(leak_made_while_watching_is_reaped_after_its_grace_without_resync);
 async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
-    let Some(sbx) = Sandbox::new("watch-leak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-leak").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -375,9 +373,7 @@ async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
 /// still there just before its grace ends, and reaped whole right after.
 trial!(undeclared_box_survives_its_grace_then_goes);
 async fn undeclared_box_survives_its_grace_then_goes() {
-    let Some(sbx) = Sandbox::new("watch-grace").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-grace").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "8s"]);
     let audit = cli.dir().join("audit.jsonl");
     let audit_arg = audit.display().to_string();
@@ -441,9 +437,7 @@ async fn undeclared_box_survives_its_grace_then_goes() {
 /// (reason `expired`) when it ends, by the deadline alone.
 trial!(declared_box_goes_when_its_ttl_ends);
 async fn declared_box_goes_when_its_ttl_ends() {
-    let Some(sbx) = Sandbox::new("watch-ttl").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-ttl").await;
     let state = format!(
         "{}\n[[box]]\nid = \"short\"\nttl = \"4s\"\n",
         sbx.scope_toml()
@@ -507,9 +501,7 @@ async fn declared_box_goes_when_its_ttl_ends() {
 /// (proof that cycles ran) is reaped.
 trial!(state_edit_declaring_a_box_protects_it);
 async fn state_edit_declaring_a_box_protects_it() {
-    let Some(sbx) = Sandbox::new("watch-edit").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-edit").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -554,9 +546,7 @@ async fn state_edit_declaring_a_box_protects_it() {
 /// the box it declares is kept and a leak is still reaped.
 trial!(broken_state_edit_keeps_the_last_good_state);
 async fn broken_state_edit_keeps_the_last_good_state() {
-    let Some(sbx) = Sandbox::new("watch-broken").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-broken").await;
     let cli = watch_cli(&sbx, &state_declaring(&sbx, &["kept"])).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -625,9 +615,7 @@ fn repoint(link: &Path, target: &Path) {
 /// grace, without waiting for the resync.
 trial!(cut_event_stream_reconnects_and_catches_up);
 async fn cut_event_stream_reconnects_and_catches_up() {
-    let Some(sbx) = Sandbox::new("watch-stream").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-stream").await;
     let sockets = tempfile::tempdir().expect("temp dir");
     let link = sockets.path().join("docker.sock");
     let first = Proxy::start();
@@ -703,9 +691,7 @@ async fn cut_event_stream_reconnects_and_catches_up() {
 /// one at a time (`--parallelism 1`).
 trial!(sigterm_during_a_cycle_finishes_in_flight_and_exits_0);
 async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
-    let Some(sbx) = Sandbox::new("watch-sigterm").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-sigterm").await;
     let proxy = Proxy::start();
     proxy
         .on("DELETE", "/containers/")
@@ -779,9 +765,7 @@ async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_0() {
 /// containers) and why it went; the file is created 0600.
 trial!(audit_log_has_one_line_per_removal);
 async fn audit_log_has_one_line_per_removal() {
-    let Some(sbx) = Sandbox::new("watch-audit").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-audit").await;
     let leak = sbx.leaked_container(Run::Exited).await;
     let lone = sbx.leaked_volume().await;
     let b = sbx.add_box_with_network("gone", Run::Running).await;
@@ -911,9 +895,7 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 /// outcome, cycles by result) and `/healthz` answers 200 after a converged cycle.
 trial!(metrics_count_what_happened);
 async fn metrics_count_what_happened() {
-    let Some(sbx) = Sandbox::new("watch-metrics").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-metrics").await;
     let running = sbx.leaked_container(Run::Running).await;
     let exited = sbx.leaked_container(Run::Exited).await;
     let volume = sbx.leaked_volume().await;
@@ -1097,9 +1079,7 @@ fn open_fds(pid: u32) -> usize {
 /// 15 s). After the flood the endpoint answers again.
 trial!(idle_metrics_connections_under_ulimit_256_never_stop_the_reaping);
 async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
-    let Some(sbx) = Sandbox::new("watch-metrics-flood").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-metrics-flood").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml())
         .args(["--grace", "2s"])
         .nofile(FLOOD_NOFILE);
@@ -1222,9 +1202,7 @@ fn watch_without_grace_refuses_to_start() {
 /// when it converged (young objects kept), 1 when a removal failed.
 trial!(watch_once_runs_one_cycle_and_exits_like_apply);
 async fn watch_once_runs_one_cycle_and_exits_like_apply() {
-    let Some(sbx) = Sandbox::new("watch-once").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-once").await;
     let old = sbx.leaked_container(Run::Exited).await;
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let young = sbx.leaked_container(Run::Exited).await;
@@ -1732,9 +1710,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         s.parse()
             .unwrap_or_else(|_| panic!("SOAK_SEED={s:?} is not a whole number"))
     });
-    let Some(sbx) = Sandbox::new("watch-soak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-soak").await;
     // Dropped before `sbx`: no hold outlives the test, even on failure.
     let drivers: Drivers = Arc::new(Mutex::new(Vec::new()));
     let _holds = HoldsGuard(Arc::clone(&drivers));

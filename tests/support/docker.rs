@@ -163,9 +163,9 @@ fn engine_is_reachable() {
 /// The gate of a real-engine test: the engine's version when one answered the
 /// process's one ping; else an unwind with [`NoEngine`] (no panic message),
 /// which the runner reports as "ignored" (see `support::harness`).
-pub fn engine_version() -> Option<&'static str> {
+pub fn engine_version() -> &'static str {
     match engine_status() {
-        Ok(version) => Some(version),
+        Ok(version) => version,
         Err(_) => std::panic::resume_unwind(Box::new(NoEngine)),
     }
 }
@@ -483,8 +483,8 @@ struct Owned {
 }
 
 /// One test's isolated corner of the Docker daemon. Create it first in every
-/// real-engine test (it is the gate: `let Some(sbx) = Sandbox::new("x").await
-/// else { return };`); drop it (end of scope, or unwinding) to remove
+/// real-engine test (it is the gate: `let sbx = Sandbox::new("x").await;`);
+/// drop it (end of scope, or unwinding) to remove
 /// everything it made.
 ///
 /// Run the CLI against it only with `--scope <sandbox.scope_arg()>`: without
@@ -500,31 +500,26 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// `None` without an engine (see [`engine_version`]): the test returns at
-    /// once. Else connects to it (as sandboxctl does: `DOCKER_HOST` or the
+    /// A gate (see [`engine_version`]): without an engine the test stops here,
+    /// ignored. Else connects to it (as sandboxctl does: `DOCKER_HOST` or the
     /// local socket), imports the test image once per process, and picks a
     /// scope value `<test>-<pid>-<nanos>-<n>` no other test can have.
-    pub async fn new(test: &str) -> Option<Sandbox> {
-        engine_version()?;
+    pub async fn new(test: &str) -> Sandbox {
+        engine_version();
         let docker = connect().await;
         let image_id = test_image(&docker).await;
-        Some(Sandbox::with(test, docker, None, image_id))
+        Sandbox::with(test, docker, None, image_id)
     }
 
     /// The same on another engine, at the `unix://` address `host` (a
     /// dockerd the test started: its own load stays off the main engine).
-    /// Imports the test image there unless it has it. `None` without the
-    /// main engine, as [`Sandbox::new`].
-    pub async fn at(test: &str, host: &str) -> Option<Sandbox> {
-        engine_version()?;
+    /// Imports the test image there unless it has it. A gate, as
+    /// [`Sandbox::new`].
+    pub async fn at(test: &str, host: &str) -> Sandbox {
+        engine_version();
         let docker = connect_to(Some(host)).await;
         let image_id = ensure_test_image(&docker).await;
-        Some(Sandbox::with(
-            test,
-            docker,
-            Some(host.to_string()),
-            image_id,
-        ))
+        Sandbox::with(test, docker, Some(host.to_string()), image_id)
     }
 
     fn with(test: &str, docker: Docker, host: Option<String>, image_id: String) -> Sandbox {
