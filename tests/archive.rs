@@ -130,22 +130,20 @@ async fn remove_container(sbx: &Sandbox, id: &str) {
         .expect("remove the holder");
 }
 
-#[tokio::test]
+trial!(archive_then_restore_round_trips_content_modes_mtimes_and_links);
 async fn archive_then_restore_round_trips_content_modes_mtimes_and_links() {
     round_trip("archive-round-trip", false).await;
 }
 
 /// The same, with the box's container still running: the volume is read
 /// through it once stopped (no helper), rooted at its mount.
-#[tokio::test]
+trial!(archive_through_the_box_container_then_restore_round_trips);
 async fn archive_through_the_box_container_then_restore_round_trips() {
     round_trip("archive-round-trip-box", true).await;
 }
 
 async fn round_trip(test: &str, box_container: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let volume = sbx.volume(VolumeSpec::new().in_box("gone")).await;
     // Fill it: PUT the tar through a container that is never started.
     let filler = holder(&sbx, &volume).await;
@@ -299,11 +297,9 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+trial!(a_full_disk_leaves_the_volume_intact_and_no_archive);
 async fn a_full_disk_leaves_the_volume_intact_and_no_archive() {
-    let Some(sbx) = Sandbox::new("archive-disk-full").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-disk-full").await;
     let Some(disk) = SmallDisk::mount("4m") else {
         return;
     };
@@ -367,11 +363,9 @@ async fn helpers(sbx: &Sandbox) -> usize {
         .len()
 }
 
-#[tokio::test]
+trial!(sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes);
 async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run_takes() {
-    let Some(sbx) = Sandbox::new("archive-sigkill").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-sigkill").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("killed")).await;
     fill_random(&sbx, &volume, 96).await;
 
@@ -442,11 +436,9 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
 
 /// A restore whose engine stops answering during the upload fails within the
 /// call deadline (it does not hang), and takes back the volume it created.
-#[tokio::test]
+trial!(a_restore_the_engine_never_answers_fails_by_the_deadline);
 async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
-    let Some(sbx) = Sandbox::new("archive-restore-deadline").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-restore-deadline").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("slow")).await;
     let dir = tempfile::tempdir().unwrap();
     let out = sbx.cli().state_toml("").run_with([
@@ -532,9 +524,7 @@ async fn held(sbx: &Sandbox, volume: &str) -> BTreeMap<String, Meta> {
 /// broke; the volume is still there and intact, DIR holds nothing (no
 /// archive, manifest or partial file) and the helper is gone.
 async fn a_broken_archive_stream(test: &str, stall: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let (volume, before) = lone_volume(&sbx, "broken", 8).await;
     let proxy = Proxy::start();
     // The path alone: the scope, in every object's name, holds "archive".
@@ -597,12 +587,12 @@ async fn a_broken_archive_stream(test: &str, stall: bool) {
     eprintln!("{error}");
 }
 
-#[tokio::test]
+trial!(an_archive_stream_that_falls_silent_fails_by_the_deadline_and_keeps_the_volume);
 async fn an_archive_stream_that_falls_silent_fails_by_the_deadline_and_keeps_the_volume() {
     a_broken_archive_stream("archive-stream-stall", true).await;
 }
 
-#[tokio::test]
+trial!(an_archive_stream_cut_mid_body_fails_and_keeps_the_volume);
 async fn an_archive_stream_cut_mid_body_fails_and_keeps_the_volume() {
     a_broken_archive_stream("archive-stream-cut", false).await;
 }
@@ -620,11 +610,9 @@ fn mode(path: &std::path::Path) -> u32 {
 /// Under umask 022, the archives, their manifests and every folder
 /// sandboxctl makes under DIR (and DIR itself) are its user's alone; and the
 /// volumes of boxes `a/b` and `a_b` go to two folders.
-#[tokio::test]
+trial!(archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder);
 async fn archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder() {
-    let Some(sbx) = Sandbox::new("archive-private").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-private").await;
     let slash = sbx.volume(VolumeSpec::new().in_box("a/b")).await;
     let underscore = sbx.volume(VolumeSpec::new().in_box("a_b")).await;
     // The binary inherits this process's umask: 022, this test binary's usual.
@@ -680,11 +668,9 @@ async fn archives_are_private_under_umask_022_and_boxes_a_b_never_share_a_folder
 
 /// `DIR/<engine>` is a link to elsewhere: nothing is written through it,
 /// the volume stays (`archiveFailed`, named), and the run exits 1.
-#[tokio::test]
+trial!(a_symlinked_archive_folder_is_refused_and_its_volume_stays);
 async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
-    let Some(sbx) = Sandbox::new("archive-symlink").await else {
-        return;
-    };
+    let sbx = Sandbox::new("archive-symlink").await;
     let volume = sbx.volume(VolumeSpec::new().in_box("linked")).await;
     let dir = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();

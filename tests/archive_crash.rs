@@ -374,8 +374,8 @@ struct World {
 
 impl World {
     async fn make(host: &str, trial: usize, seed: u64) -> Option<World> {
-        let sbx = Sandbox::at(&format!("archive-crash-{trial}"), host).await?;
-        let other = Sandbox::at(&format!("archive-crash-{trial}-other"), host).await?;
+        let sbx = Sandbox::at(&format!("archive-crash-{trial}"), host).await;
+        let other = Sandbox::at(&format!("archive-crash-{trial}-other"), host).await;
         let made: Vec<(String, Expected)> = futures_util::stream::iter(0..BOXES)
             .map(|j| {
                 let sbx = &sbx;
@@ -1079,11 +1079,12 @@ fn secs(d: Duration) -> String {
 /// pid at the end): its archive traffic holds containers' locks in the
 /// engine, and on the main engine that stalled other tests' listings (which
 /// inspect every container) past their deadlines.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+trial!(
+    sigkill_at_20_random_moments_of_apply_archive_loses_nothing,
+    worker_threads = 4
+);
 async fn sigkill_at_20_random_moments_of_apply_archive_loses_nothing() {
-    let Some(engine) = SecondDockerd::new().start().await else {
-        return;
-    };
+    let engine = SecondDockerd::new().start().await;
     let host = engine.socket_host();
     let seed = match std::env::var(SEED_ENV) {
         Ok(s) => s

@@ -231,11 +231,9 @@ fn closed_port() -> u16 {
 /// exited) and a leaked volume, a declared box, a kept volume, a volume shared
 /// by two boxes, and running decoys. `plan` and `inventory` describe it
 /// without touching it; `apply` then converges on it, and again is a no-op.
-#[tokio::test]
+trial!(plan_inventory_and_apply_on_a_mixed_scope);
 async fn plan_inventory_and_apply_on_a_mixed_scope() {
-    let Some(sbx) = Sandbox::new("cli-mixed").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-mixed").await;
     let notes = sbx.unique("notes");
     let (run1, done1, keep, shared, leaked_run, leaked_exited, leaked_vol, kept_vol, decoys) = tokio::join!(
         sbx.add_box("run1", Run::Running),
@@ -598,11 +596,9 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
 /// `destroy ID`, `destroy ID --keep-volume`, `destroy --prune` with the state
 /// file in the working directory, `destroy` with `--state`, and `destroy`
 /// without any state file, one after the other on one scope.
-#[tokio::test]
+trial!(destroy_by_id_keep_volume_and_prune);
 async fn destroy_by_id_keep_volume_and_prune() {
-    let Some(sbx) = Sandbox::new("cli-destroy").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-destroy").await;
     let notes = sbx.unique("notes");
     let (a, b, c, d, leaked, leaked_vol, _, decoys) = tokio::join!(
         sbx.add_box("a", Run::Running),
@@ -849,11 +845,9 @@ async fn box_with_anonymous_volume(sbx: &Sandbox, box_id: &str) -> (Container, S
 /// `apply` also removes a paused box, a created (never started) leaked
 /// container, and a running box whose container has an anonymous volume:
 /// that volume goes with its container (`rm -v`), named volumes by the plan.
-#[tokio::test]
+trial!(apply_removes_paused_created_and_anonymous_volume_containers);
 async fn apply_removes_paused_created_and_anonymous_volume_containers() {
-    let Some(sbx) = Sandbox::new("cli-odd-states").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-odd-states").await;
     let (paused, created, (anon_box, anon_vol), decoys) = tokio::join!(
         sbx.add_box("paused", Run::Running),
         sbx.leaked_container(Run::Created),
@@ -946,11 +940,9 @@ async fn apply_removes_paused_created_and_anonymous_volume_containers() {
 /// A box volume that an unmanaged container also mounts is never forced:
 /// `plan` shows it blocked, `apply` cleans the rest of the scope and exits 1
 /// with the volume in `remainingVolumes`, naming the container.
-#[tokio::test]
+trial!(volume_held_by_an_unmanaged_container_is_left_and_named);
 async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
-    let Some(sbx) = Sandbox::new("cli-unmanaged-user").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-unmanaged-user").await;
     let (held, other, leaked_vol) = tokio::join!(
         sbx.add_box("held", Run::Running),
         sbx.add_box("other", Run::Exited),
@@ -1048,11 +1040,9 @@ async fn volume_held_by_an_unmanaged_container_is_left_and_named() {
 /// With `DOCKER_HOST` at a missing socket or a closed TCP port: `plan` and
 /// `inventory` exit 1 with the endpoint on stderr; `apply`/`destroy --format
 /// json` exit 1 with a full report on stdout naming the engine.
-#[tokio::test]
+trial!(unreachable_engine_fails_with_a_report);
 async fn unreachable_engine_fails_with_a_report() {
-    let Some(sbx) = Sandbox::new("cli-unreachable").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-unreachable").await;
     let leaked = sbx.leaked_volume().await;
     let inv = Invariants::new(&sbx, Decoys::default()).await;
     let tcp = format!("tcp://127.0.0.1:{}", closed_port());
@@ -1105,11 +1095,9 @@ async fn unreachable_engine_fails_with_a_report() {
 /// A state file that is not TOML, has an unknown key, or declares a box twice:
 /// every command exits 1 naming file:line:col and touches nothing. A missing
 /// explicit state file is exit 1; a usage error is exit 2.
-#[tokio::test]
+trial!(broken_state_and_bad_invocations_touch_nothing);
 async fn broken_state_and_bad_invocations_touch_nothing() {
-    let Some(sbx) = Sandbox::new("cli-broken-state").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-broken-state").await;
     let (_, _, _) = tokio::join!(
         sbx.add_box("x", Run::Running),
         sbx.leaked_container(Run::Exited),
@@ -1227,11 +1215,9 @@ async fn broken_state_and_bad_invocations_touch_nothing() {
 // ----- contract points ------------------------------------------------------
 
 /// The contract's plan JSON has a `summary` key, the same line `plan` prints.
-#[tokio::test]
+trial!(plan_json_carries_the_summary_line);
 async fn plan_json_carries_the_summary_line() {
-    let Some(sbx) = Sandbox::new("cli-plan-summary").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-plan-summary").await;
     sbx.leaked_volume().await;
     let cli = sbx.cli().state_toml("");
     let human = cli.run_with(["plan"]);
@@ -1255,11 +1241,9 @@ async fn plan_json_carries_the_summary_line() {
 /// With `--format json`, apply and destroy print the report (every key) on
 /// stdout whenever they fail, not only when the engine is unreachable: also
 /// for a broken state file (nothing touched, converged false).
-#[tokio::test]
+trial!(json_report_also_when_the_state_file_is_broken);
 async fn json_report_also_when_the_state_file_is_broken() {
-    let Some(sbx) = Sandbox::new("cli-json-bad-state").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-json-bad-state").await;
     let leaked = sbx.leaked_volume().await;
     let cli = sbx
         .cli()
@@ -1288,11 +1272,9 @@ async fn json_report_also_when_the_state_file_is_broken() {
 /// `destroy` with no ID means `--prune`, and `--prune --keep-volume` is a
 /// usage error; so is `destroy --keep-volume` without an ID: it must not
 /// silently prune the very volumes the user asked to keep.
-#[tokio::test]
+trial!(destroy_keep_volume_without_an_id_is_refused);
 async fn destroy_keep_volume_without_an_id_is_refused() {
-    let Some(sbx) = Sandbox::new("cli-keep-volume-no-id").await else {
-        return;
-    };
+    let sbx = Sandbox::new("cli-keep-volume-no-id").await;
     let (gone, leaked) = tokio::join!(sbx.add_box("gone", Run::Exited), sbx.leaked_volume());
     let before = world(&sbx).await;
     let out = sbx.cli().run_with(["destroy", "--keep-volume"]);

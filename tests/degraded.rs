@@ -71,12 +71,12 @@ struct World {
 }
 
 impl World {
-    /// `None` without an engine (the test returns at once).
-    async fn new(test: &str) -> Option<World> {
-        let engine = SecondDockerd::new().start().await?;
-        let sbx = Sandbox::at(test, &engine.socket_host()).await?;
+    /// A gate, as `Sandbox::new` (see `support::docker`).
+    async fn new(test: &str) -> World {
+        let engine = SecondDockerd::new().start().await;
+        let sbx = Sandbox::at(test, &engine.socket_host()).await;
         let proxy = Proxy::start_to(engine.socket());
-        Some(World { proxy, sbx, engine })
+        World { proxy, sbx, engine }
     }
 
     /// sandboxctl on this test's scope, through the proxy, JSON out.
@@ -324,12 +324,10 @@ fn assert_waits_for_blocked(report: &Report, volume: &str, c: &Container, out: &
 /// A stopped box goes while an unrelated container made after it is locked:
 /// the locked container runs and the box's does not, so it cannot share the
 /// box's pid namespace, and the box's ipc mode is not shareable.
-#[tokio::test]
+trial!(a_stopped_box_goes_while_an_unrelated_container_is_locked);
 async fn a_stopped_box_goes_while_an_unrelated_container_is_locked() {
     const TEST: &str = "a_stopped_box_goes_while_an_unrelated_container_is_locked";
-    let Some(w) = World::new("degraded-stopped-box").await else {
-        return;
-    };
+    let w = World::new("degraded-stopped-box").await;
     let b = w.sbx.add_box("stopped", Run::Exited).await;
     gap_after(Instant::now()).await;
     let x = w.outsider().await;
@@ -361,12 +359,10 @@ async fn a_stopped_box_goes_while_an_unrelated_container_is_locked() {
 /// named: its container `holderUnknown` with the locked container as holder,
 /// its volume `waitsForBlocked`; the inspect that hung is a failure; exit 1
 /// well inside 15 s.
-#[tokio::test]
+trial!(a_running_box_the_locked_container_could_have_joined_is_named);
 async fn a_running_box_the_locked_container_could_have_joined_is_named() {
     const TEST: &str = "a_running_box_the_locked_container_could_have_joined_is_named";
-    let Some(w) = World::new("degraded-running-box").await else {
-        return;
-    };
+    let w = World::new("degraded-running-box").await;
     let b = w.sbx.add_box("running", Run::Running).await;
     gap_after(Instant::now()).await;
     let x = w.outsider().await;
@@ -398,12 +394,10 @@ async fn a_running_box_the_locked_container_could_have_joined_is_named() {
 /// box's namespaces (Docker resolves `container:<name>` when it creates a
 /// container): it is never inspected, and the running box goes, fast, with
 /// the default call deadline.
-#[tokio::test]
+trial!(a_locked_container_made_before_the_box_blocks_nothing);
 async fn a_locked_container_made_before_the_box_blocks_nothing() {
     const TEST: &str = "a_locked_container_made_before_the_box_blocks_nothing";
-    let Some(w) = World::new("degraded-locked-before").await else {
-        return;
-    };
+    let w = World::new("degraded-locked-before").await;
     let x = w.outsider().await;
     let x_made = Instant::now();
     let mark = w.untouched_mark(&x).await;
@@ -439,12 +433,10 @@ async fn a_locked_container_made_before_the_box_blocks_nothing() {
 /// A declared box whose running container is being copied from (locked)
 /// does not stop `apply` from removing an undeclared stopped box made after
 /// it: exit 0, the declared box untouched.
-#[tokio::test]
+trial!(a_declared_box_being_copied_from_does_not_stop_apply);
 async fn a_declared_box_being_copied_from_does_not_stop_apply() {
     const TEST: &str = "a_declared_box_being_copied_from_does_not_stop_apply";
-    let Some(w) = World::new("degraded-declared-copied").await else {
-        return;
-    };
+    let w = World::new("degraded-declared-copied").await;
     let k = w.sbx.add_box("kept", Run::Running).await;
     let k_made = Instant::now();
     let mark = w.untouched_mark(&k.container).await;
@@ -488,12 +480,10 @@ async fn a_declared_box_being_copied_from_does_not_stop_apply() {
 /// A hung network listing: the leaked box's container and volume, whose
 /// removal no network decides, go; the network, which the failed listing
 /// never showed, stays; the listing is named; exit 1 inside 10 s.
-#[tokio::test]
+trial!(a_hung_network_listing_removes_the_box_and_names_the_listing);
 async fn a_hung_network_listing_removes_the_box_and_names_the_listing() {
     const TEST: &str = "a_hung_network_listing_removes_the_box_and_names_the_listing";
-    let Some(w) = World::new("degraded-hung-networks").await else {
-        return;
-    };
+    let w = World::new("degraded-hung-networks").await;
     let b = w.sbx.add_box_with_network("netted", Run::Running).await;
     w.proxy.on("GET", "/networks").always().delay(HUNG);
 
@@ -539,12 +529,10 @@ async fn a_hung_network_listing_removes_the_box_and_names_the_listing() {
 /// A hung container listing: nothing is removed (no DELETE reaches the
 /// engine), the box's volume, which the volume listing showed, is named
 /// `listingFailed` for the containers listing; exit 1 inside 10 s.
-#[tokio::test]
+trial!(a_hung_container_listing_removes_nothing_and_names_the_volume);
 async fn a_hung_container_listing_removes_nothing_and_names_the_volume() {
     const TEST: &str = "a_hung_container_listing_removes_nothing_and_names_the_volume";
-    let Some(w) = World::new("degraded-hung-containers").await else {
-        return;
-    };
+    let w = World::new("degraded-hung-containers").await;
     let b = w.sbx.add_box("leaked", Run::Running).await;
     w.proxy.on("GET", "/containers/json").always().delay(HUNG);
 
@@ -575,12 +563,10 @@ async fn a_hung_container_listing_removes_nothing_and_names_the_volume() {
 /// leaked box A and a stopped leaked box B): only A, which X could have
 /// joined, stays, named `holderUnknown` (holder X) with its volume
 /// `waitsForBlocked`; B goes; exit 1.
-#[tokio::test]
+trial!(a_hung_inspect_blocks_only_what_it_could_hold);
 async fn a_hung_inspect_blocks_only_what_it_could_hold() {
     const TEST: &str = "a_hung_inspect_blocks_only_what_it_could_hold";
-    let Some(w) = World::new("degraded-hung-inspect").await else {
-        return;
-    };
+    let w = World::new("degraded-hung-inspect").await;
     let a = w.sbx.add_box("a", Run::Running).await;
     gap_after(Instant::now()).await;
     let x = w.outsider().await;
@@ -619,12 +605,10 @@ async fn a_hung_inspect_blocks_only_what_it_could_hold() {
 
 /// `watch` reaps a leaked stopped box within 15 s while an unrelated
 /// container made after the box is locked.
-#[tokio::test]
+trial!(watch_reaps_a_leaked_stopped_box_while_a_container_is_locked);
 async fn watch_reaps_a_leaked_stopped_box_while_a_container_is_locked() {
     const TEST: &str = "watch_reaps_a_leaked_stopped_box_while_a_container_is_locked";
-    let Some(w) = World::new("degraded-watch").await else {
-        return;
-    };
+    let w = World::new("degraded-watch").await;
     let b = w.sbx.add_box("leaked", Run::Exited).await;
     gap_after(Instant::now()).await;
     let x = w.outsider().await;

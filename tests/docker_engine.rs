@@ -48,11 +48,9 @@ fn unix_now() -> i64 {
     sandboxctl::cli::config::now()
 }
 
-#[tokio::test]
+trial!(negotiates_the_daemons_api_version);
 async fn negotiates_the_daemons_api_version() {
-    let Some(sbx) = Sandbox::new("negotiates").await else {
-        return;
-    };
+    let sbx = Sandbox::new("negotiates").await;
     let engine = sbx.engine().await;
     let server = sbx.docker().version().await.unwrap();
     let server_api = server.api_version.unwrap();
@@ -83,11 +81,9 @@ async fn negotiates_the_daemons_api_version() {
     );
 }
 
-#[tokio::test]
+trial!(label_filters_match_exactly_one);
 async fn label_filters_match_exactly_one() {
-    let Some(sbx) = Sandbox::new("label-filters").await else {
-        return;
-    };
+    let sbx = Sandbox::new("label-filters").await;
     let b = sbx.add_box("alpha", Run::Running).await;
     let decoys = sbx.decoys(Run::Created).await;
     let (net, net_decoy, net_unscoped) = tokio::join!(
@@ -176,11 +172,9 @@ async fn label_filters_match_exactly_one() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(lists_names_states_labels_and_named_volume_mounts);
 async fn lists_names_states_labels_and_named_volume_mounts() {
-    let Some(sbx) = Sandbox::new("container-fields").await else {
-        return;
-    };
+    let sbx = Sandbox::new("container-fields").await;
     let started = unix_now();
     let running = sbx.add_box("run", Run::Running).await;
     let exited = sbx.add_box("done", Run::Exited).await;
@@ -258,11 +252,9 @@ async fn lists_names_states_labels_and_named_volume_mounts() {
 /// A labeled network lists with its labels and creation time; a container
 /// attached to it lists the network's ID among what it depends on; while it
 /// is attached, removing the network is `InUse` and removes nothing.
-#[tokio::test]
+trial!(networks_list_with_labels_time_and_users_and_refuse_removal_in_use);
 async fn networks_list_with_labels_time_and_users_and_refuse_removal_in_use() {
-    let Some(sbx) = Sandbox::new("networks").await else {
-        return;
-    };
+    let sbx = Sandbox::new("networks").await;
     let started = unix_now();
     let b = sbx.add_box_with_network("netbox", Run::Running).await;
     let second = sbx.network(NetworkSpec::new().in_box("netbox")).await;
@@ -329,11 +321,9 @@ async fn networks_list_with_labels_time_and_users_and_refuse_removal_in_use() {
 /// `--network container:X` is in the listing; `--pid container:X` and
 /// `--ipc container:X` only in `inspect`. Docker 20.10 stores
 /// `container:<full ID>` whether X was given as a name, a short ID or a full ID.
-#[tokio::test]
+trial!(namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect);
 async fn namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect() {
-    let Some(sbx) = Sandbox::new("joins").await else {
-        return;
-    };
+    let sbx = Sandbox::new("joins").await;
     let donor = sbx
         .container(ContainerSpec::new().managed().ipc_mode("shareable"))
         .await;
@@ -413,11 +403,9 @@ async fn namespace_joins_show_in_listing_and_pid_ipc_only_after_inspect() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(removes_a_running_container_and_keeps_its_named_volume);
 async fn removes_a_running_container_and_keeps_its_named_volume() {
-    let Some(sbx) = Sandbox::new("remove-running").await else {
-        return;
-    };
+    let sbx = Sandbox::new("remove-running").await;
     let b = sbx.add_box("busy", Run::Running).await;
     let engine = sbx.engine().await;
 
@@ -435,11 +423,9 @@ async fn removes_a_running_container_and_keeps_its_named_volume() {
     assert_eq!(sbx.remaining().await, Default::default());
 }
 
-#[tokio::test]
+trial!(missing_objects_are_not_found);
 async fn missing_objects_are_not_found() {
-    let Some(sbx) = Sandbox::new("not-found").await else {
-        return;
-    };
+    let sbx = Sandbox::new("not-found").await;
     let engine = sbx.engine().await;
     let gone_id = "0123456789ab".repeat(5) + "cdef";
     let gone_volume = sbx.unique("never-created");
@@ -473,11 +459,9 @@ async fn missing_objects_are_not_found() {
     assert!(engine.remove(&k).await.unwrap_err().is_not_found());
 }
 
-#[tokio::test]
+trial!(volume_in_use_is_a_conflict_naming_its_users);
 async fn volume_in_use_is_a_conflict_naming_its_users() {
-    let Some(sbx) = Sandbox::new("volume-in-use").await else {
-        return;
-    };
+    let sbx = Sandbox::new("volume-in-use").await;
     let stopped = sbx.add_box("stopped", Run::Exited).await;
     let user = sbx.unmanaged_user(&stopped.volume, Run::Running).await;
     let engine = sbx.engine().await;
@@ -521,11 +505,9 @@ async fn volume_in_use_is_a_conflict_naming_its_users() {
 }
 
 /// Images are listed by reference, tags sorted, `<none>` tags dropped.
-#[tokio::test]
+trial!(images_are_listed_by_reference);
 async fn images_are_listed_by_reference() {
-    let Some(sbx) = Sandbox::new("images").await else {
-        return;
-    };
+    let sbx = Sandbox::new("images").await;
     let engine = sbx.engine().await;
 
     let images = engine.list_images("ca-sbx:*").await.unwrap();
@@ -552,7 +534,7 @@ async fn images_are_listed_by_reference() {
         .is_empty());
 }
 
-#[tokio::test]
+trial!(unreachable_engines_fail_fast);
 async fn unreachable_engines_fail_fast() {
     let t = Duration::from_secs(5);
     for (host, hint) in [
@@ -685,7 +667,7 @@ where
     let _ = stream.shutdown().await;
 }
 
-#[tokio::test]
+trial!(connection_cut_mid_call_is_an_error_without_a_status);
 async fn connection_cut_mid_call_is_an_error_without_a_status() {
     for answer in [Answer::Close, Answer::Truncate] {
         let fake = fake_daemon(answer, false);
@@ -711,7 +693,7 @@ async fn connection_cut_mid_call_is_an_error_without_a_status() {
     }
 }
 
-#[tokio::test]
+trial!(an_engine_that_goes_away_mid_run_is_unreachable);
 async fn an_engine_that_goes_away_mid_run_is_unreachable() {
     let fake = fake_daemon(Answer::Status(500), false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_secs(5))
@@ -733,7 +715,7 @@ async fn an_engine_that_goes_away_mid_run_is_unreachable() {
     );
 }
 
-#[tokio::test]
+trial!(other_statuses_keep_their_code);
 async fn other_statuses_keep_their_code() {
     let fake = fake_daemon(Answer::Status(500), false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_secs(5))
@@ -755,7 +737,7 @@ async fn other_statuses_keep_their_code() {
     );
 }
 
-#[tokio::test]
+trial!(hung_engines_time_out);
 async fn hung_engines_time_out() {
     let fake = fake_daemon(Answer::Hang, false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_millis(700))
@@ -787,7 +769,7 @@ async fn hung_engines_time_out() {
     );
 }
 
-#[tokio::test]
+trial!(tcp_hosts_are_honoured);
 async fn tcp_hosts_are_honoured() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -814,16 +796,12 @@ async fn tcp_hosts_are_honoured() {
     );
 }
 
-#[tokio::test]
+trial!(harness_cleanup_removes_only_its_own_objects);
 async fn harness_cleanup_removes_only_its_own_objects() {
-    let Some(other) = Sandbox::new("bystander").await else {
-        return;
-    };
+    let other = Sandbox::new("bystander").await;
     let bystander = other.add_box_with_network("keep", Run::Running).await;
     {
-        let Some(sbx) = Sandbox::new("cleanup").await else {
-            return;
-        };
+        let sbx = Sandbox::new("cleanup").await;
         sbx.add_box("a", Run::Running).await;
         sbx.shared_volume(Some("a"), "a", "b", Run::Exited).await;
         sbx.leaked_container(Run::Created).await;
@@ -844,11 +822,9 @@ async fn harness_cleanup_removes_only_its_own_objects() {
     assert!(other.network_exists(&bystander.network.id).await);
 }
 
-#[tokio::test]
+trial!(harness_cleans_up_after_a_panic);
 async fn harness_cleans_up_after_a_panic() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let (tx, rx) = std::sync::mpsc::channel();
     let result = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -856,9 +832,7 @@ async fn harness_cleans_up_after_a_panic() {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let Some(sbx) = Sandbox::new("panics").await else {
-                return;
-            };
+            let sbx = Sandbox::new("panics").await;
             let b = sbx.add_box_with_network("p", Run::Running).await;
             let d = sbx.decoys(Run::Created).await;
             tx.send((b, d)).unwrap();
@@ -868,9 +842,7 @@ async fn harness_cleans_up_after_a_panic() {
     .join();
     assert!(result.is_err());
     let (b, d) = rx.recv().unwrap();
-    let Some(probe) = Sandbox::new("panics-probe").await else {
-        return;
-    };
+    let probe = Sandbox::new("panics-probe").await;
     assert!(!probe.container_exists(&b.container.id).await);
     assert!(!probe.volume_exists(&b.volume).await);
     assert!(!probe.network_exists(&b.network.id).await);
@@ -889,23 +861,17 @@ async fn harness_cleans_up_after_a_panic() {
 /// `list_users`: Docker's `volume`, `network`, `since` and `status` filters
 /// answer at least what discovery needs of them (more is fine: the shared
 /// daemon runs other tests' containers; none of these may be missing).
-#[tokio::test]
+trial!(users_listings_find_every_user_and_every_younger_running_container);
 async fn users_listings_find_every_user_and_every_younger_running_container() {
-    let Some(sbx) = Sandbox::new("users").await else {
-        return;
-    };
+    let sbx = Sandbox::new("users").await;
     users_listings(sbx).await;
 }
 
 /// The same on Docker 26.1 (API 1.45).
-#[tokio::test]
+trial!(users_listings_on_docker_26_1);
 async fn users_listings_on_docker_26_1() {
-    let Some(engine) = crate::support::engines::CurrentDocker::new().shared().await else {
-        return;
-    };
-    let sbx = Sandbox::at("users-261", &engine.socket_host())
-        .await
-        .expect("a sandbox on Docker 26.1");
+    let engine = crate::support::engines::CurrentDocker::new().shared().await;
+    let sbx = Sandbox::at("users-261", &engine.socket_host()).await;
     users_listings(sbx).await;
 }
 

@@ -8,7 +8,7 @@
 //! filtered on a label no object carries.
 //!
 //! The tests that reach the real engine start at the gate
-//! `if engine_version().is_none() { return; }` (see `support::docker`).
+//! `engine_version();` (see `support::docker`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,11 +136,9 @@ fn assert_all_versioned(proxy: &Proxy, version: &str) {
     );
 }
 
-#[tokio::test]
+trial!(unix_socket_resolves_connects_and_negotiates);
 async fn unix_socket_resolves_connects_and_negotiates() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let host = format!("unix://{}", engine_socket().display());
     let ep = resolve(&docker_host(&host)).unwrap();
     assert_eq!(ep.to_string(), format!("{host} (from DOCKER_HOST)"));
@@ -156,11 +154,9 @@ async fn unix_socket_resolves_connects_and_negotiates() {
 /// The fix for bollard 0.21.1: without it requests go out as `/containers/json`
 /// and the engine answers in its newest API; with it every request after
 /// negotiation carries the negotiated version.
-#[tokio::test]
+trial!(every_request_carries_the_negotiated_version);
 async fn every_request_carries_the_negotiated_version() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let version = expected_version().await;
 
     // Baseline: plain bollard. If this starts failing, bollard fixed upstream
@@ -277,11 +273,9 @@ impl Drop for Forwarder {
     }
 }
 
-#[tokio::test]
+trial!(tcp_and_http_through_a_loopback_forwarder);
 async fn tcp_and_http_through_a_loopback_forwarder() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let fwd = Forwarder::start(&engine_socket(), None).await;
     for scheme in ["tcp", "http"] {
         let ep = resolve(&docker_host(&format!("{scheme}://127.0.0.1:{}", fwd.port))).unwrap();
@@ -383,11 +377,9 @@ fn tls_verify(host: &str, cert_path: &Path) -> EndpointInput {
     }
 }
 
-#[tokio::test]
+trial!(tls_with_certificates_reaches_the_engine_with_the_version_prefix);
 async fn tls_with_certificates_reaches_the_engine_with_the_version_prefix() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let certs = Certs::new();
     let proxy = Proxy::start_to(&engine_socket());
     let fwd = Forwarder::start(proxy.socket(), Some(Arc::clone(&certs.server))).await;
@@ -444,11 +436,9 @@ async fn tls_with_certificates_reaches_the_engine_with_the_version_prefix() {
 
 /// TLS asked for and impossible: each is an error with a clear cause, and
 /// none of them ever gets an answer over plain HTTP.
-#[tokio::test]
+trial!(impossible_tls_fails_clearly_and_never_goes_plain);
 async fn impossible_tls_fails_clearly_and_never_goes_plain() {
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let certs = Certs::new();
     let plain = Forwarder::start(&engine_socket(), None).await;
     let secure = Forwarder::start(&engine_socket(), Some(Arc::clone(&certs.server))).await;

@@ -30,18 +30,18 @@ use crate::support::proxy::Proxy;
 
 /// The second dockerd these tests share. The `.tcp()` variant (it also has a
 /// unix socket): the harness's own test of `shared()` owns the plain variant.
-async fn second() -> Option<Engine> {
+async fn second() -> Engine {
     SecondDockerd::new().tcp().shared().await
 }
 
-async fn tls() -> Option<Engine> {
+async fn tls() -> Engine {
     TlsDockerd::new().shared().await
 }
 
 /// A Podman of the test's own. Not shared: planning a removal inspects every
 /// unmanaged container, and another test's container caught by Podman in its
 /// transient `stopped` state fails that inspection (see the report).
-async fn podman() -> Option<Engine> {
+async fn podman() -> Engine {
     Podman::new().start().await
 }
 
@@ -123,9 +123,9 @@ fn assert_docker0() {
 /// `--host unix://…` and `DOCKER_HOST` reach the second dockerd: plan names it
 /// and how it was chosen, apply and destroy work there, and the main engine's
 /// objects with the very same scope, names and labels are untouched.
-#[tokio::test]
+trial!(second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone);
 async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alone() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let scope = unique_scope("eng-second");
     let there = Corner::on(&engine, &scope);
     let here = Corner::on_main(&scope);
@@ -198,9 +198,9 @@ async fn second_dockerd_by_host_flag_and_docker_host_leaves_the_main_engine_alon
 /// `DOCKER_HOST=tcp://…`, `DOCKER_TLS_VERIFY=1` and `DOCKER_CERT_PATH` with a
 /// client certificate the engine trusts: plan names the TLS endpoint, apply
 /// removes the box and the leak.
-#[tokio::test]
+trial!(tls_engine_with_verified_certificates_plans_and_applies);
 async fn tls_engine_with_verified_certificates_plans_and_applies() {
-    let Some(engine) = tls().await else { return };
+    let engine = tls().await;
     let scope = unique_scope("eng-tls-ok");
     let corner = Corner::on(&engine, &scope);
     let (gone, lv) = tokio::join!(corner.add_box("gone", true), corner.leaked_volume("lv"));
@@ -232,9 +232,9 @@ async fn tls_engine_with_verified_certificates_plans_and_applies() {
 /// that names the cause, and nothing is removed: a CA that did not sign the
 /// engine's certificate (and a client certificate the engine does not trust),
 /// a client with the right CA but no certificate of its own, and no files at all.
-#[tokio::test]
+trial!(tls_failures_are_clear_and_remove_nothing);
 async fn tls_failures_are_clear_and_remove_nothing() {
-    let Some(engine) = tls().await else { return };
+    let engine = tls().await;
     let files = engine.tls().expect("TLS files").clone();
     let scope = unique_scope("eng-tls-bad");
     let corner = Corner::on(&engine, &scope);
@@ -292,11 +292,9 @@ async fn tls_failures_are_clear_and_remove_nothing() {
 /// `DOCKER_TLS_VERIFY` (even `0`: set means on, as in the docker CLI) against
 /// an engine that speaks plain HTTP on its tcp port fails clearly; it never
 /// becomes a plain connection. Without it, the same address works.
-#[tokio::test]
+trial!(tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back);
 async fn tls_verify_against_a_plain_tcp_engine_fails_and_never_falls_back() {
-    let (Some(engine), Some(tls_engine)) = tokio::join!(second(), tls()) else {
-        return;
-    };
+    let (engine, tls_engine) = tokio::join!(second(), tls());
     let files = tls_engine.tls().expect("TLS files").clone();
     let tcp = engine.tcp_host().expect("a plain tcp listener");
     let scope = unique_scope("eng-tls-plain");
@@ -395,9 +393,9 @@ fn dropped_past_max_startups(sshd: &Sshd) -> usize {
 /// session ran `docker system dial-stdio` and came in on that port; no
 /// connection was dropped past MaxStartups; after every run no ssh process
 /// is left, here or on the remote side.
-#[tokio::test]
+trial!(ssh_with_a_port_plans_applies_destroys_and_watches);
 async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh");
     let corner = Corner::on(&engine, &scope);
@@ -488,9 +486,9 @@ async fn ssh_with_a_port_plans_applies_destroys_and_watches() {
 /// (10) sessions per connection: sandboxctl authenticates once (a second
 /// master past 10 sessions), so sshd drops nothing, every object is removed
 /// and the run converges.
-#[tokio::test]
+trial!(ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything);
 async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everything() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).start().await;
     let scope = unique_scope("eng-ssh-many");
     let corner = Corner::on(&engine, &scope);
@@ -534,9 +532,9 @@ async fn ssh_apply_at_default_parallelism_through_a_stock_sshd_removes_everythin
 /// given refuses sessions; ssh then connects on its own for them (measured:
 /// more authentications), and the run still removes everything and
 /// converges, leaving no process behind.
-#[tokio::test]
+trial!(ssh_apply_through_an_sshd_with_few_sessions_still_converges);
 async fn ssh_apply_through_an_sshd_with_few_sessions_still_converges() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let sshd = SshServer::to(&engine).max_sessions(2).start().await;
     let scope = unique_scope("eng-ssh-sessions");
     let corner = Corner::on(&engine, &scope);
@@ -601,9 +599,9 @@ fn ssh_wrapper(sshd: &Sshd, dir: &Path, extra: &str) -> String {
 /// no "Converged", the objects untouched) with ssh's own words, escaped, and
 /// what to do: an unknown host key, authentication refused, no `docker` on
 /// the remote, and a remote `docker` that prints terminal escapes.
-#[tokio::test]
+trial!(ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do);
 async fn ssh_failures_are_reported_in_ssh_words_escaped_with_what_to_do() {
-    let Some(engine) = second().await else { return };
+    let engine = second().await;
     let (sshd, no_docker, hostile) = tokio::join!(
         SshServer::to(&engine).start(),
         SshServer::to(&engine)
@@ -743,11 +741,9 @@ struct Case {
 /// default socket. Contexts point at the second dockerd (unix) and the TLS
 /// dockerd (with the context's own TLS material). The first line names the
 /// engine and the rule; the plan lists only that engine's object.
-#[tokio::test]
+trial!(docker_contexts_follow_the_docker_cli_precedence);
 async fn docker_contexts_follow_the_docker_cli_precedence() {
-    let (Some(second), Some(tls)) = tokio::join!(second(), tls()) else {
-        return;
-    };
+    let (second, tls) = tokio::join!(second(), tls());
     let scope = unique_scope("eng-contexts");
     let corners = [
         Corner::on_main(&scope),
@@ -761,7 +757,7 @@ async fn docker_contexts_follow_the_docker_cli_precedence() {
     ];
     let second_host = second.socket_host();
     let tls_host = tls.docker_host();
-    let Some(main) = main_host() else { return };
+    let main = main_host();
 
     let configs = tempfile::tempdir().expect("temp dir");
     let make_config = |current: Option<&str>| {
@@ -1090,18 +1086,16 @@ async fn core_promises(socket: &Path, api: &str, test: &str) {
     assert_docker0();
 }
 
-#[tokio::test]
+trial!(core_promises_on_docker_20_10);
 async fn core_promises_on_docker_20_10() {
-    let Some(host) = main_host() else { return };
+    let host = main_host();
     let socket = host.strip_prefix("unix://").expect("a unix socket");
     core_promises(Path::new(socket), "1.41", "eng-core-2010").await;
 }
 
-#[tokio::test]
+trial!(core_promises_on_docker_26_1);
 async fn core_promises_on_docker_26_1() {
-    let Some(engine) = CurrentDocker::new().shared().await else {
-        return;
-    };
+    let engine = CurrentDocker::new().shared().await;
     core_promises(engine.socket(), "1.45", "eng-core-261").await;
 }
 
@@ -1110,9 +1104,9 @@ async fn core_promises_on_docker_26_1() {
 /// A running container made by the podman CLI has a 10 s StopTimeout and
 /// ignores SIGTERM (`sleep` as PID 1): a forced removal alone would wait
 /// 10 s. sandboxctl kills it first, so apply takes well under that.
-#[tokio::test]
+trial!(podman_container_made_by_its_cli_is_removed_without_the_stop_wait);
 async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-kill");
     let corner = Corner::on(&engine, &scope);
     let name = corner.unique("slow");
@@ -1191,9 +1185,9 @@ async fn podman_container_made_by_its_cli_is_removed_without_the_stop_wait() {
 /// A managed volume an unmanaged running container mounts is blocked on
 /// Podman too (or, if the holder appeared between listing and removal,
 /// Podman's 409 is reported naming it); the free leak goes; exit 1.
-#[tokio::test]
+trial!(podman_volume_held_by_an_unmanaged_container_is_blocked);
 async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-held");
     let corner = Corner::on(&engine, &scope);
     let (held, free) = tokio::join!(corner.leaked_volume("held"), corner.leaked_volume("free"));
@@ -1224,9 +1218,9 @@ async fn podman_volume_held_by_an_unmanaged_container_is_blocked() {
 /// the scope label comes back from the managed query. It survives, and the CLI
 /// warns that the engine returned an object outside its filter.
 /// A Podman of its own also keeps the count exact.
-#[tokio::test]
+trial!(podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning);
 async fn podman_foreign_volume_returned_by_ored_filters_survives_with_a_warning() {
-    let Some(engine) = podman().await else { return };
+    let engine = podman().await;
     let scope = unique_scope("eng-podman-or");
     let corner = Corner::on(&engine, &scope);
     let (foreign, leak) = tokio::join!(corner.volume(None, &[]), corner.leaked_volume("lv"));
@@ -1311,13 +1305,9 @@ fn engine_names(report: &Value, section: &str, kind: &str) -> Vec<String> {
 /// on every engine and decoys survive on every engine; with one engine
 /// stopped, its part fails alone (kind `engine`, exit 1) while the others
 /// converge and are reported.
-#[tokio::test]
+trial!(fleet_of_two_dockerd_and_podman_from_one_state_file);
 async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
-    let (Some(d1), Some(d2), Some(pm)) =
-        tokio::join!(second(), SecondDockerd::new().start(), podman())
-    else {
-        return;
-    };
+    let (d1, d2, pm) = tokio::join!(second(), SecondDockerd::new().start(), podman());
     let scope = unique_scope("eng-fleet");
     let named: [(&str, &Engine); 3] = [("d1", &d1), ("d2", &d2), ("pm", &pm)];
     let mut corners: Vec<Corner> = named.iter().map(|(_, e)| Corner::on(e, &scope)).collect();
@@ -1469,19 +1459,16 @@ async fn fleet_of_two_dockerd_and_podman_from_one_state_file() {
 /// A saved fleet plan (`plan --out`) is applied with `apply FILE` when no
 /// engine changed, and refused as stale, removing nothing on any engine,
 /// when one did. Engines: the main dockerd, the second one and Docker 26.1.
-#[tokio::test]
+trial!(saved_fleet_plan_is_applied_and_refused_when_any_engine_changed);
 async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
-    let (Some(second), Some(current)) = tokio::join!(second(), CurrentDocker::new().shared())
-    else {
-        return;
-    };
+    let (second, current) = tokio::join!(second(), CurrentDocker::new().shared());
     let scope = unique_scope("eng-fleet-saved");
     let corners = [
         Corner::on_main(&scope),
         Corner::on(&second, &scope),
         Corner::on(&current, &scope),
     ];
-    let Some(main_host) = main_host() else { return };
+    let main_host = main_host();
     let state = format!(
         "[scope]\nlabels = {{ \"ca.sandbox.test\" = \"{scope}\" }}\n\n\
          [[engine]]\nname = \"main\"\nhost = \"{main_host}\"\n\n\
@@ -1542,11 +1529,9 @@ async fn saved_fleet_plan_is_applied_and_refused_when_any_engine_changed() {
 /// In a fleet, Podman's ORed volume filters are caught the same way: the
 /// foreign volume survives and both `plan` and `apply` warn, naming the
 /// fleet's engine (`pm`) and the count.
-#[tokio::test]
+trial!(fleet_warns_about_objects_podman_returned_outside_the_filter);
 async fn fleet_warns_about_objects_podman_returned_outside_the_filter() {
-    let (Some(d1), Some(pm)) = tokio::join!(second(), podman()) else {
-        return;
-    };
+    let (d1, pm) = tokio::join!(second(), podman());
     let scope = unique_scope("eng-fleet-warn");
     let (c1, c2) = (Corner::on(&d1, &scope), Corner::on(&pm, &scope));
     let (foreign, leak1, leak2) = tokio::join!(

@@ -164,11 +164,9 @@ fn text(output: &Output) -> String {
     )
 }
 
-#[tokio::test]
+trial!(second_dockerd_runs_a_container_and_stops_clean);
 async fn second_dockerd_runs_a_container_and_stops_clean() {
-    let Some(engine) = SecondDockerd::new().start().await else {
-        return;
-    };
+    let engine = SecondDockerd::new().start().await;
     eprintln!(
         "second dockerd started in {:.2} s",
         engine.started_in().as_secs_f64()
@@ -177,9 +175,7 @@ async fn second_dockerd_runs_a_container_and_stops_clean() {
     let (_, api) = version(&docker, "second dockerd").await;
     assert_eq!(api, "1.41");
     let own_id = docker.info().await.expect("info").id;
-    let Some(main) = Sandbox::new("engines-main-id").await else {
-        return;
-    };
+    let main = Sandbox::new("engines-main-id").await;
     let main_id = main.docker().info().await.expect("main info").id;
     assert_ne!(
         own_id, main_id,
@@ -203,11 +199,9 @@ async fn second_dockerd_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(plain_tcp_listener_answers);
 async fn plain_tcp_listener_answers() {
-    let Some(engine) = SecondDockerd::new().tcp().start().await else {
-        return;
-    };
+    let engine = SecondDockerd::new().tcp().start().await;
     let tcp = engine.tcp_host().expect("a tcp listener");
     let out = docker(
         &[("DOCKER_HOST".to_string(), tcp.clone())],
@@ -227,11 +221,9 @@ async fn plain_tcp_listener_answers() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca);
 async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
-    let Some(engine) = TlsDockerd::new().start().await else {
-        return;
-    };
+    let engine = TlsDockerd::new().start().await;
     let host = engine.docker_host();
     assert!(host.starts_with("tcp://127.0.0.1:"), "{host}");
     let tls = engine.tls().expect("TLS files").clone();
@@ -304,11 +296,9 @@ async fn tls_dockerd_accepts_its_client_and_rejects_a_wrong_ca() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(sshd_reaches_an_engine_through_dial_stdio);
 async fn sshd_reaches_an_engine_through_dial_stdio() {
-    let Some(engine) = SecondDockerd::new().start().await else {
-        return;
-    };
+    let engine = SecondDockerd::new().start().await;
     let sshd = SshServer::to(&engine).start().await;
     eprintln!("sshd started in {:.2} s", sshd.started_in().as_secs_f64());
     let host = sshd.docker_host();
@@ -346,11 +336,9 @@ async fn sshd_reaches_an_engine_through_dial_stdio() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(podman_runs_a_container_and_stops_clean);
 async fn podman_runs_a_container_and_stops_clean() {
-    let Some(engine) = Podman::new().start().await else {
-        return;
-    };
+    let engine = Podman::new().start().await;
     assert_eq!(engine.kind(), Kind::Podman);
     eprintln!(
         "podman started in {:.2} s",
@@ -376,11 +364,9 @@ async fn podman_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(current_docker_runs_a_container_and_stops_clean);
 async fn current_docker_runs_a_container_and_stops_clean() {
-    let Some(engine) = CurrentDocker::new().start().await else {
-        return;
-    };
+    let engine = CurrentDocker::new().start().await;
     assert_eq!(engine.kind(), Kind::CurrentDocker);
     eprintln!(
         "docker 26 started in {:.2} s",
@@ -391,9 +377,7 @@ async fn current_docker_runs_a_container_and_stops_clean() {
     assert!(version.starts_with("26."), "version {version}");
     assert_eq!(api, "1.45");
     let own_id = docker.info().await.expect("info").id;
-    let Some(main) = Sandbox::new("engines-main-id-26").await else {
-        return;
-    };
+    let main = Sandbox::new("engines-main-id-26").await;
     let main_id = main.docker().info().await.expect("main info").id;
     assert_ne!(own_id, main_id, "Docker 26.1 reports the main engine's ID");
     run_container(&docker, "engines-docker26").await;
@@ -403,13 +387,9 @@ async fn current_docker_runs_a_container_and_stops_clean() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(shared_engines_start_once_and_stop_with_the_last_user);
 async fn shared_engines_start_once_and_stop_with_the_last_user() {
-    let (Some(a), Some(b)) =
-        tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared())
-    else {
-        return;
-    };
+    let (a, b) = tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared());
     assert_eq!(a.pid(), b.pid(), "one engine for both users");
     assert_eq!(a.dir(), b.dir());
     let traces = Traces::of(&a);
@@ -418,9 +398,7 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
     version(&b.docker(), "shared dockerd").await;
     stop(b);
     traces.assert_gone();
-    let Some(c) = SecondDockerd::new().shared().await else {
-        return;
-    };
+    let c = SecondDockerd::new().shared().await;
     assert_ne!(
         c.pid(),
         traces.pid,
@@ -431,18 +409,14 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
     traces.assert_gone();
 }
 
-#[tokio::test]
+trial!(main_engine_keeps_docker0_after_a_second_dockerd);
 async fn main_engine_keeps_docker0_after_a_second_dockerd() {
-    let Some(engine) = SecondDockerd::new().start().await else {
-        return;
-    };
+    let engine = SecondDockerd::new().start().await;
     let traces = Traces::of(&engine);
     stop(engine);
     traces.assert_gone();
     // docker0 exists and the main engine's default bridge network still works.
-    let Some(sandbox) = Sandbox::new("engines-docker0").await else {
-        return;
-    };
+    let sandbox = Sandbox::new("engines-docker0").await;
     // The main engine as Sandbox sees it: DOCKER_HOST, else the local socket.
     let main: Vec<(String, String)> = std::env::var("DOCKER_HOST")
         .map(|host| vec![("DOCKER_HOST".to_string(), host)])

@@ -173,11 +173,9 @@ fn only(out: &Output) -> Value {
     list[0].clone()
 }
 
-#[tokio::test]
+trial!(explain_kept_removed_and_blocked_objects);
 async fn explain_kept_removed_and_blocked_objects() {
-    let Some(sbx) = Sandbox::new("explain-kept").await else {
-        return;
-    };
+    let sbx = Sandbox::new("explain-kept").await;
     let keep = test_box(&sbx, "keep", Run::Running).await;
     let gone = test_box(&sbx, "gone", Run::Exited).await;
     let held = sbx
@@ -278,11 +276,9 @@ async fn explain_kept_removed_and_blocked_objects() {
     assert_eq!(sbx.remaining().await, before, "explain changed nothing");
 }
 
-#[tokio::test]
+trial!(explain_unmanaged_look_alikes);
 async fn explain_unmanaged_look_alikes() {
-    let Some(sbx) = Sandbox::new("explain-look").await else {
-        return;
-    };
+    let sbx = Sandbox::new("explain-look").await;
     let volume = sbx
         .volume(
             VolumeSpec::new()
@@ -344,11 +340,9 @@ async fn explain_unmanaged_look_alikes() {
     assert_eq!(sbx.remaining().await, before, "explain changed nothing");
 }
 
-#[tokio::test]
+trial!(explain_ambiguous_and_unknown_names_fail_with_candidates);
 async fn explain_ambiguous_and_unknown_names_fail_with_candidates() {
-    let Some(sbx) = Sandbox::new("explain-twin").await else {
-        return;
-    };
+    let sbx = Sandbox::new("explain-twin").await;
     // A container and a volume with one name (as `docker run -v NAME:/x --name NAME` makes).
     let name = sbx.unique("twin");
     let volume = sbx

@@ -70,8 +70,8 @@ struct ListingFault {
 /// "could not list WHAT", carrying the engine's message once (also on
 /// stderr); the report honest ([`assert_honest`]: an object of the failed
 /// kind was never seen, every other one left is named).
-async fn listing_fails(test: &str, method: &str, path: &str, what: &str) -> Option<ListingFault> {
-    let sbx = Sandbox::new(test).await?;
+async fn listing_fails(test: &str, method: &str, path: &str, what: &str) -> ListingFault {
+    let sbx = Sandbox::new(test).await;
     let (a, b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let net = sbx.add_box_with_network("netbox", Run::Exited).await;
@@ -107,7 +107,7 @@ async fn listing_fails(test: &str, method: &str, path: &str, what: &str) -> Opti
     assert!(out.stderr.contains("could not list"), "{}", out.dump());
     assert!(proxy.count(method, path) >= 1, "{}", proxy.dump());
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
-    Some(ListingFault {
+    ListingFault {
         sbx,
         a,
         b,
@@ -116,7 +116,7 @@ async fn listing_fails(test: &str, method: &str, path: &str, what: &str) -> Opti
         proxy,
         out,
         report,
-    })
+    }
 }
 
 /// The code of the reason `report` gives for the leftover `name` of `kind`.
@@ -124,18 +124,15 @@ fn code_of(report: &Report, kind: Kind, name: &str) -> String {
     report.leftover(kind, name).reason.code()
 }
 
-#[tokio::test]
+trial!(listing_containers_fails_removes_nothing_and_names_what_it_saw);
 async fn listing_containers_fails_removes_nothing_and_names_what_it_saw() {
-    let Some(t) = listing_fails(
+    let t = listing_fails(
         "fault-list-containers",
         "GET",
         "/containers/json",
         "containers",
     )
-    .await
-    else {
-        return;
-    };
+    .await;
     // Any container could use a volume or a network: nothing goes.
     assert_eq!(t.proxy.count("DELETE", ""), 0, "{}", t.proxy.dump());
     assert!(t.report.removed.is_empty(), "{}", t.out.dump());
@@ -150,11 +147,9 @@ async fn listing_containers_fails_removes_nothing_and_names_what_it_saw() {
     assert!(t.sbx.container_exists(&t.a.container.id).await);
 }
 
-#[tokio::test]
+trial!(listing_volumes_fails_keeps_what_a_lease_could_hold);
 async fn listing_volumes_fails_keeps_what_a_lease_could_hold() {
-    let Some(t) = listing_fails("fault-list-volumes", "GET", "/volumes?", "volumes").await else {
-        return;
-    };
+    let t = listing_fails("fault-list-volumes", "GET", "/volumes?", "volumes").await;
     // Every box could be leased (a lease is a volume): none of them goes.
     assert_eq!(t.proxy.count("DELETE", ""), 0, "{}", t.proxy.dump());
     for c in [&t.a.container, &t.b.container, &t.net.container] {
@@ -170,12 +165,9 @@ async fn listing_volumes_fails_keeps_what_a_lease_could_hold() {
     );
 }
 
-#[tokio::test]
+trial!(listing_networks_fails_removes_every_container_and_volume);
 async fn listing_networks_fails_removes_every_container_and_volume() {
-    let Some(t) = listing_fails("fault-list-networks", "GET", "/networks?", "networks").await
-    else {
-        return;
-    };
+    let t = listing_fails("fault-list-networks", "GET", "/networks?", "networks").await;
     // Nothing's safety depends on the networks: all but the network goes.
     for c in [&t.a.container, &t.b.container, &t.net.container] {
         assert!(!t.sbx.container_exists(&c.id).await, "{}", t.out.dump());
@@ -187,11 +179,9 @@ async fn listing_networks_fails_removes_every_container_and_volume() {
     assert_eq!(t.report.removed.len(), 7, "{}", t.out.dump());
 }
 
-#[tokio::test]
+trial!(listing_images_fails_removes_everything_and_still_fails);
 async fn listing_images_fails_removes_everything_and_still_fails() {
-    let Some(t) = listing_fails("fault-list-images", "GET", "/images/json", "images").await else {
-        return;
-    };
+    let t = listing_fails("fault-list-images", "GET", "/images/json", "images").await;
     assert!(!t.sbx.network_exists(&t.net.network.id).await);
     assert!(!t.sbx.volume_exists(&t.leak).await);
     assert_eq!(t.report.removed.len(), 8, "{}", t.out.dump());
@@ -204,11 +194,9 @@ async fn listing_images_fails_removes_everything_and_still_fails() {
 
 // ----- removal failures ---------------------------------------------------------
 
-#[tokio::test]
+trial!(container_removal_500_skips_its_volume_and_names_both);
 async fn container_removal_500_skips_its_volume_and_names_both() {
-    let Some(sbx) = Sandbox::new("fault-container-500").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-container-500").await;
     let (a, b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let proxy = Proxy::start();
@@ -275,11 +263,9 @@ async fn container_removal_500_skips_its_volume_and_names_both() {
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
-#[tokio::test]
+trial!(volume_removal_500_is_named_and_the_rest_goes);
 async fn volume_removal_500_is_named_and_the_rest_goes() {
-    let Some(sbx) = Sandbox::new("fault-volume-500").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-volume-500").await;
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -318,11 +304,9 @@ async fn volume_removal_500_is_named_and_the_rest_goes() {
 
 /// A network whose removal fails is named with the engine's error; the
 /// containers that were attached to it are gone.
-#[tokio::test]
+trial!(network_removal_500_is_named_and_the_rest_goes);
 async fn network_removal_500_is_named_and_the_rest_goes() {
-    let Some(sbx) = Sandbox::new("fault-network-500").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-network-500").await;
     let net = sbx.add_box_with_network("netbox", Run::Running).await;
     let proxy = Proxy::start();
     proxy
@@ -362,11 +346,9 @@ async fn network_removal_500_is_named_and_the_rest_goes() {
 
 // ----- connections cut ------------------------------------------------------------
 
-#[tokio::test]
+trial!(connection_dropped_on_a_removal_names_that_object);
 async fn connection_dropped_on_a_removal_names_that_object() {
-    let Some(sbx) = Sandbox::new("fault-dropped").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-dropped").await;
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -403,11 +385,9 @@ async fn connection_dropped_on_a_removal_names_that_object() {
 /// The engine removed the volume but the answer was lost: sandboxctl cannot
 /// know, so the removal is a failure (exit 1); verification finds it gone, so
 /// it is not reported as left behind.
-#[tokio::test]
+trial!(answer_lost_after_the_engine_removed_is_still_a_failure);
 async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
-    let Some(sbx) = Sandbox::new("fault-answer-lost").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-answer-lost").await;
     let (a, _b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     proxy
@@ -437,11 +417,9 @@ async fn answer_lost_after_the_engine_removed_is_still_a_failure() {
 
 // ----- slow engine ------------------------------------------------------------------
 
-#[tokio::test]
+trial!(engine_slower_than_the_timeout_fails_fast);
 async fn engine_slower_than_the_timeout_fails_fast() {
-    let Some(sbx) = Sandbox::new("fault-slow-listing").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-slow-listing").await;
     let (a, _b) = two_boxes(&sbx).await;
     let before = sbx.remaining().await;
     let proxy = Proxy::start();
@@ -498,11 +476,9 @@ async fn engine_slower_than_the_timeout_fails_fast() {
     assert_eq!(sbx.remaining().await, before);
 }
 
-#[tokio::test]
+trial!(removal_slower_than_the_timeout_is_named_and_skips_its_volume);
 async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
-    let Some(sbx) = Sandbox::new("fault-slow-removal").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-slow-removal").await;
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     let target = format!("/containers/{}", a.container.id);
@@ -549,11 +525,9 @@ async fn removal_slower_than_the_timeout_is_named_and_skips_its_volume() {
 
 // ----- verification -------------------------------------------------------------------
 
-#[tokio::test]
+trial!(failed_verification_listing_is_exit_1_even_after_every_removal_succeeded);
 async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeeded() {
-    let Some(sbx) = Sandbox::new("fault-verify").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-verify").await;
     let (a, b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     // The plan's container listings pass (the managed ones; the running ones
@@ -598,11 +572,9 @@ async fn failed_verification_listing_is_exit_1_even_after_every_removal_succeede
 
 /// Another actor removes a container, a volume and a network just before
 /// sandboxctl does: the engine answers 404, which is "already gone", not a failure.
-#[tokio::test]
+trial!(not_found_for_what_another_actor_removed_is_not_a_failure);
 async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
-    let Some(sbx) = Sandbox::new("fault-404").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-404").await;
     let (a, b) = two_boxes(&sbx).await;
     let net = sbx.add_box_with_network("netbox", Run::Exited).await;
     let proxy = Proxy::start();
@@ -638,11 +610,9 @@ async fn not_found_for_what_another_actor_removed_is_not_a_failure() {
 /// Docker's 409 "removal of container ... is already in progress" (another
 /// actor's removal of a running container is under way) is waited out; the
 /// container's volume is removed only once the container is really gone.
-#[tokio::test]
+trial!(removal_already_in_progress_is_waited_out);
 async fn removal_already_in_progress_is_waited_out() {
-    let Some(sbx) = Sandbox::new("fault-409").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-409").await;
     let (a, _b) = two_boxes(&sbx).await;
     let proxy = Proxy::start();
     let container = format!("/containers/{}", a.container.id);
@@ -691,11 +661,9 @@ async fn removal_already_in_progress_is_waited_out() {
 
 // ----- volumes held by others ---------------------------------------------------------------
 
-#[tokio::test]
+trial!(volume_mounted_by_an_unmanaged_container_is_never_forced);
 async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
-    let Some(sbx) = Sandbox::new("fault-unmanaged-user").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-unmanaged-user").await;
     let (a, _b) = two_boxes(&sbx).await;
     let leak = sbx.leaked_volume().await;
     let user = sbx.unmanaged_user(&leak, Run::Running).await;
@@ -737,11 +705,9 @@ async fn volume_mounted_by_an_unmanaged_container_is_never_forced() {
 /// An unmanaged container starts using a volume after the listing, while
 /// sandboxctl is about to remove it: the engine's 409 "volume is in use" is a
 /// failure naming that container, never forced.
-#[tokio::test]
+trial!(volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced);
 async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
-    let Some(sbx) = Sandbox::new("fault-taken-mid-apply").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-taken-mid-apply").await;
     let leak = sbx.leaked_volume().await;
     let proxy = Proxy::start();
     let inspect = format!("/volumes/{leak}");
@@ -784,11 +750,9 @@ async fn volume_taken_by_an_unmanaged_container_mid_apply_is_never_forced() {
 /// Volumes have no ID: right before removing one, sandboxctl looks at it
 /// again. A volume recreated under the same name after the listing (another
 /// creation time), or recreated without the sandbox labels, is left alone.
-#[tokio::test]
+trial!(volume_recreated_after_the_listing_is_left_alone);
 async fn volume_recreated_after_the_listing_is_left_alone() {
-    let Some(sbx) = Sandbox::new("fault-volume-recreated").await else {
-        return;
-    };
+    let sbx = Sandbox::new("fault-volume-recreated").await;
     let (same_labels, unlabeled) = tokio::join!(sbx.leaked_volume(), sbx.leaked_volume());
     let created = std::time::Instant::now();
     let proxy = Proxy::start();
@@ -854,12 +818,10 @@ async fn volume_recreated_after_the_listing_is_left_alone() {
 
 /// The proxy itself: keep-alive connections carry several exchanges, and
 /// content-length, chunked and empty bodies are framed right.
-#[tokio::test]
+trial!(proxy_forwards_keep_alive_exchanges);
 async fn proxy_forwards_keep_alive_exchanges() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if engine_version().is_none() {
-        return;
-    }
+    engine_version();
     let proxy = Proxy::start();
     let mut s = tokio::net::UnixStream::connect(proxy.socket())
         .await

@@ -236,7 +236,7 @@ fn check_graphs(what: &str, plan: &Plan) -> String {
     dot
 }
 
-#[test]
+trial!(example_graphs_parse_and_match_their_snapshots);
 fn example_graphs_parse_and_match_their_snapshots() {
     insta::with_settings!({
         snapshot_path => "../snapshots",
@@ -296,7 +296,7 @@ id = "sha256:0bad00000000000000000000000000000000000000000000000000000000000f"
 tags = ["ca-sbx:\"tag\"\n\\"]
 "#;
 
-#[test]
+trial!(hostile_names_do_not_break_dot_or_mermaid);
 fn hostile_names_do_not_break_dot_or_mermaid() {
     let world = World::from_toml(HOSTILE_WORLD).expect("hostile fixture");
     // The kept box's ID is not one a state file accepts: declare it through the goal.

@@ -170,7 +170,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-#[test]
+trial!(every_module_uses_only_what_the_layers_allow_and_the_layers_have_no_cycle);
 fn every_module_uses_only_what_the_layers_allow_and_the_layers_have_no_cycle() {
     let allowed: BTreeMap<&str, BTreeSet<&str>> = ALLOWED
         .iter()
@@ -217,7 +217,7 @@ fn every_module_uses_only_what_the_layers_allow_and_the_layers_have_no_cycle() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-#[test]
+trial!(the_pure_core_does_no_io_and_uses_no_tokio);
 fn the_pure_core_does_no_io_and_uses_no_tokio() {
     let mut all = Vec::new();
     files(&src(), &mut all);
@@ -303,7 +303,7 @@ fn module_uses(code: &str, me: &str, known: &BTreeSet<String>) -> BTreeSet<Strin
     found
 }
 
-#[test]
+trial!(no_module_reaches_itself_through_its_imports);
 fn no_module_reaches_itself_through_its_imports() {
     let mut all = Vec::new();
     files(&src(), &mut all);
@@ -341,7 +341,7 @@ fn no_module_reaches_itself_through_its_imports() {
 
 /// `process::exit` only in `main.rs`: every run ends in one result that
 /// `cli::exit` decides, and only `main` hands its status to the process.
-#[test]
+trial!(only_main_ends_the_process);
 fn only_main_ends_the_process() {
     let mut all = Vec::new();
     files(&src(), &mut all);

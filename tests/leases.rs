@@ -217,11 +217,9 @@ fn date_header(path: &std::path::Path) -> i64 {
 /// network (list and inspect, a volume's create answer), the engine's clock
 /// (`/info`, `Date`), and the event stream; the engine's own answers are
 /// unchanged. What the skewed-clock tests below rely on.
-#[tokio::test]
+trial!(the_clock_shift_moves_every_time_the_engine_reports);
 async fn the_clock_shift_moves_every_time_the_engine_reports() {
-    let Some(sbx) = Sandbox::new("lease-shift").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-shift").await;
     let b = sbx.add_box_with_network("B", Run::Running).await;
     let proxy = Proxy::start();
     let shift = -HOUR;
@@ -428,11 +426,9 @@ async fn the_clock_shift_moves_every_time_the_engine_reports() {
 /// lease is live until its stamp plus 60 s on the engine's clock (read: no
 /// skew on the main engine). Once the driver removes the lease volume, the
 /// next apply removes the box.
-#[tokio::test]
+trial!(a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed);
 async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
-    let Some(sbx) = Sandbox::new("lease-cli").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-cli").await;
     let b = sbx.add_box("B", Run::Running).await;
     let lease = sbx.cli_lease("B", "60s");
     let stamp = stamp_of(&engine_endpoint(), &lease);
@@ -505,11 +501,9 @@ async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
 /// A lease that runs out (ttl 3 s) keeps its box while it lives; after its
 /// end, the plan says it expired and apply removes the box and the lease
 /// volume with it.
-#[tokio::test]
+trial!(a_box_goes_with_its_lease_once_the_lease_runs_out);
 async fn a_box_goes_with_its_lease_once_the_lease_runs_out() {
-    let Some(sbx) = Sandbox::new("lease-expiry").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-expiry").await;
     let b = sbx.add_box("B", Run::Running).await;
     let lease = sbx.cli_lease("B", "3s");
     let cli = undeclared(&sbx);
@@ -555,11 +549,9 @@ async fn a_box_goes_with_its_lease_once_the_lease_runs_out() {
 /// would pass without proving anything. Where the lease is created (through
 /// the proxy or not) does not change what sandboxctl sees; it is made
 /// through the proxy as a driver on the skewed host would.
-#[tokio::test]
+trial!(an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expired);
 async fn an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expired() {
-    let Some(sbx) = Sandbox::new("lease-behind").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-behind").await;
     let proxy = Proxy::start();
     proxy.shift_clock(-HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -596,11 +588,9 @@ async fn an_engine_clock_an_hour_behind_keeps_a_lease_the_local_clock_calls_expi
 
 /// The human plan says the engine's clock is skewed when leases were judged
 /// by it (here: an hour behind).
-#[tokio::test]
+trial!(the_human_plan_mentions_a_skewed_engine_clock);
 async fn the_human_plan_mentions_a_skewed_engine_clock() {
-    let Some(sbx) = Sandbox::new("lease-behind-human").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-behind-human").await;
     let proxy = Proxy::start();
     proxy.shift_clock(-HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -630,11 +620,9 @@ async fn the_human_plan_mentions_a_skewed_engine_clock() {
 /// keeps the box at first; about 4 s later apply through the proxy removes
 /// the box and the lease, although by this machine's clock the lease's end
 /// is an hour away.
-#[tokio::test]
+trial!(an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live);
 async fn an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live() {
-    let Some(sbx) = Sandbox::new("lease-ahead").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-ahead").await;
     let proxy = Proxy::start();
     proxy.shift_clock(HOUR);
     let b = sbx.add_box("B", Run::Running).await;
@@ -689,11 +677,9 @@ async fn an_engine_clock_an_hour_ahead_ends_a_lease_the_local_clock_calls_live()
 /// `destroy B` removes a leased box and its lease; the plan it prints and
 /// every audit line say the box was leased (`destroyRequested` with
 /// `leasedUntil`, the lease's end). Another leased box stays.
-#[tokio::test]
+trial!(destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased);
 async fn destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased() {
-    let Some(sbx) = Sandbox::new("lease-destroy").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-destroy").await;
     let (b, other) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("O", Run::Running)
@@ -751,11 +737,9 @@ async fn destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased() {
 /// with only such a lease is removed by apply (grace 0), the lease volume
 /// too, and the plan lists the lease as invalid, with why, and warns on
 /// stderr naming the volume.
-#[tokio::test]
+trial!(hostile_lease_ttls_are_not_leases);
 async fn hostile_lease_ttls_are_not_leases() {
-    let Some(sbx) = Sandbox::new("lease-hostile").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-hostile").await;
     let cases = [
         ("9999999h", "overCeiling", Some(86_400)),
         ("garbage", "unreadable", None),
@@ -824,12 +808,10 @@ async fn hostile_lease_ttls_are_not_leases() {
 /// main engine and a second dockerd, A leased on the main one only, B on the
 /// second only. A fleet apply keeps A only on the main engine and B only on
 /// the second, and removes the other copy of each.
-#[tokio::test]
+trial!(each_fleet_engine_keeps_only_the_boxes_leased_on_it);
 async fn each_fleet_engine_keeps_only_the_boxes_leased_on_it() {
-    let Some(second) = SecondDockerd::new().tcp().shared().await else {
-        return;
-    };
-    let Some(main) = main_host() else { return };
+    let second = SecondDockerd::new().tcp().shared().await;
+    let main = main_host();
     let scope = unique_scope("lease-fleet");
     let (one, two) = (Corner::on_main(&scope), Corner::on(&second, &scope));
     let (a1, b1, a2, b2) = tokio::join!(
@@ -939,11 +921,9 @@ async fn gone_at(sbx: &Sandbox, id: &str, timeout: Duration, watch: &Guarded) ->
 /// stays while the lease lives (a box without one is reaped after its grace)
 /// and is removed, lease and all, within debounce + 3 s of the lease's end:
 /// watch wakes for the lease's end by itself (no event announces it).
-#[tokio::test]
+trial!(watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out);
 async fn watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out() {
-    let Some(sbx) = Sandbox::new("lease-watch").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-watch").await;
     let (b, bare) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("C", Run::Running)
@@ -999,11 +979,9 @@ async fn watch_keeps_a_leased_box_and_reaps_it_when_the_lease_runs_out() {
 /// debounce + 3 s. Then a second box held the same way, whose `sleep` is
 /// SIGKILLed: hold releases, exits 137, and watch removes the box within
 /// debounce + 3 s.
-#[tokio::test]
+trial!(a_held_box_survives_watch_and_goes_soon_after_its_holder_dies);
 async fn a_held_box_survives_watch_and_goes_soon_after_its_holder_dies() {
-    let Some(sbx) = Sandbox::new("lease-hold").await else {
-        return;
-    };
+    let sbx = Sandbox::new("lease-hold").await;
     let (b, d, bare) = tokio::join!(
         sbx.add_box("B", Run::Running),
         sbx.add_box("D", Run::Running),

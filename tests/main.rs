@@ -3,6 +3,11 @@
 //! Its tests run concurrently; a test that loads the whole machine lives in
 //! `tests/solo.rs` instead.
 
+// `trial!` stands where `#[test]` would, after a test's doc comment, which
+// therefore documents a macro call: allowed.
+#![allow(unused_doc_comments)]
+
+#[macro_use]
 mod support;
 
 mod archive;
@@ -28,3 +33,7 @@ mod state_files;
 mod swarm;
 mod validate;
 mod watch;
+
+fn main() {
+    support::harness::main();
+}

@@ -111,11 +111,9 @@ fn nothing_declared(sbx: &Sandbox) -> crate::support::cli::Cli {
 /// steps, the engine accepts the network's removal (it refuses one with
 /// endpoints, so the containers were gone), and the report names it under
 /// `removed.networks`.
-#[tokio::test]
+trial!(a_box_with_its_own_network_is_torn_down_completely);
 async fn a_box_with_its_own_network_is_torn_down_completely() {
-    let Some(sbx) = Sandbox::new("net-box").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-box").await;
     let b = sbx.add_box_with_network("nb", Run::Running).await;
     let second = sbx
         .container(
@@ -192,11 +190,9 @@ async fn a_box_with_its_own_network_is_torn_down_completely() {
 
 /// A network without `ca.sandbox=1` (scope label only) with a managed leaked
 /// container on it: the container goes, the network stays, and the run converges.
-#[tokio::test]
+trial!(an_unlabeled_network_with_a_managed_container_survives);
 async fn an_unlabeled_network_with_a_managed_container_survives() {
-    let Some(sbx) = Sandbox::new("net-unlabeled").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-unlabeled").await;
     let network = sbx.network(NetworkSpec::new()).await;
     let leaked = sbx
         .container(ContainerSpec::new().managed().network(&network.name))
@@ -219,11 +215,9 @@ async fn an_unlabeled_network_with_a_managed_container_survives() {
 
 /// A managed network an unmanaged container is attached to is blocked and
 /// named with its holder; apply exits 1; network and holder stay.
-#[tokio::test]
+trial!(a_labeled_network_held_by_an_unmanaged_container_is_blocked);
 async fn a_labeled_network_held_by_an_unmanaged_container_is_blocked() {
-    let Some(sbx) = Sandbox::new("net-held").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-held").await;
     let network = sbx.network(NetworkSpec::new().in_box("gone")).await;
     let holder = sbx
         .container(ContainerSpec::new().network(&network.name))
@@ -261,11 +255,9 @@ async fn a_labeled_network_held_by_an_unmanaged_container_is_blocked() {
 
 /// Managed containers on `bridge`, `host` and `none` are pruned; the three
 /// predefined networks (which carry no labels) are never touched.
-#[tokio::test]
+trial!(predefined_networks_survive_a_prune_of_their_containers);
 async fn predefined_networks_survive_a_prune_of_their_containers() {
-    let Some(sbx) = Sandbox::new("net-predefined").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-predefined").await;
     let predefined = ["bridge", "host", "none"];
     let mut ids = Vec::new();
     for name in predefined {
@@ -312,9 +304,7 @@ async fn predefined_networks_survive_a_prune_of_their_containers() {
 /// pid, seen only by inspection) an unmanaged container joined: blocked,
 /// named with the joiner, exit 1, both intact.
 async fn joined_container_is_blocked(test: &str, pid: bool) {
-    let Some(sbx) = Sandbox::new(test).await else {
-        return;
-    };
+    let sbx = Sandbox::new(test).await;
     let target = sbx.container(ContainerSpec::new().in_box("joined")).await;
     let other = sbx.leaked_container(Run::Exited).await;
     let joiner = sbx
@@ -365,12 +355,12 @@ async fn joined_container_is_blocked(test: &str, pid: bool) {
     assert_honest(&sbx, &goal(&[]), &out, &report).await;
 }
 
-#[tokio::test]
+trial!(a_container_whose_network_namespace_an_unmanaged_container_joined_is_blocked);
 async fn a_container_whose_network_namespace_an_unmanaged_container_joined_is_blocked() {
     joined_container_is_blocked("net-joined", false).await;
 }
 
-#[tokio::test]
+trial!(a_container_whose_pid_namespace_an_unmanaged_container_joined_is_blocked);
 async fn a_container_whose_pid_namespace_an_unmanaged_container_joined_is_blocked() {
     joined_container_is_blocked("pid-joined", true).await;
 }
@@ -379,11 +369,9 @@ async fn a_container_whose_pid_namespace_an_unmanaged_container_joined_is_blocke
 
 /// `destroy ID` removes the box's network with its container and volume, and
 /// `destroy ID --keep-volume` still removes the network; other boxes stay.
-#[tokio::test]
+trial!(destroy_removes_the_boxs_network_also_with_keep_volume);
 async fn destroy_removes_the_boxs_network_also_with_keep_volume() {
-    let Some(sbx) = Sandbox::new("net-destroy").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-destroy").await;
     let (a, b, c) = tokio::join!(
         sbx.add_box_with_network("a", Run::Running),
         sbx.add_box_with_network("b", Run::Exited),
@@ -503,11 +491,9 @@ fn assert_safe_human(out: &crate::support::cli::Output) {
 /// Hostile `ca.sandbox.id` values on real containers and volumes: `plan` and
 /// `apply` in human format write no raw control byte, no bidi override, no
 /// forged line and no line over 500 characters; the JSON keeps every value exactly.
-#[tokio::test]
+trial!(hostile_label_values_never_reach_the_terminal_raw);
 async fn hostile_label_values_never_reach_the_terminal_raw() {
-    let Some(sbx) = Sandbox::new("net-hostile").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-hostile").await;
     let made = hostile_objects(&sbx).await;
     let cli = nothing_declared(&sbx);
 
@@ -566,11 +552,9 @@ async fn hostile_label_values_never_reach_the_terminal_raw() {
 
 /// An engine error quoting a hostile value (the proxy answers a removal with
 /// one): the human report escapes it too.
-#[tokio::test]
+trial!(hostile_engine_errors_never_reach_the_terminal_raw);
 async fn hostile_engine_errors_never_reach_the_terminal_raw() {
-    let Some(sbx) = Sandbox::new("net-hostile-error").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-hostile-error").await;
     let b = sbx.add_box_with_network("err", Run::Exited).await;
     let proxy = Proxy::start();
     proxy
@@ -597,11 +581,9 @@ async fn hostile_engine_errors_never_reach_the_terminal_raw() {
 /// unmanaged container on the engine for pid/ipc joins), with this test's 50
 /// extra unmanaged running containers absent and present. Prints the numbers;
 /// fails only if 50 more make a plan slower than 10 s.
-#[tokio::test]
+trial!(inspecting_unmanaged_containers_costs_little);
 async fn inspecting_unmanaged_containers_costs_little() {
-    let Some(sbx) = Sandbox::new("net-inspect-cost").await else {
-        return;
-    };
+    let sbx = Sandbox::new("net-inspect-cost").await;
     sbx.leaked_container(Run::Exited).await;
     let cli = nothing_declared(&sbx);
     let unmanaged_on_engine = || async {

@@ -158,7 +158,7 @@ fn check_invocations(file: &str, doc: &Value) -> Vec<Vec<String>> {
 
 // ----- completions ---------------------------------------------------------------
 
-#[test]
+trial!(bash_completion_parses_and_completes_subcommands);
 fn bash_completion_parses_and_completes_subcommands() {
     let cli = Cli::new().unreachable_docker();
     let script = offline(&["completions", "bash"]).stdout.clone();
@@ -216,7 +216,7 @@ printf '%s\n' "${{COMPREPLY[@]}}""#,
     );
 }
 
-#[test]
+trial!(other_shells_completions_offer_every_subcommand);
 fn other_shells_completions_offer_every_subcommand() {
     // How each generator offers a top-level candidate.
     type Offer = fn(&str) -> String;
@@ -249,7 +249,7 @@ fn other_shells_completions_offer_every_subcommand() {
 
 // ----- man -----------------------------------------------------------------------
 
-#[test]
+trial!(man_page_renders_without_warnings_and_documents_every_subcommand);
 fn man_page_renders_without_warnings_and_documents_every_subcommand() {
     let roff = offline(&["man"]).stdout.clone();
     assert!(
@@ -303,7 +303,7 @@ fn man_page_renders_without_warnings_and_documents_every_subcommand() {
 
 // ----- closed pipes ------------------------------------------------------------
 
-#[test]
+trial!(closed_pipe_ends_generated_output_quietly);
 fn closed_pipe_ends_generated_output_quietly() {
     let cli = Cli::new().unreachable_docker();
     let mut runs: Vec<Vec<&str>> = vec![vec!["man"], vec!["--help"], vec!["plan", "--help"]];
@@ -331,11 +331,9 @@ fn without_swarm_note(stderr: &str) -> String {
         .join("\n")
 }
 
-#[tokio::test]
+trial!(closed_pipe_keeps_the_commands_own_status);
 async fn closed_pipe_keeps_the_commands_own_status() {
-    let Some(sbx) = Sandbox::new("operator-closed-pipe").await else {
-        return;
-    };
+    let sbx = Sandbox::new("operator-closed-pipe").await;
     let kept = sbx.add_box("kept", Run::Running).await;
     sbx.add_box("gone", Run::Exited).await;
     let cli =
@@ -398,7 +396,7 @@ async fn closed_pipe_keeps_the_commands_own_status() {
 
 // ----- recipes -------------------------------------------------------------------
 
-#[test]
+trial!(pre_commit_hook_validates_state_files);
 fn pre_commit_hook_validates_state_files() {
     let doc = yaml(".pre-commit-hooks.yaml");
     let hooks = doc.as_sequence().expect("a list of hooks");
@@ -413,7 +411,7 @@ fn pre_commit_hook_validates_state_files() {
     check_invocations(".pre-commit-hooks.yaml", &doc);
 }
 
-#[test]
+trial!(gitlab_recipe_has_validate_drift_and_manual_apply);
 fn gitlab_recipe_has_validate_drift_and_manual_apply() {
     let doc = yaml("examples/ci/gitlab-ci.yml");
     let found = check_invocations("gitlab-ci.yml", &doc);
@@ -440,7 +438,7 @@ fn gitlab_recipe_has_validate_drift_and_manual_apply() {
 /// summary says so and shows the plan), GitLab's drift script exits 2, both
 /// write plan.json, and GitHub's apply step removes exactly the drifted box;
 /// afterwards the drift step reports exitcode=0.
-#[tokio::test]
+trial!(recipes_detect_drift_and_apply_the_saved_plan);
 async fn recipes_detect_drift_and_apply_the_saved_plan() {
     let doc = yaml("examples/ci/github-actions.yml");
     check_invocations("github-actions.yml", &doc);
@@ -471,9 +469,7 @@ async fn recipes_detect_drift_and_apply_the_saved_plan() {
         .map(|line| line.as_str().expect("a script line"))
         .collect();
 
-    let Some(sbx) = Sandbox::new("operator-github-recipe").await else {
-        return;
-    };
+    let sbx = Sandbox::new("operator-github-recipe").await;
     let kept = sbx.add_box("kept", Run::Running).await;
     sbx.add_box("drifted", Run::Exited).await;
     let cli =

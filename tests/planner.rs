@@ -123,7 +123,7 @@ fn assert_terminal_safe(what: &str, text: &str) {
     }
 }
 
-#[test]
+trial!(example_plans_and_reports);
 fn example_plans_and_reports() {
     insta::with_settings!({
         snapshot_path => "../snapshots",
@@ -150,7 +150,7 @@ fn example_plans_and_reports() {
     });
 }
 
-#[test]
+trial!(client_side_check_matches_server_side_filter);
 fn client_side_check_matches_server_side_filter() {
     insta::glob!("../state/examples", "*.toml", |path| {
         let desired = load_example(path);
@@ -164,7 +164,7 @@ fn client_side_check_matches_server_side_filter() {
     });
 }
 
-#[test]
+trial!(planning_is_byte_for_byte_deterministic);
 fn planning_is_byte_for_byte_deterministic() {
     insta::glob!("../state/examples", "*.toml", |path| {
         let desired = load_example(path);
@@ -184,7 +184,7 @@ fn planning_is_byte_for_byte_deterministic() {
     });
 }
 
-#[test]
+trial!(applying_examples_never_touches_images_or_foreign_objects);
 fn applying_examples_never_touches_images_or_foreign_objects() {
     insta::glob!("../state/examples", "*.toml", |path| {
         let desired = load_example(path);
@@ -266,7 +266,7 @@ fn applying_examples_never_touches_images_or_foreign_objects() {
     });
 }
 
-#[test]
+trial!(a_shared_network_goes_after_every_container_attached_to_it);
 fn a_shared_network_goes_after_every_container_attached_to_it() {
     let (desired, world) = example("shared-network");
     let rt = runtime();
@@ -291,7 +291,7 @@ fn a_shared_network_goes_after_every_container_attached_to_it() {
     assert_eq!(engine.world().networks.len(), 1, "only bridge is left");
 }
 
-#[test]
+trial!(a_pid_namespace_join_is_found_only_by_inspection);
 fn a_pid_namespace_join_is_found_only_by_inspection() {
     let (desired, world) = example("joined-pid-namespace");
     let rt = runtime();
@@ -335,7 +335,7 @@ fn a_pid_namespace_join_is_found_only_by_inspection() {
 /// A declared box's container that joined a leaked container's namespace
 /// keeps that container: removing it would kill (pid) or cut off (network)
 /// the declared one.
-#[test]
+trial!(a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it);
 fn a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it() {
     let leaked = "aaaa00000001000000000000000000000000000000000000000000000000000a";
     let labels = |b: &str| {
@@ -385,7 +385,7 @@ fn a_declared_container_in_a_leaked_ones_pid_namespace_keeps_it() {
     }
 }
 
-#[test]
+trial!(a_network_namespace_join_shows_in_the_listing);
 fn a_network_namespace_join_shows_in_the_listing() {
     let (desired, world) = example("joined-network-namespace");
     let rt = runtime();
@@ -412,7 +412,7 @@ fn a_network_namespace_join_shows_in_the_listing() {
     assert_eq!(planned.blocked[1].object.kind, Kind::Volume);
 }
 
-#[test]
+trial!(hostile_label_values_are_escaped_for_people_and_exact_in_json);
 fn hostile_label_values_are_escaped_for_people_and_exact_in_json() {
     let (desired, world) = example("hostile-labels");
     let values: BTreeSet<String> = world
@@ -478,7 +478,7 @@ fn nothing_declared() -> DesiredState {
     DesiredState::empty()
 }
 
-#[test]
+trial!(failed_container_removal_skips_its_volume_and_is_reported);
 fn failed_container_removal_skips_its_volume_and_is_reported() {
     let rt = runtime();
     let engine = MemoryEngine::new(two_boxes());
@@ -529,7 +529,7 @@ fn failed_container_removal_skips_its_volume_and_is_reported() {
     });
 }
 
-#[test]
+trial!(not_found_on_removal_is_already_gone_not_a_failure);
 fn not_found_on_removal_is_already_gone_not_a_failure() {
     let rt = runtime();
     for world in [two_boxes(), example("shared-network").1] {
@@ -561,7 +561,7 @@ fn not_found_on_removal_is_already_gone_not_a_failure() {
     }
 }
 
-#[test]
+trial!(failed_verification_listing_is_never_success);
 fn failed_verification_listing_is_never_success() {
     let rt = runtime();
     let engine = MemoryEngine::new(two_boxes());
@@ -584,7 +584,7 @@ fn failed_verification_listing_is_never_success() {
     assert!(report.failures[0].error.contains("verification failed"));
 }
 
-#[test]
+trial!(cancelled_apply_starts_nothing_and_reports_everything_left);
 fn cancelled_apply_starts_nothing_and_reports_everything_left() {
     let rt = runtime();
     let engine = MemoryEngine::new(two_boxes());
@@ -662,7 +662,7 @@ fn boxes(n: usize) -> World {
     World::from_toml(&text).unwrap()
 }
 
-#[test]
+trial!(a_volume_goes_as_soon_as_its_own_containers_are_gone);
 fn a_volume_goes_as_soon_as_its_own_containers_are_gone() {
     let rt = runtime();
     let engine = MemoryEngine::new(boxes(2));
@@ -687,7 +687,7 @@ fn a_volume_goes_as_soon_as_its_own_containers_are_gone() {
     assert_eq!(rec.into_inner().finished, vec!["c1", "v1", "c0", "v0"]);
 }
 
-#[test]
+trial!(removals_in_flight_never_exceed_parallelism);
 fn removals_in_flight_never_exceed_parallelism() {
     let rt = runtime();
     for parallelism in [1, 3, 8] {
@@ -717,7 +717,7 @@ fn removals_in_flight_never_exceed_parallelism() {
     }
 }
 
-#[test]
+trial!(with_every_slot_busy_a_ready_volume_goes_before_the_next_container);
 fn with_every_slot_busy_a_ready_volume_goes_before_the_next_container() {
     let rt = runtime();
     let engine = MemoryEngine::new(boxes(4));

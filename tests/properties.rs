@@ -590,10 +590,12 @@ fn all_managed(mut world: World) -> World {
     world
 }
 
+// The tests `proptest!` writes below.
+trial!(plans_are_safe_and_applying_them_converges);
+trial!(with_nothing_declared_everything_managed_goes_in_dependency_order);
 proptest! {
     #![proptest_config(config())]
 
-    #[test]
     fn plans_are_safe_and_applying_them_converges(
         world in world(),
         scope in scope(),
@@ -603,7 +605,6 @@ proptest! {
         run_case(&world, &scope, &goal, ignore_filters)?;
     }
 
-    #[test]
     fn with_nothing_declared_everything_managed_goes_in_dependency_order(
         world in world().prop_map(all_managed),
         ignore_filters in any::<bool>(),
@@ -641,7 +642,7 @@ fn managed(box_id: &str) -> Labels {
 }
 
 /// The checker itself catches what it is meant to catch.
-#[test]
+trial!(the_plan_checker_rejects_unsafe_plans);
 fn the_plan_checker_rejects_unsafe_plans() {
     let mut c0 = ContainerInfo::new(&container_id(0), "c0", managed("b0"));
     c0.state = "running".into();
@@ -724,7 +725,7 @@ fn the_plan_checker_rejects_unsafe_plans() {
 /// inspected: blocked when the plan inspected, kept when verification did
 /// not, so the report said converged while the plan had blocked it. Kept
 /// wins over blocked, whatever was inspected.
-#[test]
+trial!(a_container_both_kept_and_held_has_one_verdict_whether_or_not_inspected);
 fn a_container_both_kept_and_held_has_one_verdict_whether_or_not_inspected() {
     let c = |i: usize, labels: Labels| ContainerInfo {
         labels,

@@ -47,14 +47,10 @@ fn delete_path(path: &str) -> String {
     path.split('?').next().unwrap_or(path).to_string()
 }
 
-#[tokio::test]
+trial!(two_concurrent_applies_both_converge_without_false_failures);
 async fn two_concurrent_applies_both_converge_without_false_failures() {
-    let Some(sbx) = Sandbox::new("race-two-applies").await else {
-        return;
-    };
-    let Some(other) = Sandbox::new("race-other-scope").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-two-applies").await;
+    let other = Sandbox::new("race-other-scope").await;
     let ids: Vec<String> = (0..10).map(|i| format!("b{i}")).collect();
     let boxes: Vec<SandboxBox> = join_all(ids.iter().map(|id| sbx.add_box(id, Run::Running))).await;
     let (keeper, decoys, foreign) = tokio::join!(
@@ -199,11 +195,9 @@ async fn assert_refused_as_stale(
     assert_honest(sbx, &goal(&["alpha"]), &out, &report).await;
 }
 
-#[tokio::test]
+trial!(stale_saved_plan_with_a_new_leak_touches_nothing);
 async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
-    let Some(sbx) = Sandbox::new("race-stale-leak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-stale-leak").await;
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited)
@@ -230,11 +224,9 @@ async fn stale_saved_plan_with_a_new_leak_touches_nothing() {
     assert!(sbx.container_exists(&leak.id).await);
 }
 
-#[tokio::test]
+trial!(stale_saved_plan_spares_a_box_recreated_under_the_same_name);
 async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
-    let Some(sbx) = Sandbox::new("race-stale-recreated").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-stale-recreated").await;
     let (_alpha, beta) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running)
@@ -282,11 +274,9 @@ async fn stale_saved_plan_spares_a_box_recreated_under_the_same_name() {
     assert!(sbx.volume_exists(&beta.volume).await);
 }
 
-#[tokio::test]
+trial!(fresh_saved_plan_is_applied_exactly);
 async fn fresh_saved_plan_is_applied_exactly() {
-    let Some(sbx) = Sandbox::new("race-fresh-plan").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-fresh-plan").await;
     let (alpha, beta, gamma, leak) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Running),
@@ -345,11 +335,9 @@ async fn fresh_saved_plan_is_applied_exactly() {
 /// object that is not managed (here: a scoped container without
 /// `ca.sandbox=1`), `apply FILE` must refuse and touch nothing, even though
 /// the inventory (and so the basis) has not changed.
-#[tokio::test]
+trial!(edited_saved_plan_never_removes_an_unmanaged_container);
 async fn edited_saved_plan_never_removes_an_unmanaged_container() {
-    let Some(sbx) = Sandbox::new("race-edited-plan").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-edited-plan").await;
     let (_alpha, beta, bystander) = tokio::join!(
         sbx.add_box("alpha", Run::Running),
         sbx.add_box("beta", Run::Exited),
@@ -389,11 +377,9 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
 
 /// Ctrl-C during apply: no new removal starts, the one in flight finishes,
 /// the run still verifies and reports, and exits 130 naming what is left.
-#[tokio::test]
+trial!(interrupted_apply_finishes_in_flight_verifies_and_exits_130);
 async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
-    let Some(sbx) = Sandbox::new("interrupt").await else {
-        return;
-    };
+    let sbx = Sandbox::new("interrupt").await;
     let mut boxes = Vec::new();
     for i in 0..6 {
         boxes.push(sbx.add_box(&format!("int{i}"), Run::Running).await);
@@ -448,11 +434,9 @@ async fn interrupted_apply_finishes_in_flight_verifies_and_exits_130() {
 /// the run ended, not an exit from a signal handler), no report, a closing
 /// line that says nothing was verified; long before the removals held back
 /// would have finished.
-#[tokio::test]
+trial!(a_second_ctrl_c_quits_at_once_exits_130_and_says_nothing_was_verified);
 async fn a_second_ctrl_c_quits_at_once_exits_130_and_says_nothing_was_verified() {
-    let Some(sbx) = Sandbox::new("interrupt-twice").await else {
-        return;
-    };
+    let sbx = Sandbox::new("interrupt-twice").await;
     for i in 0..3 {
         sbx.add_box(&format!("twice{i}"), Run::Exited).await;
     }
@@ -499,11 +483,9 @@ async fn a_second_ctrl_c_quits_at_once_exits_130_and_says_nothing_was_verified()
 /// unarchived (its `archive` dropped) or is archived elsewhere (its folder
 /// changed): `apply FILE` refuses as edited and removes nothing; the plan
 /// as saved still applies, archiving the volume.
-#[tokio::test]
+trial!(a_saved_plan_edited_to_skip_or_move_an_archive_is_refused);
 async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
-    let Some(sbx) = Sandbox::new("race-edited-archive").await else {
-        return;
-    };
+    let sbx = Sandbox::new("race-edited-archive").await;
     let doomed = sbx.add_box("doomed", Run::Exited).await;
     let proxy = Proxy::start();
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,15 @@
 //! (`--timeout 1` runs past their 8 s bound, watch reaping past its grace).
 //! Run alone: `cargo test --test solo -- --nocapture`.
 
+// `trial!` stands where `#[test]` would, after a test's doc comment, which
+// therefore documents a macro call: allowed.
+#![allow(unused_doc_comments)]
+
+#[macro_use]
 mod support;
 
 mod archive_crash;
+
+fn main() {
+    support::harness::main();
+}

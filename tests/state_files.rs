@@ -116,7 +116,7 @@ fn parse_checked(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-#[test]
+trial!(every_bad_state_is_refused_with_its_expected_message);
 fn every_bad_state_is_refused_with_its_expected_message() {
     let dir = Path::new(BAD_STATES);
     assert!(
@@ -198,7 +198,7 @@ fn every_bad_state_is_refused_with_its_expected_message() {
     );
 }
 
-#[test]
+trial!(every_shipped_state_file_parses);
 fn every_shipped_state_file_parses() {
     let default = Path::new(DEFAULT_STATE_PATH);
     let shipped = DesiredState::load(default).unwrap_or_else(|e| panic!("{e}"));
@@ -226,7 +226,7 @@ fn every_shipped_state_file_parses() {
     }
 }
 
-#[test]
+trial!(the_shipped_default_teaches_every_table);
 fn the_shipped_default_teaches_every_table() {
     // Uncommenting the commented-out examples yields a valid, non-empty state.
     let text = std::fs::read_to_string(DEFAULT_STATE_PATH).unwrap();
@@ -270,7 +270,7 @@ fn the_shipped_default_teaches_every_table() {
     );
 }
 
-#[test]
+trial!(an_oversized_file_is_refused_by_its_size);
 fn an_oversized_file_is_refused_by_its_size() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("huge.toml");
@@ -296,7 +296,7 @@ fn an_oversized_file_is_refused_by_its_size() {
     DesiredState::load(&path).unwrap();
 }
 
-#[test]
+trial!(a_missing_explicit_file_says_what_to_do);
 fn a_missing_explicit_file_says_what_to_do() {
     let error = DesiredState::load(Path::new("tests/bad_states/no-such-file.toml")).unwrap_err();
     assert_eq!(
@@ -307,7 +307,7 @@ fn a_missing_explicit_file_says_what_to_do() {
     );
 }
 
-#[test]
+trial!(bom_and_crlf_files_are_accepted);
 fn bom_and_crlf_files_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("windows.toml");
@@ -320,7 +320,7 @@ fn bom_and_crlf_files_are_accepted() {
     assert_eq!(state.keep_volumes[0].name, "ca-sbx-notes");
 }
 
-#[test]
+trial!(deep_nesting_needs_little_stack);
 fn deep_nesting_needs_little_stack() {
     // Run on a 256 KiB stack: if any of these reached a recursive parser, it would overflow.
     let inputs: Vec<String> = vec![
@@ -460,22 +460,24 @@ fn document_strategy() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..24).prop_map(|pieces| pieces.concat())
 }
 
+// The tests `proptest!` writes below.
+trial!(random_bytes_never_panic);
+trial!(random_toml_alphabet_never_panics);
+trial!(mutated_corpus_never_panics);
+trial!(generated_documents_never_panic);
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
-    #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn random_toml_alphabet_never_panics(
         bytes in prop::collection::vec(prop::sample::select(INTERESTING), 0..1024)
     ) {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn mutated_corpus_never_panics(
         seed in any::<prop::sample::Index>(),
         edits in prop::collection::vec(edit_strategy(), 1..12),
@@ -487,7 +489,6 @@ proptest! {
         parse_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn generated_documents_never_panic(text in document_strategy()) {
         parse_checked(text.as_bytes()).map_err(TestCaseError::fail)?;
     }
@@ -613,7 +614,7 @@ fn manifest_checked(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-#[test]
+trial!(the_seeds_are_accepted);
 fn the_seeds_are_accepted() {
     assert_eq!(saved_plan_checked(&saved_plan_seed()), Ok(()));
     let dir = tempfile::tempdir().unwrap();
@@ -626,10 +627,13 @@ fn the_seeds_are_accepted() {
     sandboxctl::exec::archive::read_manifest(&dir.path().join("v.tar.zst")).unwrap();
 }
 
+// The tests `proptest!` writes below.
+trial!(hostile_saved_plans_never_panic);
+trial!(hostile_manifests_never_panic);
+trial!(random_bytes_are_no_plan_and_no_manifest);
 proptest! {
     #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
 
-    #[test]
     fn hostile_saved_plans_never_panic(
         edits in prop::collection::vec(edit_strategy(), 0..8),
         n in any::<usize>(),
@@ -642,7 +646,6 @@ proptest! {
         saved_plan_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn hostile_manifests_never_panic(
         edits in prop::collection::vec(edit_strategy(), 0..8),
         n in any::<usize>(),
@@ -655,7 +658,6 @@ proptest! {
         manifest_checked(&bytes).map_err(TestCaseError::fail)?;
     }
 
-    #[test]
     fn random_bytes_are_no_plan_and_no_manifest(bytes in prop::collection::vec(any::<u8>(), 0..1024)) {
         saved_plan_checked(&bytes).map_err(TestCaseError::fail)?;
         manifest_checked(&bytes).map_err(TestCaseError::fail)?;

@@ -72,10 +72,10 @@ fn main_swarm_state() -> String {
 }
 
 impl Swarm {
-    /// A second dockerd of this test's own, made a swarm manager; `None`
-    /// without the main engine.
-    async fn start() -> Option<Swarm> {
-        let mut swarm = Swarm::engine_with_gateway().await?;
+    /// A second dockerd of this test's own, made a swarm manager; a gate
+    /// (see `support::docker`).
+    async fn start() -> Swarm {
+        let mut swarm = Swarm::engine_with_gateway().await;
         let listen = format!("127.0.0.1:{}", free_tcp_port());
         let mut init = swarm.cli();
         init.args([
@@ -90,14 +90,14 @@ impl Swarm {
         ]);
         run(init, "swarm init on the second dockerd");
         swarm.manager = listen;
-        Some(swarm)
+        swarm
     }
 
     /// Another dockerd of this test's own joined to `manager`'s swarm as a
     /// worker, listening and advertising on `127.0.0.2` (its gossip and
     /// control ports must not be the manager's).
-    async fn join(manager: &Swarm) -> Option<Swarm> {
-        let mut node = Swarm::engine_with_gateway().await?;
+    async fn join(manager: &Swarm) -> Swarm {
+        let mut node = Swarm::engine_with_gateway().await;
         let mut token = manager.cli();
         token.args(["swarm", "join-token", "-q", "worker"]);
         let token = run(token, "worker join token");
@@ -116,13 +116,13 @@ impl Swarm {
         ]);
         run(join, "swarm join of the second node");
         node.manager = manager.manager.clone();
-        Some(node)
+        node
     }
 
     /// A second dockerd with the swarm's `docker_gwbridge` made on a host
     /// bridge of its own, before any swarm command.
-    async fn engine_with_gateway() -> Option<Swarm> {
-        let engine = SecondDockerd::new().start().await?;
+    async fn engine_with_gateway() -> Swarm {
+        let engine = SecondDockerd::new().start().await;
         // The harness's bridge is `sbx-dN-K`, with 10.213.N.0/24 unrouted
         // before it: the gateway is `sbx-gN-K` on 10.215.N.0/24.
         let suffix = engine
@@ -153,7 +153,7 @@ impl Swarm {
             "docker_gwbridge",
         ]);
         run(gw, "create docker_gwbridge");
-        Some(swarm)
+        swarm
     }
 
     fn engine(&self) -> &Engine {
@@ -337,14 +337,10 @@ fn step_of(plan: &crate::support::report::Plan, kind: Kind, id: &str) -> usize {
         .step
 }
 
-#[tokio::test]
+trial!(a_labeled_service_its_overlay_network_config_and_secret_go_in_order);
 async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
-    let Some(sbx) = Sandbox::new("swarm-service").await else {
-        return;
-    };
-    let Some(swarm) = Swarm::start().await else {
-        return;
-    };
+    let sbx = Sandbox::new("swarm-service").await;
+    let swarm = Swarm::start().await;
     let labels = managed(&sbx, "web");
     let prefix = sbx.scope_value();
     let net = swarm.overlay(&format!("{prefix}-net"), &labels);
@@ -432,14 +428,10 @@ async fn a_labeled_service_its_overlay_network_config_and_secret_go_in_order() {
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched);
 async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() {
-    let Some(sbx) = Sandbox::new("swarm-holder").await else {
-        return;
-    };
-    let Some(swarm) = Swarm::start().await else {
-        return;
-    };
+    let sbx = Sandbox::new("swarm-holder").await;
+    let swarm = Swarm::start().await;
     let prefix = sbx.scope_value();
     let net = swarm.overlay(&format!("{prefix}-net"), &managed(&sbx, "gone"));
     let service = swarm.service(
@@ -497,14 +489,10 @@ async fn an_unlabeled_service_on_a_labeled_network_blocks_it_and_is_untouched() 
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator);
 async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
-    let Some(sbx) = Sandbox::new("swarm-owned").await else {
-        return;
-    };
-    let Some(swarm) = Swarm::start().await else {
-        return;
-    };
+    let sbx = Sandbox::new("swarm-owned").await;
+    let swarm = Swarm::start().await;
     let prefix = sbx.scope_value();
     let name = format!("{prefix}-theirs");
     let service = swarm.service(
@@ -564,11 +552,9 @@ async fn a_managed_task_of_an_unmanaged_service_is_owned_by_orchestrator() {
     assert_main_inactive();
 }
 
-#[tokio::test]
+trial!(an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word);
 async fn an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word() {
-    let Some(sbx) = Sandbox::new("swarm-none").await else {
-        return;
-    };
+    let sbx = Sandbox::new("swarm-none").await;
     assert_main_inactive();
     let leaked = sbx
         .container(crate::support::docker::ContainerSpec::new().managed())
@@ -601,17 +587,11 @@ async fn an_engine_in_no_swarm_skips_the_swarm_kinds_without_a_word() {
 /// per node (the worker's `swarm = false`, the manager lists the swarm)
 /// removes the service on the manager, whose removal takes the worker's task
 /// too, and a second run takes the worker's volume.
-#[tokio::test]
+trial!(a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes);
 async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
-    let Some(sbx) = Sandbox::new("swarm-two-nodes").await else {
-        return;
-    };
-    let Some(manager) = Swarm::start().await else {
-        return;
-    };
-    let Some(worker) = Swarm::join(&manager).await else {
-        return;
-    };
+    let sbx = Sandbox::new("swarm-two-nodes").await;
+    let manager = Swarm::start().await;
+    let worker = Swarm::join(&manager).await;
     let prefix = sbx.scope_value();
     let labels = managed(&sbx, "global");
     let volume = format!("{prefix}-data");

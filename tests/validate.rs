@@ -78,7 +78,7 @@ fn no_engine_call(out: &Output) {
     assert!(!out.stdout.contains("127.0.0.1:1"), "{}", out.dump());
 }
 
-#[test]
+trial!(a_valid_file_is_valid_without_an_engine);
 fn a_valid_file_is_valid_without_an_engine() {
     let cli = cli();
     cli.write("good.toml", VALID);
@@ -88,7 +88,7 @@ fn a_valid_file_is_valid_without_an_engine() {
     assert_eq!(out.stdout, "good.toml: valid\n");
 }
 
-#[test]
+trial!(an_invalid_file_gets_every_problem_with_its_position_in_file_order);
 fn an_invalid_file_gets_every_problem_with_its_position_in_file_order() {
     let cli = cli();
     cli.write("bad.toml", INVALID);
@@ -128,7 +128,7 @@ fn an_invalid_file_gets_every_problem_with_its_position_in_file_order() {
     snapshot("validate_invalid_human", &out.stdout);
 }
 
-#[test]
+trial!(several_files_are_each_reported_in_the_order_given);
 fn several_files_are_each_reported_in_the_order_given() {
     let cli = cli();
     cli.write("good.toml", VALID);
@@ -160,7 +160,7 @@ fn several_files_are_each_reported_in_the_order_given() {
     assert_eq!(out.stdout, "good.toml: valid\nalso-good.toml: valid\n");
 }
 
-#[test]
+trial!(json_lists_every_file_and_problem);
 fn json_lists_every_file_and_problem() {
     let cli = cli().json();
     cli.write("good.toml", VALID);
@@ -189,7 +189,7 @@ fn json_lists_every_file_and_problem() {
     assert_eq!(out.json()["valid"], true);
 }
 
-#[test]
+trial!(without_a_file_the_default_state_file_is_checked);
 fn without_a_file_the_default_state_file_is_checked() {
     let cli = cli().default_state_toml(VALID);
     let out = cli.run_with(["validate"]);
@@ -210,7 +210,7 @@ fn without_a_file_the_default_state_file_is_checked() {
     snapshot("validate_no_default_file", &out.stdout);
 }
 
-#[test]
+trial!(a_missing_file_fails_saying_what_to_do);
 fn a_missing_file_fails_saying_what_to_do() {
     let out = cli().run_with(["validate", "nope.toml"]);
     out.expect_code(1);
@@ -224,7 +224,7 @@ fn a_missing_file_fails_saying_what_to_do() {
 /// `ssh://` hosts whose user or host ssh would take for an option or that
 /// hold a control character, written plainly or percent-encoded: each is
 /// refused at its file:line:col, with what to do.
-#[test]
+trial!(ssh_users_and_hosts_that_ssh_would_misread_are_refused_at_their_position);
 fn ssh_users_and_hosts_that_ssh_would_misread_are_refused_at_their_position() {
     let hosts = [
         "ssh://-oProxyCommand=x@host",
@@ -266,7 +266,7 @@ fn ssh_users_and_hosts_that_ssh_would_misread_are_refused_at_their_position() {
 /// address from `--host`, `DOCKER_HOST`, a Docker context or a fleet's
 /// `host` is refused (exit 1, saying why), and the `ssh` on `PATH` (a fake
 /// that records being run) never runs.
-#[test]
+trial!(no_engine_resolution_takes_an_ssh_user_or_host_that_ssh_would_misread);
 fn no_engine_resolution_takes_an_ssh_user_or_host_that_ssh_would_misread() {
     use std::os::unix::fs::PermissionsExt;
     let with_fake_ssh = |cli: Cli| {

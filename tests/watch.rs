@@ -329,11 +329,9 @@ fn removing_cycles(watcher: &Watcher) -> Vec<(String, u64)> {
 /// A leak made while watch runs is reaped once its grace period ends: the
 /// create event wakes a cycle that sees it young and sets a deadline, and the
 /// deadline reaps it, long before the 60 s resync.
-#[tokio::test]
+trial!(leak_made_while_watching_is_reaped_after_its_grace_without_resync);
 async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
-    let Some(sbx) = Sandbox::new("watch-leak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-leak").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -373,11 +371,9 @@ async fn leak_made_while_watching_is_reaped_after_its_grace_without_resync() {
 
 /// An undeclared box (container and volume) is left alone while it is young,
 /// still there just before its grace ends, and reaped whole right after.
-#[tokio::test]
+trial!(undeclared_box_survives_its_grace_then_goes);
 async fn undeclared_box_survives_its_grace_then_goes() {
-    let Some(sbx) = Sandbox::new("watch-grace").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-grace").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "8s"]);
     let audit = cli.dir().join("audit.jsonl");
     let audit_arg = audit.display().to_string();
@@ -439,11 +435,9 @@ async fn undeclared_box_survives_its_grace_then_goes() {
 
 /// A declared box with `ttl = "4s"` is kept while its ttl runs and reaped
 /// (reason `expired`) when it ends, by the deadline alone.
-#[tokio::test]
+trial!(declared_box_goes_when_its_ttl_ends);
 async fn declared_box_goes_when_its_ttl_ends() {
-    let Some(sbx) = Sandbox::new("watch-ttl").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-ttl").await;
     let state = format!(
         "{}\n[[box]]\nid = \"short\"\nttl = \"4s\"\n",
         sbx.scope_toml()
@@ -505,11 +499,9 @@ async fn declared_box_goes_when_its_ttl_ends() {
 /// A box declared by an edit of the state file made while watch runs is
 /// protected from then on: it outlives its grace while a leak made with it
 /// (proof that cycles ran) is reaped.
-#[tokio::test]
+trial!(state_edit_declaring_a_box_protects_it);
 async fn state_edit_declaring_a_box_protects_it() {
-    let Some(sbx) = Sandbox::new("watch-edit").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-edit").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -552,11 +544,9 @@ async fn state_edit_declaring_a_box_protects_it() {
 /// A broken edit of the state file is logged once (`stateBroken`, naming
 /// file:line:col) and changes nothing: the last good state stays in force, so
 /// the box it declares is kept and a leak is still reaped.
-#[tokio::test]
+trial!(broken_state_edit_keeps_the_last_good_state);
 async fn broken_state_edit_keeps_the_last_good_state() {
-    let Some(sbx) = Sandbox::new("watch-broken").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-broken").await;
     let cli = watch_cli(&sbx, &state_declaring(&sbx, &["kept"])).args(["--grace", "3s"]);
     let (watcher, _) = start_ready(&cli, &[]).await;
 
@@ -623,11 +613,9 @@ fn repoint(link: &Path, target: &Path) {
 /// (`streamBack`) once an engine answers again; the reconnect runs a full
 /// cycle, so a leak made while the stream was down is reaped after its
 /// grace, without waiting for the resync.
-#[tokio::test]
+trial!(cut_event_stream_reconnects_and_catches_up);
 async fn cut_event_stream_reconnects_and_catches_up() {
-    let Some(sbx) = Sandbox::new("watch-stream").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-stream").await;
     let sockets = tempfile::tempdir().expect("temp dir");
     let link = sockets.path().join("docker.sock");
     let first = Proxy::start();
@@ -703,11 +691,9 @@ async fn cut_event_stream_reconnects_and_catches_up() {
 /// stopped by SIGTERM exits 0 only when its last cycle converged).
 /// The cycle is made long by a proxy that holds every container removal 2 s,
 /// one at a time (`--parallelism 1`).
-#[tokio::test]
+trial!(sigterm_during_a_cycle_finishes_in_flight_and_exits_with_its_cycles_status);
 async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_with_its_cycles_status() {
-    let Some(sbx) = Sandbox::new("watch-sigterm").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-sigterm").await;
     let proxy = Proxy::start();
     proxy
         .on("DELETE", "/containers/")
@@ -779,11 +765,9 @@ async fn sigterm_during_a_cycle_finishes_in_flight_and_exits_with_its_cycles_sta
 /// `--audit FILE`: one JSON line per removal, keys in the documented order,
 /// each naming the object as the engine knew it (id, name, labels, image for
 /// containers) and why it went; the file is created 0600.
-#[tokio::test]
+trial!(audit_log_has_one_line_per_removal);
 async fn audit_log_has_one_line_per_removal() {
-    let Some(sbx) = Sandbox::new("watch-audit").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-audit").await;
     let leak = sbx.leaked_container(Run::Exited).await;
     let lone = sbx.leaked_volume().await;
     let b = sbx.add_box_with_network("gone", Run::Running).await;
@@ -911,11 +895,9 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 
 /// `--metrics ADDR`: `/metrics` counts what happened (removals by kind and
 /// outcome, cycles by result) and `/healthz` answers 200 after a converged cycle.
-#[tokio::test]
+trial!(metrics_count_what_happened);
 async fn metrics_count_what_happened() {
-    let Some(sbx) = Sandbox::new("watch-metrics").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-metrics").await;
     let running = sbx.leaked_container(Run::Running).await;
     let exited = sbx.leaked_container(Run::Exited).await;
     let volume = sbx.leaked_volume().await;
@@ -1097,11 +1079,9 @@ fn open_fds(pid: u32) -> usize {
 /// ones at its 10 s header timeout, every cycle still reaches the engine,
 /// and a leak made during the flood is reaped in time (grace 2 s, within
 /// 15 s). After the flood the endpoint answers again.
-#[tokio::test]
+trial!(idle_metrics_connections_under_ulimit_256_never_stop_the_reaping);
 async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
-    let Some(sbx) = Sandbox::new("watch-metrics-flood").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-metrics-flood").await;
     let cli = watch_cli(&sbx, &sbx.scope_toml())
         .args(["--grace", "2s"])
         .nofile(FLOOD_NOFILE);
@@ -1203,7 +1183,7 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
 
 /// `watch` without a grace period refuses to start (exit 1) and says to pass
 /// `--grace`; it reaches no engine.
-#[test]
+trial!(watch_without_grace_refuses_to_start);
 fn watch_without_grace_refuses_to_start() {
     let cli = Cli::new()
         .scope("ca.sandbox.test=watch-no-grace")
@@ -1222,11 +1202,9 @@ fn watch_without_grace_refuses_to_start() {
 
 /// `watch --once` runs one cycle and exits like `apply`: 0 with the report
 /// when it converged (young objects kept), 1 when a removal failed.
-#[tokio::test]
+trial!(watch_once_runs_one_cycle_and_exits_like_apply);
 async fn watch_once_runs_one_cycle_and_exits_like_apply() {
-    let Some(sbx) = Sandbox::new("watch-once").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-once").await;
     let old = sbx.leaked_container(Run::Exited).await;
     tokio::time::sleep(Duration::from_millis(5500)).await;
     let young = sbx.leaked_container(Run::Exited).await;
@@ -1718,8 +1696,11 @@ fn figures(values: &[i64]) -> String {
 /// debounce + 3 s of its last lease's end, every released one's within
 /// debounce + 3 s of its release. Prints the drivers' figures and the watch
 /// process's RSS over time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"]
+trial!(
+    soak_watch_reaps_only_abandoned_boxes,
+    worker_threads = 2,
+    ignore = "soak: 10 minutes; run with `cargo test --test sandboxctl -- --ignored soak`"
+);
 async fn soak_watch_reaps_only_abandoned_boxes() {
     const GRACE: u64 = SOAK_GRACE;
     const MARGIN: u64 = 15;
@@ -1731,9 +1712,7 @@ async fn soak_watch_reaps_only_abandoned_boxes() {
         s.parse()
             .unwrap_or_else(|_| panic!("SOAK_SEED={s:?} is not a whole number"))
     });
-    let Some(sbx) = Sandbox::new("watch-soak").await else {
-        return;
-    };
+    let sbx = Sandbox::new("watch-soak").await;
     // Dropped before `sbx`: no hold outlives the test, even on failure.
     let drivers: Drivers = Arc::new(Mutex::new(Vec::new()));
     let _holds = HoldsGuard(Arc::clone(&drivers));

@@ -6,6 +6,10 @@
 //! (exact label filters, 404 for missing objects, 409 for a volume in use) and
 //! nothing more. It must never be used to claim something about Docker itself:
 //! tests of that run against the real engine.
+//!
+//! A test double: compiled for the unit tests (`cfg(test)`) and under the
+//! `testing` feature, which the integration tests and benches turn on through
+//! the package's dev-dependency on itself; never in a plain or release build.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -24,6 +24,7 @@ pub mod connect;
 pub mod docker;
 pub mod endpoint;
 pub(crate) mod lazy;
+#[cfg(any(test, feature = "testing"))]
 pub mod memory;
 pub(crate) mod ssh;
 
@@ -66,8 +67,8 @@ pub type TarStream = BoxStream<'static, Result<Bytes, EngineError>>;
 pub type TarBody = BoxStream<'static, Result<Bytes, std::io::Error>>;
 
 /// A container engine as sandboxctl needs it. Implemented by the bollard engine
-/// (`docker::DockerEngine`, for Docker and Podman) and the in-memory engine
-/// (`memory::MemoryEngine`). Object safe: runs take `&dyn Engine`.
+/// (`docker::DockerEngine`, for Docker and Podman) and, for tests only (the
+/// `testing` feature), the in-memory engine (`memory::MemoryEngine`). Object safe: runs take `&dyn Engine`.
 ///
 /// Every call is one request (a container removal may be two: kill, then
 /// remove); none retries. Listings return what the engine returned: the caller

@@ -9,37 +9,33 @@
 //! `sandboxctl`'s own engine, so that it can check what the engine under test
 //! did. Never removes an image.
 //!
-//! Owns the "no engine" outcome too, for every real-engine test of the
-//! binary: those made on a `Sandbox` (its CLI runs included: `Sandbox::cli`),
-//! those of the extra-engine harness (`engines.rs`, whose engines load the
-//! main engine's test image) and those that only need to know an engine is
-//! there. `cargo test` without an engine fails once, with one line that says
-//! how to start one, and the engine-free tests run and pass as ever:
+//! Owns the gates of the "no engine" outcome too, for every real-engine test
+//! of the binary: those made on a `Sandbox` (its CLI runs included:
+//! `Sandbox::cli`), those of the extra-engine harness (`engines.rs`, whose
+//! engines load the main engine's test image) and those that only need to
+//! know an engine is there. Without an engine, `cargo test` reports each of
+//! them as ignored and fails once, with one line that says how to start one;
+//! the engine-free tests run and pass as ever (the runner's part is in
+//! `support::harness`):
 //!
-//! * The engine is pinged once per process ([`engine_status`]) where
-//!   sandboxctl finds it: `DOCKER_HOST`, else the local socket.
+//! * The engine is pinged once per process ([`engine_status`], before the
+//!   first test) where sandboxctl finds it: `DOCKER_HOST`, else the local
+//!   socket.
 //! * One test, [`engine_is_reachable`], fails without an engine, its output
-//!   that one line (no panic message, no backtrace).
-//! * Every other real-engine test starts at a gate that answers `None`,
-//!   silently, without an engine, and returns at once (it passes, without
-//!   output): `let Some(sbx) = Sandbox::new("x").await else { return };`;
-//!   `let Some(engine) = SecondDockerd::new().start().await else { return };`
-//!   (every `start` and `shared` of `engines.rs`, and its `main_host`); or,
-//!   for a test that needs no handle, `if engine_version().is_none() { return; }`.
-//!   Everything else that reaches the main engine (a `Sandbox`'s methods,
-//!   `Corner::on_main`, a CLI run against it) is used only past a gate.
-//! * A run that leaves [`engine_is_reachable`] out (a filter such as
-//!   `cargo test -- cli_docker::`, or `--skip`) would pass without testing
-//!   anything; there the first gate that finds no engine fails in its place,
-//!   with the same line, and the others stay silent. A run of one test per
-//!   process (nextest) fails each engine test that way.
-//! * With an engine every gate answers `Some`: nothing else changes.
+//!   that one line.
+//! * Every other real-engine test starts at a gate ([`engine_version`]:
+//!   `Sandbox::new`, every `start` and `shared` of `engines.rs`, its
+//!   `main_host`), which without an engine unwinds with [`NoEngine`]: the
+//!   test stops there and the runner reports it ignored. Everything else
+//!   that reaches the main engine (a `Sandbox`'s methods, `Corner::on_main`,
+//!   a CLI run against it) is used only past a gate.
+//! * With an engine every gate answers: nothing else changes.
 //!
 //! Tests run in parallel threads of one process: the only state shared
 //! between them is the imported test image and the engine check.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -86,8 +82,9 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 
 // ----- is there an engine? ----------------------------------------------------
 
-/// The panic payload of a real-engine test run without an engine. Raised with
-/// `resume_unwind`, which skips the panic hook: no "panicked at", no backtrace.
+/// The unwind payload of a real-engine test run without an engine, which the
+/// runner reports as ignored. Raised with `resume_unwind`, which skips the
+/// panic hook: no "panicked at", no backtrace.
 #[derive(Debug)]
 pub struct NoEngine;
 
@@ -152,77 +149,25 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     root.to_string()
 }
 
+trial!(engine_is_reachable);
 /// The one test that fails without an engine: its output is the line saying
-/// how to start one. Every other real-engine test passes a gate instead.
-#[test]
+/// how to start one. Every other real-engine test is ignored at its gate.
 fn engine_is_reachable() {
+    super::harness::reachability_test_ran();
     match engine_status() {
         Ok(version) => assert!(version.contains("API 1."), "{version}"),
-        Err(line) => fail_with(line),
+        Err(line) => super::harness::fail(line),
     }
 }
 
 /// The gate of a real-engine test: the engine's version when one answered the
-/// process's one ping; else `None`, silently, and the test returns at once
-/// (`if engine_version().is_none() { return; }`). Only when this run leaves
-/// [`engine_is_reachable`] out does the first gate without an engine fail in
-/// its place, with the same line.
-pub fn engine_version() -> Option<&'static str> {
-    static STAND_IN: AtomicBool = AtomicBool::new(false);
+/// process's one ping; else an unwind with [`NoEngine`] (no panic message),
+/// which the runner reports as "ignored" (see `support::harness`).
+pub fn engine_version() -> &'static str {
     match engine_status() {
-        Ok(version) => Some(version),
-        Err(line) => {
-            if !reachability_test_runs() && !STAND_IN.swap(true, Ordering::SeqCst) {
-                fail_with(line);
-            }
-            None
-        }
+        Ok(version) => version,
+        Err(_) => std::panic::resume_unwind(Box::new(NoEngine)),
     }
-}
-
-/// Fails the calling test with `line` as its only output: printed, then an
-/// unwind that skips the panic hook (no "panicked at", no backtrace).
-fn fail_with(line: &str) -> ! {
-    eprintln!("{line}");
-    std::panic::resume_unwind(Box::new(NoEngine))
-}
-
-/// Whether libtest runs [`engine_is_reachable`] in this process, from its
-/// command line: the name matches a filter (a substring, or the whole name
-/// with `--exact`) or there is none, no `--skip` matches it, and not only the
-/// ignored tests run.
-fn reachability_test_runs() -> bool {
-    // The test's name as libtest knows it: its path without the crate.
-    let path = module_path!();
-    let name = format!(
-        "{}::engine_is_reachable",
-        path.split_once("::").map_or(path, |(_, rest)| rest)
-    );
-    let (mut filters, mut skips, mut exact) = (Vec::new(), Vec::new(), false);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--exact" => exact = true,
-            "--ignored" => return false,
-            "--skip" => skips.extend(args.next()),
-            "--test-threads" | "--format" | "--logfile" | "--color" | "--shuffle-seed" | "-Z" => {
-                args.next();
-            }
-            _ => match arg.strip_prefix("--skip=") {
-                Some(skip) => skips.push(skip.to_string()),
-                None if arg.starts_with('-') => {}
-                None => filters.push(arg),
-            },
-        }
-    }
-    let matches = |f: &String| {
-        if exact {
-            *f == name
-        } else {
-            name.contains(f.as_str())
-        }
-    };
-    (filters.is_empty() || filters.iter().any(matches)) && !skips.iter().any(matches)
 }
 
 // ----- what the harness creates -------------------------------------------------
@@ -538,8 +483,8 @@ struct Owned {
 }
 
 /// One test's isolated corner of the Docker daemon. Create it first in every
-/// real-engine test (it is the gate: `let Some(sbx) = Sandbox::new("x").await
-/// else { return };`); drop it (end of scope, or unwinding) to remove
+/// real-engine test (it is the gate: `let sbx = Sandbox::new("x").await;`);
+/// drop it (end of scope, or unwinding) to remove
 /// everything it made.
 ///
 /// Run the CLI against it only with `--scope <sandbox.scope_arg()>`: without
@@ -555,31 +500,26 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// `None` without an engine (see [`engine_version`]): the test returns at
-    /// once. Else connects to it (as sandboxctl does: `DOCKER_HOST` or the
+    /// A gate (see [`engine_version`]): without an engine the test stops here,
+    /// ignored. Else connects to it (as sandboxctl does: `DOCKER_HOST` or the
     /// local socket), imports the test image once per process, and picks a
     /// scope value `<test>-<pid>-<nanos>-<n>` no other test can have.
-    pub async fn new(test: &str) -> Option<Sandbox> {
-        engine_version()?;
+    pub async fn new(test: &str) -> Sandbox {
+        engine_version();
         let docker = connect().await;
         let image_id = test_image(&docker).await;
-        Some(Sandbox::with(test, docker, None, image_id))
+        Sandbox::with(test, docker, None, image_id)
     }
 
     /// The same on another engine, at the `unix://` address `host` (a
     /// dockerd the test started: its own load stays off the main engine).
-    /// Imports the test image there unless it has it. `None` without the
-    /// main engine, as [`Sandbox::new`].
-    pub async fn at(test: &str, host: &str) -> Option<Sandbox> {
-        engine_version()?;
+    /// Imports the test image there unless it has it. A gate, as
+    /// [`Sandbox::new`].
+    pub async fn at(test: &str, host: &str) -> Sandbox {
+        engine_version();
         let docker = connect_to(Some(host)).await;
         let image_id = ensure_test_image(&docker).await;
-        Some(Sandbox::with(
-            test,
-            docker,
-            Some(host.to_string()),
-            image_id,
-        ))
+        Sandbox::with(test, docker, Some(host.to_string()), image_id)
     }
 
     fn with(test: &str, docker: Docker, host: Option<String>, image_id: String) -> Sandbox {

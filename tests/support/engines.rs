@@ -26,10 +26,10 @@
 //! daemon's log tail when it is not met.
 //!
 //! Needs the main engine too: the test image comes from it. Every `start` and
-//! `shared` is therefore a gate (see `support::docker`): `None`, before
-//! anything is started, when the main engine does not answer, and the test
-//! returns at once. So is [`main_host`]; [`Corner::on_main`] is used only past
-//! a gate.
+//! `shared` is therefore a gate (see `support::docker`): when the main engine
+//! does not answer, the test stops there, before anything is started, and is
+//! reported ignored. So is [`main_host`]; [`Corner::on_main`] is used only
+//! past a gate.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -172,8 +172,8 @@ impl SecondDockerd {
         self
     }
 
-    /// Starts an engine of its own (not shared); `None` without the main engine.
-    pub async fn start(self) -> Option<Engine> {
+    /// Starts an engine of its own (not shared); a gate (see `support::docker`).
+    pub async fn start(self) -> Engine {
         start_engine(Spec::Dockerd {
             current: false,
             listen: self.listen,
@@ -182,8 +182,8 @@ impl SecondDockerd {
     }
 
     /// The engine every test of this process shares for this configuration;
-    /// `None` without the main engine.
-    pub async fn shared(self) -> Option<Engine> {
+    /// a gate (see `support::docker`).
+    pub async fn shared(self) -> Engine {
         shared_engine(Spec::Dockerd {
             current: false,
             listen: self.listen,
@@ -204,8 +204,8 @@ impl TlsDockerd {
         self
     }
 
-    /// Starts an engine of its own (not shared); `None` without the main engine.
-    pub async fn start(self) -> Option<Engine> {
+    /// Starts an engine of its own (not shared); a gate (see `support::docker`).
+    pub async fn start(self) -> Engine {
         start_engine(Spec::Dockerd {
             current: self.current,
             listen: Listen::Tls,
@@ -214,8 +214,8 @@ impl TlsDockerd {
     }
 
     /// The engine every test of this process shares for this configuration;
-    /// `None` without the main engine.
-    pub async fn shared(self) -> Option<Engine> {
+    /// a gate (see `support::docker`).
+    pub async fn shared(self) -> Engine {
         shared_engine(Spec::Dockerd {
             current: self.current,
             listen: Listen::Tls,
@@ -236,8 +236,8 @@ impl CurrentDocker {
         self
     }
 
-    /// Starts an engine of its own (not shared); `None` without the main engine.
-    pub async fn start(self) -> Option<Engine> {
+    /// Starts an engine of its own (not shared); a gate (see `support::docker`).
+    pub async fn start(self) -> Engine {
         start_engine(Spec::Dockerd {
             current: true,
             listen: self.listen,
@@ -246,8 +246,8 @@ impl CurrentDocker {
     }
 
     /// The engine every test of this process shares for this configuration;
-    /// `None` without the main engine.
-    pub async fn shared(self) -> Option<Engine> {
+    /// a gate (see `support::docker`).
+    pub async fn shared(self) -> Engine {
         shared_engine(Spec::Dockerd {
             current: true,
             listen: self.listen,
@@ -262,14 +262,14 @@ impl Podman {
         Podman::default()
     }
 
-    /// Starts a service of its own (not shared); `None` without the main engine.
-    pub async fn start(self) -> Option<Engine> {
+    /// Starts a service of its own (not shared); a gate (see `support::docker`).
+    pub async fn start(self) -> Engine {
         start_engine(Spec::Podman).await
     }
 
-    /// The service every test of this process shares; `None` without the main
-    /// engine.
-    pub async fn shared(self) -> Option<Engine> {
+    /// The service every test of this process shares; a gate (see
+    /// `support::docker`).
+    pub async fn shared(self) -> Engine {
         shared_engine(Spec::Podman).await
     }
 }
@@ -650,21 +650,20 @@ type Slot = Arc<Mutex<Weak<EngineInner>>>;
 static REGISTRY: LazyLock<Mutex<HashMap<Spec, Slot>>> = LazyLock::new(Default::default);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-async fn start_engine(spec: Spec) -> Option<Engine> {
-    engine_version()?;
+async fn start_engine(spec: Spec) -> Engine {
+    engine_version();
     ensure_main_test_image().await;
-    let engine = tokio::task::spawn_blocking(move || Engine {
+    tokio::task::spawn_blocking(move || Engine {
         inner: Arc::new(start_blocking(spec)),
     })
     .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    Some(engine)
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-async fn shared_engine(spec: Spec) -> Option<Engine> {
-    engine_version()?;
+async fn shared_engine(spec: Spec) -> Engine {
+    engine_version();
     ensure_main_test_image().await;
-    let engine = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let slot = REGISTRY
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -680,8 +679,7 @@ async fn shared_engine(spec: Spec) -> Option<Engine> {
         Engine { inner }
     })
     .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    Some(engine)
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
 /// Makes sure the main engine has [`TEST_IMAGE`], through the same path the
@@ -1661,11 +1659,10 @@ fn tail(path: &Path, lines: usize) -> String {
 // ----- one test's objects on any engine -------------------------------------
 
 /// The main engine's address as the harness reaches it: `DOCKER_HOST` when it
-/// is a `unix://` address, else the local socket. `None` when no engine
-/// answers: a gate, like `Sandbox::new`.
-pub fn main_host() -> Option<String> {
-    engine_version()?;
-    Some(main_address())
+/// is a `unix://` address, else the local socket. A gate, like `Sandbox::new`.
+pub fn main_host() -> String {
+    engine_version();
+    main_address()
 }
 
 /// [`main_host`] without the gate, for the harness past one.

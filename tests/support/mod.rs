@@ -1,6 +1,9 @@
 //! Shared test support: fixtures, the real-engine harness, the CLI runner.
 #![allow(dead_code)]
 
+// First: `trial!` is used by the modules after it.
+#[macro_use]
+pub mod harness;
 pub mod assert;
 pub mod cli;
 pub mod docker;
