@@ -666,18 +666,17 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
         .json()
         .arg("plan")
         .run();
-    let plan = on_worker.expect_code(0).plan();
-    assert!(!on_worker.stderr.contains("swarm"), "{}", on_worker.dump());
-    assert!(
-        plan.incomplete.is_empty() && plan.steps.is_empty(),
-        "{plan:#?}"
-    );
-    assert!(
-        plan.blocked
-            .iter()
-            .any(|b| b.kind == Kind::Container && b.why.code() == "ownedByOrchestrator"),
-        "{plan:#?}"
-    );
+    // One `[[engine]]` table makes a fleet of one: its plan is `engines[0]`.
+    on_worker.expect_code(0);
+    let fleet: serde_json::Value = serde_json::from_str(&on_worker.stdout).unwrap();
+    let plan = &fleet["engines"][0];
+    let dump = on_worker.dump();
+    assert!(!on_worker.stderr.contains("swarm"), "{dump}");
+    assert_eq!(plan["swarmOutOfScope"], true, "{dump}");
+    assert!(plan.get("incomplete").is_none(), "{dump}");
+    assert_eq!(plan["steps"].as_array().map(Vec::len), Some(0), "{dump}");
+    let owned = |b: &serde_json::Value| b["why"]["code"] == "ownedByOrchestrator";
+    assert!(plan["blocked"].as_array().unwrap().iter().any(owned), "{dump}");
 
     // A fleet with an entry per node.
     let fleet = format!(
