@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use bollard::models::{
     ContainerInspectResponse, ContainerSummary, ImageSummary, MountPoint, Network, Volume,
 };
+use time::format_description::well_known::Rfc3339;
 
 use crate::engine::Event;
 use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
@@ -128,31 +129,24 @@ pub(crate) fn parse_time(text: &str) -> Option<i64> {
 }
 
 /// Parses an engine timestamp (RFC 3339, UTC or with an offset, any fraction)
-/// into Unix milliseconds.
+/// into Unix milliseconds (the fraction cut to whole milliseconds). None for
+/// Docker's zero time (`0001-01-01T00:00:00Z`, Go's empty time), for a time
+/// before 1970, and for anything that is not RFC 3339 with `T` or a space
+/// between date and time and an upper-case `Z` (as engines write it; the
+/// crate would also take a lower-case `t`/`z` or any separator byte). A leap
+/// second (`23:59:60` at the end of a month, UTC) is the last instant of its
+/// minute, `23:59:59.999`; elsewhere it is refused.
 pub(crate) fn parse_time_ms(text: &str) -> Option<i64> {
     let text = text.trim();
-    if text.is_empty() || text.starts_with("0001-01-01") {
+    if text.starts_with("0001-01-01")
+        || !matches!(text.as_bytes().get(10), Some(b'T' | b' '))
+        || text.ends_with('z')
+    {
         return None;
     }
-    let unix = |t: std::time::SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .ok()
-            .and_then(|d| i64::try_from(d.as_millis()).ok())
-    };
-    if let Ok(t) = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')) {
-        return unix(t);
-    }
-    // `...+01:00` / `...-05:00`: humantime knows only UTC; apply the offset.
-    let (body, offset) = text.split_at(text.len().checked_sub(6)?);
-    let sign = match offset.as_bytes().first()? {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (h, m) = offset[1..].split_once(':')?;
-    let shift = sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60);
-    let t = humantime::parse_rfc3339_weak(body).ok()?;
-    Some(unix(t)? - shift * 1000)
+    let t = time::OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    let ms = i64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000)).ok()?;
+    (ms >= 0).then_some(ms)
 }
 
 /// The mounts of type `volume` (named volumes; bind mounts and tmpfs are not
@@ -345,6 +339,64 @@ mod tests {
         assert_eq!(parse_time("0001-01-01T00:00:00Z"), None);
         assert_eq!(parse_time(""), None);
         assert_eq!(parse_time("yesterday"), None);
+    }
+
+    #[test]
+    fn parses_engine_times_as_the_former_parser_did() {
+        // A space for the `T`, surrounding white space, any number of digits
+        // (cut to whole milliseconds), `+00:00` and `-00:00` for `Z`.
+        assert_eq!(parse_time("1970-01-01 00:01:00Z"), Some(60));
+        assert_eq!(parse_time(" 2024-01-01T00:00:00Z\n"), Some(1_704_067_200));
+        assert_eq!(parse_time_ms("1970-01-01T00:00:01.999999999Z"), Some(1999));
+        assert_eq!(
+            parse_time_ms("1970-01-01T00:01:00.1234567891Z"),
+            Some(60_123)
+        );
+        assert_eq!(parse_time("1970-01-01T00:01:00+00:00"), Some(60));
+        assert_eq!(parse_time("1970-01-01T00:01:00-00:00"), Some(60));
+        assert_eq!(
+            parse_time_ms("2024-02-29T23:30:00.5-05:30"),
+            Some(1_709_269_200_500)
+        );
+        assert_eq!(parse_time("9999-12-31T23:59:59Z"), Some(253_402_300_799));
+        // Lower case, other separators, no zone, bad dates and offsets: none.
+        for bad in [
+            "1970-01-01t00:01:00Z",
+            "1970-01-01T00:01:00z",
+            "1970-01-01x00:01:00Z",
+            "1970-01-01T00:01:00",
+            "1970-01-01T00:01:00+0100",
+            "1970-01-01T00:01:00 +01:00",
+            "2023-02-29T00:00:00Z",
+            "2016-12-31T23:59:61Z",
+            "0001-01-01T00:00:00+00:00",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_engine_times_with_an_offset_and_a_fraction() {
+        // Podman writes local times with nanoseconds: the offset counts (the
+        // former parser dropped a `+hh:mm` offset after a fraction).
+        assert_eq!(
+            parse_time_ms("2024-06-01T12:00:00.000000000+02:00"),
+            Some(1_717_236_000_000)
+        );
+        assert_eq!(parse_time_ms("1970-01-01T01:01:00.5+01:00"), Some(60_500));
+    }
+
+    #[test]
+    fn a_leap_second_is_the_last_instant_of_its_minute() {
+        assert_eq!(parse_time("2016-12-31T23:59:60Z"), Some(1_483_228_799));
+        assert_eq!(parse_time("2016-12-31T18:59:60-05:00"), Some(1_483_228_799));
+        assert_eq!(
+            parse_time_ms("2016-12-31T23:59:60Z"),
+            Some(1_483_228_799_999)
+        );
+        // Not at the end of a month (UTC): no leap second was ever there.
+        assert_eq!(parse_time("2020-05-05T12:00:60Z"), None);
     }
 
     fn mount(typ: &str, name: Option<&str>) -> MountPoint {
