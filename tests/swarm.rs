@@ -676,7 +676,10 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     assert!(plan.get("incomplete").is_none(), "{dump}");
     assert_eq!(plan["steps"].as_array().map(Vec::len), Some(0), "{dump}");
     let owned = |b: &serde_json::Value| b["why"]["code"] == "ownedByOrchestrator";
-    assert!(plan["blocked"].as_array().unwrap().iter().any(owned), "{dump}");
+    assert!(
+        plan["blocked"].as_array().unwrap().iter().any(owned),
+        "{dump}"
+    );
 
     // A fleet with an entry per node.
     let fleet = format!(
