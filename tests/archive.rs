@@ -462,7 +462,11 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
     let out =
         sbx.cli()
             .docker_host(&proxy.docker_host())
-            .run_with(["--timeout", "2", "restore", &path]);
+            // 5 s: long enough that the helper's create (not delayed)
+            // answers on a loaded machine; a create past its deadline that
+            // the engine completes anyway leaves a labeled helper holding the
+            // volume (seen once in CI at 2 s; reclaimed by the next apply).
+            .run_with(["--timeout", "5", "restore", &path]);
     out.expect_code(1);
     let took = started.elapsed();
     assert!(
