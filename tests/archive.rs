@@ -459,14 +459,14 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
         .on("PUT", "/archive")
         .delay(std::time::Duration::from_secs(120));
     let started = std::time::Instant::now();
-    let out =
-        sbx.cli()
-            .docker_host(&proxy.docker_host())
-            // 5 s: long enough that the helper's create (not delayed)
-            // answers on a loaded machine; a create past its deadline that
-            // the engine completes anyway leaves a labeled helper holding the
-            // volume (seen once in CI at 2 s; reclaimed by the next apply).
-            .run_with(["--timeout", "5", "restore", &path]);
+    let out = sbx
+        .cli()
+        .docker_host(&proxy.docker_host())
+        // 5 s: long enough that the helper's create (not delayed)
+        // answers on a loaded machine; a create past its deadline that
+        // the engine completes anyway leaves a labeled helper holding the
+        // volume (seen once in CI at 2 s; reclaimed by the next apply).
+        .run_with(["--timeout", "5", "restore", &path]);
     out.expect_code(1);
     let took = started.elapsed();
     assert!(

@@ -20,6 +20,8 @@ use bollard::errors::Error as BollardError;
 use bollard::Docker;
 
 use self::errors::map_error;
+/// For the in-memory engine, which reads its fixtures' times as Docker's.
+#[cfg(any(test, feature = "testing"))]
 pub(crate) use self::wire::parse_time;
 use super::connect::whole_seconds;
 use super::{EngineError, ErrorKind};
