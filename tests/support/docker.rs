@@ -664,10 +664,18 @@ impl Sandbox {
             labels: Some(labels.into_iter().collect()),
             ..Default::default()
         };
-        let id = within("create network", self.docker.create_network(request))
-            .await
-            .unwrap_or_else(|e| panic!("create network {name}: {e}"))
-            .id;
+        // Every bridge network on the host holds one of the engine's 31
+        // default pools while it exists; other tests give theirs back.
+        let deadline = std::time::Instant::now() + POOL_WAIT;
+        let id = loop {
+            match within("create network", self.docker.create_network(request.clone())).await {
+                Ok(made) => break made.id,
+                Err(e) if e.to_string().contains(NO_POOL) && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("create network {name}: {e}"),
+            }
+        };
         Network { id, name }
     }
 
@@ -1135,6 +1143,11 @@ async fn connect_to(host: Option<&str>) -> Docker {
         .await
         .unwrap_or_else(|e| panic!("the engine at {host} does not answer: {e}"))
 }
+
+/// Docker's answer when every default address pool is taken.
+const NO_POOL: &str = "could not find an available, non-overlapping IPv4 address pool";
+/// How long a network's creation waits for a pool another test gives back.
+const POOL_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Bounds one harness call by [`CALL_TIMEOUT`].
 async fn within<T>(

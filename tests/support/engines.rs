@@ -773,10 +773,17 @@ fn start_dockerd(current: bool, listen: Listen) -> EngineInner {
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()
     };
     let dir = new_dir(if current { "docker26" } else { "dockerd" });
-    let (bridge, _subnet) = claim_bridge(&dir);
+    let (bridge, subnet) = claim_bridge(&dir);
     let d = dir.display().to_string();
     let socket = dir.join("docker.sock");
-    let mut config = serde_json::json!({});
+    // Networks made on this engine (a swarm's `docker_gwbridge` included)
+    // take their subnets from a pool of its own: the default pools are the
+    // host's, and every bridge network of every engine takes one of the 31
+    // for as long as it exists, so the main engine ran out while tests
+    // kept networks on a few private engines.
+    let mut config = serde_json::json!({
+        "default-address-pools": [{"base": address_pool(subnet), "size": 27}]
+    });
     if !current {
         // 20.10 keeps its engine ID in a key file: without one of its own it
         // reports the main engine's ID. 26.1 keeps it in the data root.
@@ -1372,6 +1379,13 @@ fn make_leaf(ca: &Path, out: &Path, name: &str, extensions: &str) {
 /// subnet `10.213.N.0/24` no route uses, gives it `10.213.N.1/24` and brings
 /// it up. `ip link add` fails when the name exists, so concurrent processes
 /// never share one. Records the name in `dir/bridge` for reclaiming.
+/// The networks' pool of the engine on bridge `n` (1..=250): a /22 of its
+/// own, 32 networks of /27, far from the main engine's default pools
+/// (172.17-31/16, 192.168/16) and from the bridges' `BRIDGE_NET.n.0/24`.
+fn address_pool(n: u32) -> String {
+    format!("10.{}.{}.0/22", 214 + n / 64, (n % 64) * 4)
+}
+
 fn claim_bridge(dir: &Path) -> (String, u32) {
     let routes = Command::new("ip")
         .args(["-4", "route", "show"])
