@@ -20,8 +20,8 @@ mod engine;
 mod world;
 
 pub use self::world::{
-    box_labels, ContainerInfo, NetworkInfo, ServiceInfo, SwarmObjectInfo, SwarmRole, VolumeInfo,
-    World,
+    box_labels, ContainerInfo, NamedInfo, NetworkInfo, ServiceInfo, SwarmObjectInfo, SwarmRole,
+    VolumeInfo, World,
 };
 
 use std::collections::BTreeMap;
