@@ -341,16 +341,10 @@ mod tests {
         let b = engine("b", &["keep"]);
         let down = engine("down", &["leak"]);
         down.disconnect();
-        let goal = Goal::Reconcile {
-            boxes: vec![DeclaredBox {
-                engine: Some("a".into()),
-                ..DeclaredBox::new("keep")
-            }],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::declaring(vec![DeclaredBox {
+            engine: Some("a".into()),
+            ..DeclaredBox::new("keep")
+        }]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone(), down.clone()];
         let options = ApplyOptions {
             budget: Some(Arc::new(tokio::sync::Semaphore::new(2))),
@@ -403,13 +397,7 @@ mod tests {
         let a = engine("a", &["x"]);
         let b = engine("b", &["y"]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
-        let goal = Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::nothing_declared();
         let saved = FleetPlan::of(&plan_all(&engines, &goal, &Scope::default(), 0).await);
         saved.validate().unwrap();
         // Engine b as it is now: another actor made box z since the plan.

@@ -153,7 +153,7 @@ fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, Stri
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::memory::{
         box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
@@ -164,7 +164,7 @@ mod tests {
     use crate::model::Outcome;
     use crate::plan::DeclaredBox;
 
-    const NOW: i64 = 1_800_000_000;
+    pub(crate) const NOW: i64 = 1_800_000_000;
 
     fn cancelled() -> CancellationToken {
         let token = CancellationToken::new();
@@ -192,16 +192,11 @@ mod tests {
 
     /// Box `a` declared, nothing else.
     fn declared_a() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![DeclaredBox::new("a")],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::declaring(vec![DeclaredBox::new("a")])
     }
 
-    async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
+    /// One reconcile of `goal` on `engine` at `NOW`, every option the default.
+    pub(crate) async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
         reconcile_once(
             engine,
             goal,

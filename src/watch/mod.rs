@@ -350,13 +350,7 @@ mod tests {
     }
 
     fn goal() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::nothing_declared()
     }
 
     #[test]

@@ -13,14 +13,12 @@ use crate::engine::memory::{
 use crate::engine::{Engine, EngineError, ErrorKind, Helper, HELPER_MOUNT};
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::Silent;
-use crate::exec::reconcile::reconcile_once;
+use crate::exec::reconcile::tests::{once, NOW};
 use crate::model::{
     ImageInfo, Kind, ObjectKey, Outcome, Reason, Scope, ARCHIVE_HELPER_ROLE, ROLE_LABEL,
 };
 use crate::plan::{ArchivePolicy, Goal};
 use tokio_util::sync::CancellationToken;
-
-const NOW: i64 = 1_800_000_000;
 
 /// A tar as the engine streams a helper's mount: `ca-sbx-volume/` and
 /// what is under it, a long name (a GNU or pax header) among them.
@@ -76,27 +74,11 @@ pub(super) fn engine_with(images: Vec<ImageInfo>) -> MemoryEngine {
 }
 
 pub(super) fn goal(dir: &Path) -> Goal {
-    Goal::Reconcile {
-        boxes: vec![],
-        keep_volumes: vec![],
-        grace: None,
-        max_lease: None,
-        archive: Some(ArchivePolicy::new(&dir.to_string_lossy())),
-    }
+    Goal::nothing_declared().with_archive(Some(ArchivePolicy::new(&dir.to_string_lossy())))
 }
 
 pub(super) async fn run(engine: &MemoryEngine, goal: &Goal) -> crate::exec::report::Report {
-    reconcile_once(
-        engine,
-        goal,
-        &Scope::default(),
-        NOW,
-        &ApplyOptions::default(),
-        &CancellationToken::new(),
-        &Silent,
-    )
-    .await
-    .unwrap()
+    once(engine, goal).await.unwrap()
 }
 
 /// Every file under `dir`, relative, sorted.
@@ -298,13 +280,7 @@ async fn a_late_helper_of_the_scope_does_not_keep_a_volume() {
             images: vec![image()],
             ..World::default()
         });
-        let goal = Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::nothing_declared();
         let listed = crate::exec::list::inventory(&engine, &Scope::default())
             .await
             .unwrap();
