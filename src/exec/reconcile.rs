@@ -158,7 +158,7 @@ pub(crate) mod tests {
     use crate::engine::memory::{
         box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
     };
-    use crate::engine::{EngineError, ErrorKind};
+    use crate::engine::EngineError;
     use crate::exec::event::Silent;
     use crate::model::Kind;
     use crate::model::Outcome;
@@ -247,13 +247,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_failed_volume_listing_keeps_what_a_lease_could_hold_and_names_it() {
         let engine = MemoryEngine::new(world());
-        let err = EngineError::new(
-            "list volumes",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
-        );
+        let err = EngineError::status_500("list volumes", "boom");
         engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 2);
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(!report.converged);
@@ -369,13 +363,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn a_failed_removal_skips_what_waits_for_it_and_is_not_converged() {
         let engine = MemoryEngine::new(world());
-        let err = EngineError::new(
-            "remove container c1",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "driver failed".into(),
-            },
-        );
+        let err = EngineError::status_500("remove container c1", "driver failed");
         engine.inject(Op::Remove(Kind::Container), None, FaultAction::Fail(err), 1);
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(!report.converged);

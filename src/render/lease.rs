@@ -310,7 +310,7 @@ fn left_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{EngineError, ErrorKind};
+    use crate::engine::EngineError;
 
     fn lease(volume: &str, until: i64) -> Lease {
         Lease {
@@ -323,13 +323,7 @@ mod tests {
     }
 
     fn boom() -> EngineError {
-        EngineError::new(
-            "remove volume v",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "evil\n\u{202e}".into(),
-            },
-        )
+        EngineError::status_500("remove volume v", "evil\n\u{202e}")
     }
 
     fn taken() -> LeaseRun {

@@ -411,13 +411,7 @@ mod tests {
     }
 
     fn failure() -> EngineError {
-        EngineError::new(
-            "list volumes",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
-        )
+        EngineError::status_500("list volumes", "boom")
     }
 
     #[tokio::test]

@@ -371,13 +371,7 @@ mod tests {
         engine.inject(
             Op::CreateHelper,
             None,
-            FaultAction::Fail(EngineError::new(
-                "create a helper container",
-                crate::model::ErrorKind::Other {
-                    status: Some(500),
-                    message: "no".into(),
-                },
-            )),
+            FaultAction::Fail(EngineError::status_500("create a helper container", "no")),
             usize::MAX,
         );
         let scope = scope_labels(&Scope::default());
