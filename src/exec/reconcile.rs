@@ -197,11 +197,32 @@ pub(crate) mod tests {
 
     /// One reconcile of `goal` on `engine` at `NOW`, every option the default.
     pub(crate) async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
+        once_until(engine, goal, &CancellationToken::new()).await
+    }
+
+    /// The same, until `cancel` is cancelled.
+    async fn once_until(
+        engine: &MemoryEngine,
+        goal: &Goal,
+        cancel: &CancellationToken,
+    ) -> Result<Report, Early> {
         reconcile_once(
             engine,
             goal,
             &Scope::default(),
             NOW,
+            &ApplyOptions::default(),
+            cancel,
+            &Silent,
+        )
+        .await
+    }
+
+    /// `plan` applied on `engine`, every option the default.
+    pub(crate) async fn applied(engine: &MemoryEngine, plan: &Plan) -> crate::exec::apply::Applied {
+        apply(
+            engine,
+            plan,
             &ApplyOptions::default(),
             &CancellationToken::new(),
             &Silent,
@@ -341,17 +362,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn an_interrupted_run_starts_nothing_and_reports_every_leftover() {
         let engine = MemoryEngine::new(world());
-        let report = reconcile_once(
-            &engine,
-            &leaks(),
-            &Scope::default(),
-            NOW,
-            &ApplyOptions::default(),
-            &cancelled(),
-            &Silent,
-        )
-        .await
-        .unwrap();
+        let report = once_until(&engine, &leaks(), &cancelled()).await.unwrap();
         assert!(report.interrupted && !report.converged);
         let codes: Vec<String> = report
             .all_remaining()

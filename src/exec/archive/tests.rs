@@ -11,14 +11,11 @@ use crate::engine::memory::{
     box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
 };
 use crate::engine::{Engine, EngineError, ErrorKind, Helper, HELPER_MOUNT};
-use crate::exec::apply::ApplyOptions;
-use crate::exec::event::Silent;
-use crate::exec::reconcile::tests::{once, NOW};
+use crate::exec::reconcile::tests::{applied, once, NOW};
 use crate::model::{
     ImageInfo, Kind, ObjectKey, Outcome, Reason, Scope, ARCHIVE_HELPER_ROLE, ROLE_LABEL,
 };
 use crate::plan::{ArchivePolicy, Goal};
-use tokio_util::sync::CancellationToken;
 
 /// A tar as the engine streams a helper's mount: `ca-sbx-volume/` and
 /// what is under it, a long name (a GNU or pax header) among them.
@@ -296,14 +293,7 @@ async fn a_late_helper_of_the_scope_does_not_keep_a_volume() {
             labels,
         };
         engine.create_helper(&late).await.unwrap();
-        let applied = crate::exec::apply::apply(
-            &engine,
-            &plan,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let applied = applied(&engine, &plan).await;
         let world = engine.world();
         if removed {
             assert_eq!(applied.outcomes, vec![Outcome::Removed]);
@@ -603,7 +593,6 @@ async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
 
 #[tokio::test]
 async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
-    use crate::exec::apply::apply;
     use crate::exec::list::plan_once;
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_with(vec![]);
@@ -619,14 +608,7 @@ async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
         plan.steps[volume].archive.as_deref(),
         Some(&*dir.path().to_string_lossy())
     );
-    let applied = apply(
-        &engine,
-        &plan,
-        &ApplyOptions::default(),
-        &CancellationToken::new(),
-        &Silent,
-    )
-    .await;
+    let applied = applied(&engine, &plan).await;
     assert!(matches!(
         applied.outcomes[volume],
         Outcome::ArchiveFailed(_)
