@@ -182,13 +182,11 @@ impl FleetPlan {
         for part in &planned.parts {
             match &part.result {
                 Ok(shown) => fleet.engines.push(shown.value.1.clone()),
-                Err(e) => fleet.failures.push(Failure {
-                    kind: "engine".into(),
-                    engine: part.engine.clone(),
-                    name: part.endpoint.clone(),
-                    id: None,
-                    error: e.to_string(),
-                }),
+                Err(e) => fleet.failures.push(Failure::engine(
+                    &part.engine,
+                    &part.endpoint,
+                    e.to_string(),
+                )),
             }
         }
         fleet

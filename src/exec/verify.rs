@@ -99,13 +99,11 @@ pub async fn verify_with(
     let incomplete = |report: &mut Report, texts: &[String]| {
         for text in texts {
             if !report.failures.iter().any(|f| f.error == *text) {
-                report.failures.push(Failure {
-                    kind: "engine".into(),
-                    engine: engine.name().to_string(),
-                    name: engine.endpoint().to_string(),
-                    id: None,
-                    error: text.clone(),
-                });
+                report.failures.push(Failure::engine(
+                    engine.name(),
+                    engine.endpoint(),
+                    text.clone(),
+                ));
             }
         }
     };
@@ -137,13 +135,11 @@ pub async fn verify_with(
             report.converged = report.failures.is_empty() && again.is_empty();
         }
         Err(e) => {
-            report.failures.push(Failure {
-                kind: "engine".into(),
-                engine: engine.name().to_string(),
-                name: engine.endpoint().to_string(),
-                id: None,
-                error: format!("verification failed: {e}"),
-            });
+            report.failures.push(Failure::engine(
+                engine.name(),
+                engine.endpoint(),
+                format!("verification failed: {e}"),
+            ));
             // Without a fresh listing, everything not confirmed gone is reported left.
             for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
                 if !outcome.is_success() {
