@@ -276,9 +276,8 @@ async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
 
 #[tokio::test]
 async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
-    use std::os::unix::fs::PermissionsExt as _;
-    // SAFETY: a plain syscall; 022 is this test binary's usual umask.
-    unsafe { libc::umask(0o022) };
+    use crate::exec::files::tests::{mode, umask_022};
+    umask_022();
     let files = tempfile::tempdir().unwrap();
     let target = files.path().join("target");
     std::fs::write(&target, "keep me\n").unwrap();
@@ -292,8 +291,7 @@ async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
     let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert!(plan.is_object(), "{plan}");
-    let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o7777;
-    assert_eq!(mode, 0o600, "a saved plan is its user's alone");
+    assert_eq!(mode(&saved), 0o600, "a saved plan is its user's alone");
     let mut names: Vec<String> = std::fs::read_dir(files.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -11,6 +11,7 @@ use crate::engine::memory::{
     box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
 };
 use crate::engine::{Engine, EngineError, ErrorKind, Helper, HELPER_MOUNT};
+use crate::exec::files::tests::{mode, umask_022};
 use crate::exec::reconcile::tests::{applied, once, NOW};
 use crate::model::{
     ImageInfo, Kind, ObjectKey, Outcome, Reason, Scope, ARCHIVE_HELPER_ROLE, ROLE_LABEL,
@@ -496,19 +497,9 @@ async fn an_unwritable_folder_leaves_the_volume() {
     ));
 }
 
-fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::symlink_metadata(path)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
 #[tokio::test]
 async fn archives_are_0600_and_the_folders_made_0700_under_umask_022() {
-    // SAFETY: a plain syscall; 022 is this test binary's usual umask.
-    unsafe { libc::umask(0o022) };
+    umask_022();
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("archive");
     let engine = engine_with(vec![image()]);
