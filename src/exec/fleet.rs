@@ -18,12 +18,9 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::exec::apply::ApplyOptions;
-use crate::exec::event::Observer;
-use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once};
+use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Carry};
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
@@ -223,13 +220,11 @@ pub(crate) async fn reconcile_all(
     goal: &Goal,
     scope: &Scope,
     now: i64,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> FleetReport {
     merge(
         each(engines, |_, e| async move {
-            reconcile_once(e, goal, scope, now, options, cancel, observer)
+            reconcile_once(e, goal, scope, now, carry)
                 .await
                 .map_err(PartError::from)
         })
@@ -247,9 +242,7 @@ pub(crate) async fn reconcile_saved_all(
     engines: &[Arc<dyn Engine>],
     saved: &FleetPlan,
     path: &Path,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> FleetReport {
     let plan_file = |detail: String| PlanFileError {
         path: path.to_path_buf(),
@@ -307,7 +300,7 @@ pub(crate) async fn reconcile_saved_all(
                 ))
                 .into()),
                 Ok(Err(unchecked)) => Ok(unchecked.clone()),
-                Ok(Ok(plan)) => Ok(execute(e, plan, options, cancel, observer).await),
+                Ok(Ok(plan)) => Ok(execute(e, plan, carry).await),
             }
         })
         .await,
@@ -326,8 +319,10 @@ pub(crate) async fn reconcile_saved_all(
 mod tests {
     use super::*;
     use crate::engine::memory::MemoryEngine;
+    use crate::exec::apply::ApplyOptions;
     use crate::exec::event::Silent;
     use crate::plan::DeclaredBox;
+    use tokio_util::sync::CancellationToken;
 
     fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
         Arc::new(MemoryEngine::with_boxes(name, boxes))
@@ -348,16 +343,9 @@ mod tests {
             budget: Some(Arc::new(tokio::sync::Semaphore::new(2))),
             ..ApplyOptions::default()
         };
-        let report = reconcile_all(
-            &engines,
-            &goal,
-            &Scope::default(),
-            0,
-            &options,
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let cancel = CancellationToken::new();
+        let carry = Carry::new(&options, &cancel, &Silent);
+        let report = reconcile_all(&engines, &goal, &Scope::default(), 0, &carry).await;
         assert!(!report.report.converged);
         let gone: Vec<(String, String)> = report
             .report
@@ -401,15 +389,10 @@ mod tests {
         // Engine b as it is now: another actor made box z since the plan.
         let b = engine("b", &["y", "z"]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
-        let report = reconcile_saved_all(
-            &engines,
-            &saved,
-            Path::new("fleet.plan.json"),
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let (options, cancel) = (ApplyOptions::default(), CancellationToken::new());
+        let carry = Carry::new(&options, &cancel, &Silent);
+        let report =
+            reconcile_saved_all(&engines, &saved, Path::new("fleet.plan.json"), &carry).await;
         assert!(!report.report.converged);
         assert!(report.engines[1]
             .error

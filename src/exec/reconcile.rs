@@ -1,5 +1,6 @@
 //! One reconcile: list, plan, apply, verify, against one engine. The body of
-//! `apply`, `destroy` and every cycle of `watch`.
+//! `apply`, `destroy` and every cycle of `watch`; `Carry` is what a run
+//! carries its plans out with (options, cancellation, observer).
 //!
 //! Owns the order of the stages and the saved-plan checks (stale, edited).
 //! Prints nothing and reads no clock: the time is an input, and what happens
@@ -20,6 +21,29 @@ use crate::plan::{Goal, Plan};
 
 pub use crate::exec::list::{plan_once, plan_with};
 
+/// How a run carries its plans out: the apply options, the run's
+/// cancellation, and who hears of the plan and of every step.
+#[derive(Clone, Copy)]
+pub(crate) struct Carry<'a> {
+    pub(crate) options: &'a ApplyOptions,
+    pub(crate) cancel: &'a CancellationToken,
+    pub(crate) observer: &'a dyn Observer,
+}
+
+impl<'a> Carry<'a> {
+    pub(crate) fn new(
+        options: &'a ApplyOptions,
+        cancel: &'a CancellationToken,
+        observer: &'a dyn Observer,
+    ) -> Self {
+        Carry {
+            options,
+            cancel,
+            observer,
+        }
+    }
+}
+
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.
 pub(crate) async fn reconcile_once(
@@ -27,18 +51,17 @@ pub(crate) async fn reconcile_once(
     goal: &Goal,
     scope: &Scope,
     now: i64,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> Result<Report, Early> {
-    options.memo.begin(engine.name());
-    let (inventory, plan) = plan_with(engine, goal, scope, now, &options.memo).await?;
-    observer.on(&Event::Planned {
+    let memo = &carry.options.memo;
+    memo.begin(engine.name());
+    let (inventory, plan) = plan_with(engine, goal, scope, now, memo).await?;
+    carry.observer.on(&Event::Planned {
         engine: engine.name(),
         inventory: &inventory,
         plan: &plan,
     });
-    Ok(execute(engine, &plan, options, cancel, observer).await)
+    Ok(execute(engine, &plan, carry).await)
 }
 
 /// Refuses a saved plan when the inventory changed since it was made (stale)
@@ -82,13 +105,12 @@ pub(crate) async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(),
 }
 
 /// Applies `plan` and verifies: the second half of every reconcile.
-pub(crate) async fn execute(
-    engine: &dyn Engine,
-    plan: &Plan,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
-) -> Report {
+pub(crate) async fn execute(engine: &dyn Engine, plan: &Plan, carry: &Carry<'_>) -> Report {
+    let Carry {
+        options,
+        cancel,
+        observer,
+    } = *carry;
     let applied = apply(engine, plan, options, cancel, observer).await;
     observer.on(&Event::Applied {
         engine: engine.name(),
@@ -206,16 +228,9 @@ pub(crate) mod tests {
         goal: &Goal,
         cancel: &CancellationToken,
     ) -> Result<Report, Early> {
-        reconcile_once(
-            engine,
-            goal,
-            &Scope::default(),
-            NOW,
-            &ApplyOptions::default(),
-            cancel,
-            &Silent,
-        )
-        .await
+        let options = ApplyOptions::default();
+        let carry = Carry::new(&options, cancel, &Silent);
+        reconcile_once(engine, goal, &Scope::default(), NOW, &carry).await
     }
 
     /// `plan` applied on `engine`, every option the default.
@@ -321,14 +336,8 @@ pub(crate) mod tests {
         assert_eq!(engine.world(), world());
         // Unchanged: carried out.
         check_saved(&engine, &plan).await.unwrap();
-        let report = execute(
-            &engine,
-            &plan,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let (options, cancel) = (ApplyOptions::default(), CancellationToken::new());
+        let report = execute(&engine, &plan, &Carry::new(&options, &cancel, &Silent)).await;
         assert!(report.converged);
     }
 
