@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::cli::{Args, Command};
+use crate::cli::{Args, Command, Removal};
 use crate::engine::endpoint::{Endpoint, EndpointInput};
 use crate::model::{Labels, Scope};
 use crate::plan::{ArchivePolicy, DeclaredBox, Goal, KeptVolume};
@@ -218,18 +218,11 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             ))?,
         }]
     };
-    let audit = match &args.command {
-        Command::Apply { audit, .. }
-        | Command::Destroy { audit, .. }
-        | Command::Watch { audit, .. } => audit.clone(),
-        _ => None,
-    };
-    let archive_flag = match &args.command {
-        Command::Apply { archive, .. }
-        | Command::Destroy { archive, .. }
-        | Command::Watch { archive, .. } => archive.clone(),
-        _ => None,
-    };
+    let Removal {
+        audit,
+        archive: archive_flag,
+        ..
+    } = args.command.removal();
     let archive = archive_policy(archive_flag.as_deref(), &desired);
     // --grace over the file's [policy] grace; none means 0 (watch requires one).
     let grace = args.grace.or(desired.policy.grace);

@@ -74,6 +74,24 @@ pub struct Cli {
     command: Command,
 }
 
+/// The flags of a command that removes: how many removals at once, the
+/// audit log, the archive folder. (`watch` declares its own, in the order
+/// its help shows them.)
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct Removal {
+    /// Removals in flight at once [default: 12, per engine in a fleet].
+    #[arg(long, value_parser = parse_parallelism)]
+    pub(crate) parallelism: Option<usize>,
+    /// Append one JSON line per removal attempt to FILE (created 0600).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit: Option<PathBuf>,
+    /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
+    /// (with a .json manifest) before removing it; a volume whose archive
+    /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) archive: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Subcommand)]
 pub(crate) enum Command {
     /// Show what apply would remove, kept objects and retained images; change nothing.
@@ -90,17 +108,8 @@ pub(crate) enum Command {
         /// A plan saved by `plan --out`: carry out exactly it, or refuse if stale.
         #[arg(value_name = "PLAN_FILE")]
         plan: Option<PathBuf>,
-        /// Removals in flight at once [default: 12, per engine in a fleet].
-        #[arg(long, value_parser = parse_parallelism)]
-        parallelism: Option<usize>,
-        /// Append one JSON line per removal attempt to FILE (created 0600).
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-        /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
-        /// (with a .json manifest) before removing it; a volume whose archive
-        /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
-        #[arg(long, value_name = "DIR")]
-        archive: Option<PathBuf>,
+        #[command(flatten)]
+        removal: Removal,
     },
     /// Remove the named boxes (containers and networks, and volumes unless --keep-volume);
     /// with --prune or no ID, reclaim every leaked object.
@@ -114,17 +123,8 @@ pub(crate) enum Command {
         /// Reclaim every leaked object (the same as giving no ID).
         #[arg(long, conflicts_with = "ids")]
         prune: bool,
-        /// Removals in flight at once [default: 12, per engine in a fleet].
-        #[arg(long, value_parser = parse_parallelism)]
-        parallelism: Option<usize>,
-        /// Append one JSON line per removal attempt to FILE (created 0600).
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-        /// Archive each volume to DIR/<engine>/<box or _>/<volume>-<UTC time>.tar.zst
-        /// (with a .json manifest) before removing it; a volume whose archive
-        /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
-        #[arg(long, value_name = "DIR")]
-        archive: Option<PathBuf>,
+        #[command(flatten)]
+        removal: Removal,
     },
     /// Keep converging: reap leaks as they happen (engine events, grace and
     /// expiry deadlines, state-file changes, and a periodic resync). Needs a
@@ -268,6 +268,27 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// The `--parallelism`, `--audit` and `--archive` given to apply,
+    /// destroy or watch (none for any other command).
+    pub(crate) fn removal(&self) -> Removal {
+        match self {
+            Command::Apply { removal, .. } | Command::Destroy { removal, .. } => removal.clone(),
+            Command::Watch {
+                parallelism,
+                audit,
+                archive,
+                ..
+            } => Removal {
+                parallelism: *parallelism,
+                audit: audit.clone(),
+                archive: archive.clone(),
+            },
+            _ => Removal::default(),
+        }
+    }
+}
+
 /// A validated command line, before the state file and environment are read.
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -374,8 +395,9 @@ impl Cli {
             }
             Command::Apply {
                 plan: Some(_),
-                archive: Some(_),
-                ..
+                removal: Removal {
+                    archive: Some(_), ..
+                },
             } => {
                 return Err(
                     "a saved plan carries its own archive setting: drop --archive (or plan with [policy] archive)"
@@ -393,12 +415,7 @@ impl Cli {
         Ok(Args {
             engines: self.engines,
             engine_parallelism: self.engine_parallelism,
-            parallelism: match &self.command {
-                Command::Apply { parallelism, .. }
-                | Command::Destroy { parallelism, .. }
-                | Command::Watch { parallelism, .. } => *parallelism,
-                _ => None,
-            },
+            parallelism: self.command.removal().parallelism,
             grace: self.grace,
             host: self.host,
             context: self.context,

@@ -8,6 +8,7 @@
 //! that waited on a failed attempt share its error). Every call is the
 //! Docker engine's own; no retry happens here.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +82,20 @@ impl Shared {
         }
     }
 
+    /// `call` on the engine, connected first if need be; its answer passed
+    /// on as `seen` passes it.
+    async fn through<T, F, Fut>(&self, call: F) -> Result<T, EngineError>
+    where
+        F: FnOnce(Arc<DockerEngine>) -> Fut,
+        Fut: Future<Output = Result<T, EngineError>>,
+    {
+        let result = match self.get().await {
+            Ok(e) => call(e).await,
+            Err(e) => Err(e),
+        };
+        self.seen(result).await
+    }
+
     /// Passes `result` on; an unreachable engine is connected afresh next time.
     async fn seen<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
         // A call past its deadline says nothing about the connection (every
@@ -137,59 +152,45 @@ impl Engine for LazyEngine {
     }
 
     async fn list(&self, kind: Kind, filters: &[String]) -> Result<Vec<Object>, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.list(kind, filters).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.list(kind, filters).await })
+            .await
     }
 
     async fn list_users(&self, users: &Users) -> Result<Vec<Object>, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.list_users(users).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.list_users(users).await })
+            .await
     }
 
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.list_images(reference).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.list_images(reference).await })
+            .await
     }
 
     async fn clock(&self) -> Result<i64, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.clock().await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.clock().await })
+            .await
     }
 
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.create_volume(name, labels).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.create_volume(name, labels).await })
+            .await
     }
 
     async fn create_helper(&self, helper: &Helper) -> Result<String, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.create_helper(helper).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.create_helper(helper).await })
+            .await
     }
 
     async fn stop(&self, container: &str) -> Result<(), EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.stop(container).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.stop(container).await })
+            .await
     }
 
     fn download(&self, container: &str, path: &str) -> TarStream {
@@ -209,27 +210,21 @@ impl Engine for LazyEngine {
     }
 
     async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.upload(container, path, tar).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.upload(container, path, tar).await })
+            .await
     }
 
     async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.inspect(key).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.inspect(key).await })
+            .await
     }
 
     async fn remove(&self, key: &ObjectKey) -> Result<(), EngineError> {
-        let result = match self.shared.get().await {
-            Ok(e) => e.remove(key).await,
-            Err(e) => Err(e),
-        };
-        self.shared.seen(result).await
+        self.shared
+            .through(|e| async move { e.remove(key).await })
+            .await
     }
 
     fn events(&self, label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {

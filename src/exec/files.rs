@@ -359,10 +359,11 @@ impl Folder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn mode(path: &Path) -> u32 {
+    /// The permission bits of `path` (not followed if a link).
+    pub(crate) fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path)
             .unwrap()
             .permissions()
@@ -371,7 +372,7 @@ mod tests {
     }
 
     /// umask 022, as most sessions have it (the process's, for the test).
-    fn umask_022() {
+    pub(crate) fn umask_022() {
         // SAFETY: a plain syscall; 022 is this test binary's usual umask.
         unsafe { libc::umask(0o022) };
     }

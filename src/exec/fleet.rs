@@ -18,12 +18,9 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 use crate::engine::Engine;
-use crate::exec::apply::ApplyOptions;
-use crate::exec::event::Observer;
-use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once};
+use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Carry};
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
@@ -182,13 +179,11 @@ impl FleetPlan {
         for part in &planned.parts {
             match &part.result {
                 Ok(shown) => fleet.engines.push(shown.value.1.clone()),
-                Err(e) => fleet.failures.push(Failure {
-                    kind: "engine".into(),
-                    engine: part.engine.clone(),
-                    name: part.endpoint.clone(),
-                    id: None,
-                    error: e.to_string(),
-                }),
+                Err(e) => fleet.failures.push(Failure::engine(
+                    &part.engine,
+                    &part.endpoint,
+                    e.to_string(),
+                )),
             }
         }
         fleet
@@ -225,13 +220,11 @@ pub(crate) async fn reconcile_all(
     goal: &Goal,
     scope: &Scope,
     now: i64,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> FleetReport {
     merge(
         each(engines, |_, e| async move {
-            reconcile_once(e, goal, scope, now, options, cancel, observer)
+            reconcile_once(e, goal, scope, now, carry)
                 .await
                 .map_err(PartError::from)
         })
@@ -249,9 +242,7 @@ pub(crate) async fn reconcile_saved_all(
     engines: &[Arc<dyn Engine>],
     saved: &FleetPlan,
     path: &Path,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> FleetReport {
     let plan_file = |detail: String| PlanFileError {
         path: path.to_path_buf(),
@@ -309,7 +300,7 @@ pub(crate) async fn reconcile_saved_all(
                 ))
                 .into()),
                 Ok(Err(unchecked)) => Ok(unchecked.clone()),
-                Ok(Ok(plan)) => Ok(execute(e, plan, options, cancel, observer).await),
+                Ok(Ok(plan)) => Ok(execute(e, plan, carry).await),
             }
         })
         .await,
@@ -328,8 +319,10 @@ pub(crate) async fn reconcile_saved_all(
 mod tests {
     use super::*;
     use crate::engine::memory::MemoryEngine;
+    use crate::exec::apply::ApplyOptions;
     use crate::exec::event::Silent;
     use crate::plan::DeclaredBox;
+    use tokio_util::sync::CancellationToken;
 
     fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
         Arc::new(MemoryEngine::with_boxes(name, boxes))
@@ -341,31 +334,18 @@ mod tests {
         let b = engine("b", &["keep"]);
         let down = engine("down", &["leak"]);
         down.disconnect();
-        let goal = Goal::Reconcile {
-            boxes: vec![DeclaredBox {
-                engine: Some("a".into()),
-                ..DeclaredBox::new("keep")
-            }],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::declaring(vec![DeclaredBox {
+            engine: Some("a".into()),
+            ..DeclaredBox::new("keep")
+        }]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone(), down.clone()];
         let options = ApplyOptions {
             budget: Some(Arc::new(tokio::sync::Semaphore::new(2))),
             ..ApplyOptions::default()
         };
-        let report = reconcile_all(
-            &engines,
-            &goal,
-            &Scope::default(),
-            0,
-            &options,
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let cancel = CancellationToken::new();
+        let carry = Carry::new(&options, &cancel, &Silent);
+        let report = reconcile_all(&engines, &goal, &Scope::default(), 0, &carry).await;
         assert!(!report.report.converged);
         let gone: Vec<(String, String)> = report
             .report
@@ -403,27 +383,16 @@ mod tests {
         let a = engine("a", &["x"]);
         let b = engine("b", &["y"]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
-        let goal = Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::nothing_declared();
         let saved = FleetPlan::of(&plan_all(&engines, &goal, &Scope::default(), 0).await);
         saved.validate().unwrap();
         // Engine b as it is now: another actor made box z since the plan.
         let b = engine("b", &["y", "z"]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
-        let report = reconcile_saved_all(
-            &engines,
-            &saved,
-            Path::new("fleet.plan.json"),
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let (options, cancel) = (ApplyOptions::default(), CancellationToken::new());
+        let carry = Carry::new(&options, &cancel, &Silent);
+        let report =
+            reconcile_saved_all(&engines, &saved, Path::new("fleet.plan.json"), &carry).await;
         assert!(!report.report.converged);
         assert!(report.engines[1]
             .error

@@ -367,7 +367,6 @@ pub async fn renew(engine: &dyn Engine, req: LeaseRequest<'_>, previous: &Lease)
 pub(super) mod tests {
     use super::*;
     use crate::engine::memory::{box_labels, FaultAction, MemoryEngine, Op, VolumeInfo, World};
-    use crate::engine::ErrorKind;
     use crate::model::lease::DEFAULT_MAX_LEASE;
     use crate::model::Labels;
 
@@ -444,13 +443,7 @@ pub(super) mod tests {
     }
 
     pub(crate) fn failure(call: &str) -> EngineError {
-        EngineError::new(
-            call,
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
-        )
+        EngineError::status_500(call, "boom")
     }
 
     #[tokio::test]

@@ -584,12 +584,9 @@ mod tests {
         engine.inject(
             Op::List(Kind::Container),
             Some("users"),
-            FaultAction::Fail(EngineError::new(
+            FaultAction::Fail(EngineError::status_500(
                 "list containers using volumes",
-                crate::engine::ErrorKind::Other {
-                    status: Some(500),
-                    message: "boom".into(),
-                },
+                "boom",
             )),
             usize::MAX,
         );

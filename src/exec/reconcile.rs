@@ -1,5 +1,6 @@
 //! One reconcile: list, plan, apply, verify, against one engine. The body of
-//! `apply`, `destroy` and every cycle of `watch`.
+//! `apply`, `destroy` and every cycle of `watch`; `Carry` is what a run
+//! carries its plans out with (options, cancellation, observer).
 //!
 //! Owns the order of the stages and the saved-plan checks (stale, edited).
 //! Prints nothing and reads no clock: the time is an input, and what happens
@@ -20,6 +21,29 @@ use crate::plan::{Goal, Plan};
 
 pub use crate::exec::list::{plan_once, plan_with};
 
+/// How a run carries its plans out: the apply options, the run's
+/// cancellation, and who hears of the plan and of every step.
+#[derive(Clone, Copy)]
+pub(crate) struct Carry<'a> {
+    pub(crate) options: &'a ApplyOptions,
+    pub(crate) cancel: &'a CancellationToken,
+    pub(crate) observer: &'a dyn Observer,
+}
+
+impl<'a> Carry<'a> {
+    pub(crate) fn new(
+        options: &'a ApplyOptions,
+        cancel: &'a CancellationToken,
+        observer: &'a dyn Observer,
+    ) -> Self {
+        Carry {
+            options,
+            cancel,
+            observer,
+        }
+    }
+}
+
 /// Plans `goal` afresh and carries the plan out: list, plan, apply, verify.
 /// `observer` hears of the plan before any removal, then of every step.
 pub(crate) async fn reconcile_once(
@@ -27,18 +51,17 @@ pub(crate) async fn reconcile_once(
     goal: &Goal,
     scope: &Scope,
     now: i64,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
+    carry: &Carry<'_>,
 ) -> Result<Report, Early> {
-    options.memo.begin(engine.name());
-    let (inventory, plan) = plan_with(engine, goal, scope, now, &options.memo).await?;
-    observer.on(&Event::Planned {
+    let memo = &carry.options.memo;
+    memo.begin(engine.name());
+    let (inventory, plan) = plan_with(engine, goal, scope, now, memo).await?;
+    carry.observer.on(&Event::Planned {
         engine: engine.name(),
         inventory: &inventory,
         plan: &plan,
     });
-    Ok(execute(engine, &plan, options, cancel, observer).await)
+    Ok(execute(engine, &plan, carry).await)
 }
 
 /// Refuses a saved plan when the inventory changed since it was made (stale)
@@ -82,13 +105,12 @@ pub(crate) async fn check_saved(engine: &dyn Engine, saved: &Plan) -> Result<(),
 }
 
 /// Applies `plan` and verifies: the second half of every reconcile.
-pub(crate) async fn execute(
-    engine: &dyn Engine,
-    plan: &Plan,
-    options: &ApplyOptions,
-    cancel: &CancellationToken,
-    observer: &dyn Observer,
-) -> Report {
+pub(crate) async fn execute(engine: &dyn Engine, plan: &Plan, carry: &Carry<'_>) -> Report {
+    let Carry {
+        options,
+        cancel,
+        observer,
+    } = *carry;
     let applied = apply(engine, plan, options, cancel, observer).await;
     observer.on(&Event::Applied {
         engine: engine.name(),
@@ -153,18 +175,18 @@ fn describe_changes(then: &BTreeMap<String, String>, now: &BTreeMap<String, Stri
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::engine::memory::{
         box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
     };
-    use crate::engine::{EngineError, ErrorKind};
+    use crate::engine::EngineError;
     use crate::exec::event::Silent;
     use crate::model::Kind;
     use crate::model::Outcome;
     use crate::plan::DeclaredBox;
 
-    const NOW: i64 = 1_800_000_000;
+    pub(crate) const NOW: i64 = 1_800_000_000;
 
     fn cancelled() -> CancellationToken {
         let token = CancellationToken::new();
@@ -192,21 +214,30 @@ mod tests {
 
     /// Box `a` declared, nothing else.
     fn declared_a() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![DeclaredBox::new("a")],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::declaring(vec![DeclaredBox::new("a")])
     }
 
-    async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
-        reconcile_once(
+    /// One reconcile of `goal` on `engine` at `NOW`, every option the default.
+    pub(crate) async fn once(engine: &MemoryEngine, goal: &Goal) -> Result<Report, Early> {
+        once_until(engine, goal, &CancellationToken::new()).await
+    }
+
+    /// The same, until `cancel` is cancelled.
+    async fn once_until(
+        engine: &MemoryEngine,
+        goal: &Goal,
+        cancel: &CancellationToken,
+    ) -> Result<Report, Early> {
+        let options = ApplyOptions::default();
+        let carry = Carry::new(&options, cancel, &Silent);
+        reconcile_once(engine, goal, &Scope::default(), NOW, &carry).await
+    }
+
+    /// `plan` applied on `engine`, every option the default.
+    pub(crate) async fn applied(engine: &MemoryEngine, plan: &Plan) -> crate::exec::apply::Applied {
+        apply(
             engine,
-            goal,
-            &Scope::default(),
-            NOW,
+            plan,
             &ApplyOptions::default(),
             &CancellationToken::new(),
             &Silent,
@@ -252,13 +283,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_volume_listing_keeps_what_a_lease_could_hold_and_names_it() {
         let engine = MemoryEngine::new(world());
-        let err = EngineError::new(
-            "list volumes",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
-        );
+        let err = EngineError::status_500("list volumes", "boom");
         engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 2);
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(!report.converged);
@@ -311,14 +336,8 @@ mod tests {
         assert_eq!(engine.world(), world());
         // Unchanged: carried out.
         check_saved(&engine, &plan).await.unwrap();
-        let report = execute(
-            &engine,
-            &plan,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let (options, cancel) = (ApplyOptions::default(), CancellationToken::new());
+        let report = execute(&engine, &plan, &Carry::new(&options, &cancel, &Silent)).await;
         assert!(report.converged);
     }
 
@@ -352,17 +371,7 @@ mod tests {
     #[tokio::test]
     async fn an_interrupted_run_starts_nothing_and_reports_every_leftover() {
         let engine = MemoryEngine::new(world());
-        let report = reconcile_once(
-            &engine,
-            &leaks(),
-            &Scope::default(),
-            NOW,
-            &ApplyOptions::default(),
-            &cancelled(),
-            &Silent,
-        )
-        .await
-        .unwrap();
+        let report = once_until(&engine, &leaks(), &cancelled()).await.unwrap();
         assert!(report.interrupted && !report.converged);
         let codes: Vec<String> = report
             .all_remaining()
@@ -374,13 +383,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_removal_skips_what_waits_for_it_and_is_not_converged() {
         let engine = MemoryEngine::new(world());
-        let err = EngineError::new(
-            "remove container c1",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "driver failed".into(),
-            },
-        );
+        let err = EngineError::status_500("remove container c1", "driver failed");
         engine.inject(Op::Remove(Kind::Container), None, FaultAction::Fail(err), 1);
         let report = once(&engine, &leaks()).await.unwrap();
         assert!(!report.converged);

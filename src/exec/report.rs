@@ -70,6 +70,18 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The failure of an engine (a listing, an inspection, the connection)
+    /// at `endpoint`, not of one object.
+    pub(crate) fn engine(engine: &str, endpoint: &str, error: String) -> Failure {
+        Failure {
+            kind: "engine".into(),
+            engine: engine.to_string(),
+            name: endpoint.to_string(),
+            id: None,
+            error,
+        }
+    }
+
     /// The failure of one object.
     pub(crate) fn of(object: &Entry, error: String) -> Failure {
         Failure {
@@ -178,13 +190,9 @@ impl Report {
     /// was removed, nothing is known to be converged.
     pub(crate) fn failed_before_apply(engine: &str, endpoint: &str, error: String) -> Report {
         let mut report = Report::empty();
-        report.failures.push(Failure {
-            kind: "engine".into(),
-            engine: engine.to_string(),
-            name: endpoint.to_string(),
-            id: None,
-            error,
-        });
+        report
+            .failures
+            .push(Failure::engine(engine, endpoint, error));
         report
     }
 
@@ -228,13 +236,9 @@ impl Report {
         report.retained = fresh.retained.clone();
         report.degraded = true;
         for text in &fresh.incomplete {
-            report.failures.push(Failure {
-                kind: "engine".into(),
-                engine: engine.to_string(),
-                name: endpoint.to_string(),
-                id: None,
-                error: text.clone(),
-            });
+            report
+                .failures
+                .push(Failure::engine(engine, endpoint, text.clone()));
         }
         for step in &fresh.steps {
             report.push_leftover(&step.object, Reason::PlanUnchecked);
@@ -350,13 +354,9 @@ impl<T> Judged for Shown<T> {
         report.converged = self.incomplete.is_empty();
         report.degraded = !self.incomplete.is_empty();
         for text in &self.incomplete {
-            report.failures.push(Failure {
-                kind: "engine".into(),
-                engine: engine.to_string(),
-                name: endpoint.to_string(),
-                id: None,
-                error: text.clone(),
-            });
+            report
+                .failures
+                .push(Failure::engine(engine, endpoint, text.clone()));
         }
         std::borrow::Cow::Owned(report)
     }

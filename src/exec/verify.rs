@@ -37,7 +37,8 @@ pub async fn verify_with(
     // Why each planned object might still be there, by object key.
     let mut why_left: BTreeMap<ObjectKey, Reason> = BTreeMap::new();
     for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
-        let reason = match outcome {
+        // Why it might be left, and the failure it is (if any).
+        let (reason, failure) = match outcome {
             Outcome::Removed | Outcome::AlreadyGone => {
                 report.removed.push(
                     step.object.kind,
@@ -46,37 +47,41 @@ pub async fn verify_with(
                         outcome: outcome.clone(),
                     },
                 );
-                Reason::AppearedAfterPlan
+                (Reason::AppearedAfterPlan, None)
             }
             Outcome::Failed(_) | Outcome::GaveUpWaiting { .. } => {
                 let error = outcome.to_string();
-                report
-                    .failures
-                    .push(Failure::of(&step.object, error.clone()));
-                Reason::RemovalFailed { error }
+                (
+                    Reason::RemovalFailed {
+                        error: error.clone(),
+                    },
+                    Some(error),
+                )
             }
-            Outcome::Refused(detail) => {
-                report
-                    .failures
-                    .push(Failure::of(&step.object, detail.clone()));
+            Outcome::Refused(detail) => (
                 Reason::Changed {
                     detail: detail.clone(),
-                }
-            }
-            Outcome::ArchiveFailed(error) => {
-                report
-                    .failures
-                    .push(Failure::of(&step.object, outcome.to_string()));
+                },
+                Some(detail.clone()),
+            ),
+            Outcome::ArchiveFailed(error) => (
                 Reason::ArchiveFailed {
                     error: error.clone(),
-                }
-            }
-            Outcome::Skipped(after) => Reason::WaitsForFailed {
-                step: *after,
-                object: plan.steps[after - 1].object.as_ref(),
-            },
-            Outcome::Interrupted => Reason::Interrupted,
+                },
+                Some(outcome.to_string()),
+            ),
+            Outcome::Skipped(after) => (
+                Reason::WaitsForFailed {
+                    step: *after,
+                    object: plan.steps[after - 1].object.as_ref(),
+                },
+                None,
+            ),
+            Outcome::Interrupted => (Reason::Interrupted, None),
         };
+        if let Some(error) = failure {
+            report.failures.push(Failure::of(&step.object, error));
+        }
         why_left.insert(step.object.key(), reason);
     }
     for b in &plan.blocked {
@@ -99,13 +104,11 @@ pub async fn verify_with(
     let incomplete = |report: &mut Report, texts: &[String]| {
         for text in texts {
             if !report.failures.iter().any(|f| f.error == *text) {
-                report.failures.push(Failure {
-                    kind: "engine".into(),
-                    engine: engine.name().to_string(),
-                    name: engine.endpoint().to_string(),
-                    id: None,
-                    error: text.clone(),
-                });
+                report.failures.push(Failure::engine(
+                    engine.name(),
+                    engine.endpoint(),
+                    text.clone(),
+                ));
             }
         }
     };
@@ -137,13 +140,11 @@ pub async fn verify_with(
             report.converged = report.failures.is_empty() && again.is_empty();
         }
         Err(e) => {
-            report.failures.push(Failure {
-                kind: "engine".into(),
-                engine: engine.name().to_string(),
-                name: engine.endpoint().to_string(),
-                id: None,
-                error: format!("verification failed: {e}"),
-            });
+            report.failures.push(Failure::engine(
+                engine.name(),
+                engine.endpoint(),
+                format!("verification failed: {e}"),
+            ));
             // Without a fresh listing, everything not confirmed gone is reported left.
             for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
                 if !outcome.is_success() {

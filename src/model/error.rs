@@ -47,6 +47,20 @@ pub enum ErrorKind {
     },
 }
 
+#[cfg(test)]
+impl EngineError {
+    /// A test's failure of `call`: the engine answered 500 with `message`.
+    pub(crate) fn status_500(call: &str, message: &str) -> Self {
+        EngineError::new(
+            call,
+            ErrorKind::Other {
+                status: Some(500),
+                message: message.into(),
+            },
+        )
+    }
+}
+
 impl EngineError {
     pub fn new(call: impl Into<String>, kind: ErrorKind) -> Self {
         EngineError {

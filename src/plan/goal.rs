@@ -143,8 +143,14 @@ impl Goal {
     /// Reconcile a state that declares nothing: every managed object is a
     /// leak (no grace, no kept volume, no archive).
     pub fn nothing_declared() -> Goal {
+        Goal::declaring(vec![])
+    }
+
+    /// Reconcile a state that declares `boxes` and nothing else (no grace,
+    /// no kept volume, no lease ceiling, no archive).
+    pub fn declaring(boxes: Vec<DeclaredBox>) -> Goal {
         Goal::Reconcile {
-            boxes: vec![],
+            boxes,
             keep_volumes: vec![],
             grace: None,
             max_lease: None,

@@ -411,16 +411,10 @@ mod tests {
     #[test]
     fn a_box_declared_on_another_engine_is_not_declared_here() {
         let inv = inventory(vec![container("a", Some("a"), &[])]);
-        let goal = Goal::Reconcile {
-            boxes: vec![DeclaredBox {
-                engine: Some("ci-1".into()),
-                ..DeclaredBox::new("a")
-            }],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::declaring(vec![DeclaredBox {
+            engine: Some("ci-1".into()),
+            ..DeclaredBox::new("a")
+        }]);
         let plan = Plan::build(&goal, &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a"]);
     }

@@ -115,21 +115,15 @@ pub(crate) fn explain_human(items: &[Explanation]) -> String {
                 clip(&state, LAST_CELL_CHARS)
             );
         }
-        for l in &e.waits_for {
-            let _ = writeln!(
-                out,
-                "  after:    step {} {}",
-                l.step,
-                entry_label(&l.object)
-            );
-        }
-        for l in &e.waited_for_by {
-            let _ = writeln!(
-                out,
-                "  before:   step {} {}",
-                l.step,
-                entry_label(&l.object)
-            );
+        for (order, links) in [("after:", &e.waits_for), ("before:", &e.waited_for_by)] {
+            for l in links {
+                let _ = writeln!(
+                    out,
+                    "  {order:<10}step {} {}",
+                    l.step,
+                    entry_label(&l.object)
+                );
+            }
         }
     }
     out

@@ -15,8 +15,11 @@ use crate::exec::hold::{Held, HoldEvent};
 use crate::exec::lease::{BoxLease, Lease, LeaseAction, LeaseError, LeaseRun};
 use crate::plan::rfc3339;
 use crate::render::table::plural;
-use crate::render::{json, Format};
+use crate::render::{json, log, Format};
 use crate::text::escape;
+
+/// What starts each human line of `hold`.
+const HOLD: &str = "sandboxctl hold:";
 
 /// `box B on engine E`, escaped.
 fn whose(engine: &str, box_id: &str) -> String {
@@ -125,20 +128,6 @@ fn after(action: LeaseAction, b: &BoxLease, e: &LeaseError) -> &'static str {
     }
 }
 
-/// One line of `hold`: `sandboxctl hold: ...`, or a JSON object.
-fn hold_line(
-    format: Format,
-    time: &str,
-    event: &str,
-    human: String,
-    fields: serde_json::Value,
-) -> String {
-    match format {
-        Format::Json => crate::render::log::json_line(time, event, fields),
-        _ => format!("sandboxctl hold: {human}\n"),
-    }
-}
-
 /// A signal's name: `SIGTERM`, `SIGINT`, else `signal N`.
 fn signal_name(signal: i32) -> String {
     match signal {
@@ -157,7 +146,7 @@ pub(crate) fn hold_event(
     event: &HoldEvent<'_>,
 ) -> Option<String> {
     let line = |event: &str, human: String, fields: serde_json::Value| {
-        Some(hold_line(format, time, event, human, fields))
+        Some(log::line(format, HOLD, time, event, human, fields))
     };
     match *event {
         HoldEvent::Taken { lease, every } => line(
@@ -242,8 +231,9 @@ pub(crate) fn hold_not_taken(
     box_id: &str,
     error: &LeaseError,
 ) -> String {
-    hold_line(
+    log::line(
         format,
+        HOLD,
         time,
         "notLeased",
         format!(
@@ -266,8 +256,9 @@ pub(crate) fn hold_end(
 ) -> String {
     let mut out = String::new();
     if !held.released.is_empty() {
-        out.push_str(&hold_line(
+        out.push_str(&log::line(
             format,
+            HOLD,
             time,
             "released",
             format!(
@@ -292,8 +283,9 @@ fn left_line(
     lease: &Lease,
     error: &LeaseError,
 ) -> String {
-    hold_line(
+    log::line(
         format,
+        HOLD,
         time,
         "releaseFailed",
         format!(
@@ -310,7 +302,7 @@ fn left_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{EngineError, ErrorKind};
+    use crate::engine::EngineError;
 
     fn lease(volume: &str, until: i64) -> Lease {
         Lease {
@@ -323,13 +315,7 @@ mod tests {
     }
 
     fn boom() -> EngineError {
-        EngineError::new(
-            "remove volume v",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "evil\n\u{202e}".into(),
-            },
-        )
+        EngineError::status_500("remove volume v", "evil\n\u{202e}")
     }
 
     fn taken() -> LeaseRun {

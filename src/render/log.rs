@@ -1,7 +1,8 @@
 //! The watch log (`watch`, on stderr): one line per event, the time first.
 //! Cycles that did something (with each failure on a line of its own), event
 //! streams lost and back, state-file reloads, audit-log failures, start and
-//! stop. Human text, or one JSON object per line with `--format json`.
+//! stop. Human text, or one JSON object per line with `--format json`; the
+//! same one-line form (`line`) serves `hold`'s lines, headed by its name.
 //!
 //! Every fragment an engine, a state file or the user supplied is escaped
 //! where it is put into the human line, once, so a line's only breaks are
@@ -26,12 +27,13 @@ pub(crate) fn json_line(time: &str, event: &str, fields: serde_json::Value) -> S
     s
 }
 
-/// One watch log line: the time, then what happened. Human text (`human`,
-/// in which the caller escaped every fragment it did not write itself, so
-/// its only line breaks are its own), or a JSON object per line with
-/// `--format json` (exact values).
-fn log_line(
+/// One line of a log: `head` (a watch log line's is its time) and the human
+/// text (`human`, in which the caller escaped every fragment it did not
+/// write itself, so its only line breaks are its own), or a JSON object per
+/// line with `--format json` (exact values).
+pub(crate) fn line(
     format: Format,
+    head: &str,
     time: &str,
     event: &str,
     human: String,
@@ -39,7 +41,7 @@ fn log_line(
 ) -> String {
     match format {
         Format::Json => json_line(time, event, fields),
-        _ => format!("{time} {human}\n"),
+        _ => format!("{head} {human}\n"),
     }
 }
 
@@ -55,8 +57,9 @@ pub(crate) fn watch_cycle(
 ) -> Option<String> {
     let ms = took.as_millis() as u64;
     match result {
-        Err(e) => Some(log_line(
+        Err(e) => Some(line(
             format,
+            time,
             time,
             "cycleFailed",
             format!(
@@ -92,8 +95,9 @@ pub(crate) fn watch_cycle(
                     escape(&f.error)
                 );
             }
-            Some(log_line(
+            Some(line(
                 format,
+                time,
                 time,
                 "cycle",
                 human,
@@ -119,8 +123,9 @@ pub(crate) fn watch_stream(
     error: Option<&str>,
 ) -> String {
     match error {
-        Some(e) => log_line(
+        Some(e) => line(
             format,
+            time,
             time,
             "streamLost",
             format!(
@@ -130,8 +135,9 @@ pub(crate) fn watch_stream(
             ),
             serde_json::json!({ "engine": engine, "error": e }),
         ),
-        None => log_line(
+        None => line(
             format,
+            time,
             time,
             "streamBack",
             format!(
@@ -146,15 +152,17 @@ pub(crate) fn watch_stream(
 /// The log line of a state file reloaded, or broken (`error`).
 pub(crate) fn watch_state(format: Format, time: &str, error: Option<&str>) -> String {
     match error {
-        Some(e) => log_line(
+        Some(e) => line(
             format,
+            time,
             time,
             "stateBroken",
             format!("state file not applied: {}", escape_lines(e)),
             serde_json::json!({ "error": e }),
         ),
-        None => log_line(
+        None => line(
             format,
+            time,
             time,
             "stateReloaded",
             "state file changed: reloaded".into(),
@@ -165,8 +173,9 @@ pub(crate) fn watch_state(format: Format, time: &str, error: Option<&str>) -> St
 
 /// The log line of a failure to write the audit log.
 pub(crate) fn watch_audit_error(format: Format, time: &str, error: &str) -> String {
-    log_line(
+    line(
         format,
+        time,
         time,
         "auditFailed",
         format!("error: {}", escape_lines(error)),
@@ -193,8 +202,9 @@ pub(crate) fn watch_started(
     if let Some(addr) = metrics {
         let _ = write!(human, "; metrics on http://{addr}/metrics");
     }
-    log_line(
+    line(
         format,
+        time,
         time,
         "started",
         human,
@@ -227,8 +237,9 @@ pub(crate) fn metrics_exposed(addr: std::net::SocketAddr) -> Option<String> {
 
 /// The log line of a watch told to stop.
 pub(crate) fn watch_stopping(format: Format, time: &str, signal: &str) -> String {
-    log_line(
+    line(
         format,
+        time,
         time,
         "stopping",
         format!(
@@ -242,8 +253,9 @@ pub(crate) fn watch_stopping(format: Format, time: &str, signal: &str) -> String
 /// The log line of a watch a second Ctrl-C ended at once: the cycle in
 /// flight not finished, nothing verified, no final report.
 pub(crate) fn watch_quit(format: Format, time: &str) -> String {
-    log_line(
+    line(
         format,
+        time,
         time,
         "quit",
         "SIGINT again: quit at once, without finishing the cycle in flight or verifying".into(),

@@ -384,7 +384,7 @@ mod tests {
         use crate::engine::memory::{
             box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
         };
-        use crate::model::{EngineError, ErrorKind, Kind, Scope};
+        use crate::model::{EngineError, Kind, Scope};
         let mut world = World::default();
         for (id, state) in [("running", "running"), ("stopped", "exited")] {
             let mut c =
@@ -406,13 +406,7 @@ mod tests {
         let engine = MemoryEngine::new(world).with_deadline(std::time::Duration::from_millis(20));
         let hung = FaultAction::Delay(std::time::Duration::from_secs(60));
         engine.inject(Op::Inspect(Kind::Container), Some("f00d"), hung, usize::MAX);
-        let refused = EngineError::new(
-            "list networks",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "network store is locked".into(),
-            },
-        );
+        let refused = EngineError::status_500("list networks", "network store is locked");
         engine.inject(Op::List(Kind::Network), None, FaultAction::Fail(refused), 1);
         let goal = crate::plan::Goal::nothing_declared();
         let (_, plan) =
@@ -430,13 +424,7 @@ mod tests {
         });
         // The container listing fails too: no container is seen, and every
         // volume waits for it (listingFailed).
-        let refused = EngineError::new(
-            "list containers",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "container store is locked".into(),
-            },
-        );
+        let refused = EngineError::status_500("list containers", "container store is locked");
         engine.inject(
             Op::List(Kind::Container),
             None,

@@ -87,7 +87,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{EngineError, ErrorKind, Kind, Reason};
+    use crate::model::{EngineError, Kind, Reason};
     use crate::render::fixtures::{entry, EVIL_NAME};
 
     fn step(name: &str) -> Step {
@@ -104,12 +104,9 @@ mod tests {
 
     #[test]
     fn one_line_per_finished_step() {
-        let in_use = Outcome::Failed(EngineError::new(
+        let in_use = Outcome::Failed(EngineError::status_500(
             "remove container c0ffee000001",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
+            "boom",
         ));
         let lines: String = [
             Outcome::Removed,

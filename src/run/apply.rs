@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::config::Job;
 use crate::exec::event::{Fanout, Observer};
 use crate::exec::fleet::{reconcile_all, reconcile_saved_all, FleetPlan};
+use crate::exec::reconcile::Carry;
 use crate::exec::report::Verdict;
 
 use super::context::{fail, open_audit, Run, Sink};
@@ -50,21 +51,11 @@ pub(super) async fn converge(
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
     let observer = Fanout(observers);
     let options = run.options();
+    let carry = Carry::new(&options, cancel, &observer);
     let report = match (&config.job, &saved) {
-        (_, Some((path, plan))) => {
-            reconcile_saved_all(run.engines, plan, path, &options, cancel, &observer).await
-        }
+        (_, Some((path, plan))) => reconcile_saved_all(run.engines, plan, path, &carry).await,
         (Job::Converge { goal, .. }, None) => {
-            reconcile_all(
-                run.engines,
-                goal,
-                &config.scope,
-                config.now,
-                &options,
-                cancel,
-                &observer,
-            )
-            .await
+            reconcile_all(run.engines, goal, &config.scope, config.now, &carry).await
         }
         _ => unreachable!("converge runs converging jobs"),
     };

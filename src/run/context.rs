@@ -1,7 +1,8 @@
 //! What every command of a run shares: where text goes (`Sink`), the
 //! command with its config and engines (`Run`), the apply options, the
-//! failure before any engine work that every command says the same way, the
-//! audit log and the time of a log line.
+//! failure before any engine work that every command says the same way (and
+//! an engine's failed part, in a fleet or alone), the audit log and the time
+//! of a log line.
 //!
 //! Must not decide an exit status (a command ends in a `Verdict`, the run in
 //! an `Ended`; `cli::exit` decides) nor make words (`render` does).
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use crate::cli::config::Config;
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
-use crate::exec::report::{Report, Verdict};
+use crate::exec::report::{PartError, Report, Verdict};
 use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::render::{self, Format};
 
@@ -71,6 +72,23 @@ impl Run<'_> {
             name,
             e,
         )
+    }
+
+    /// One engine's part that failed: in a fleet (no heading per engine) the
+    /// error names its engine; alone, as `fail` says it.
+    pub(super) fn part_failed(
+        &self,
+        sink: &mut dyn Sink,
+        engine: &str,
+        endpoint: &str,
+        e: &PartError,
+    ) {
+        let e = anyhow::Error::new(e.clone());
+        if self.config.fleet {
+            sink.err(&render::engine_error(engine, &e));
+        } else {
+            self.fail(sink, engine, endpoint, &e);
+        }
     }
 }
 

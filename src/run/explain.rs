@@ -38,21 +38,7 @@ pub(super) async fn explain(
                 }
                 sink.out(&render::explain(&shown.value, config.format));
             }
-            // Without a heading per engine, a fleet's failure names its engine.
-            Err(e) if config.fleet => {
-                sink.err(&render::engine_error(
-                    &part.engine,
-                    &anyhow::Error::new(e.clone()),
-                ));
-            }
-            Err(e) => {
-                run.fail(
-                    sink,
-                    &part.engine,
-                    &part.endpoint,
-                    &anyhow::Error::new(e.clone()),
-                );
-            }
+            Err(e) => run.part_failed(sink, &part.engine, &part.endpoint, e),
         }
     }
     Verdict::of_report(&explained.report)

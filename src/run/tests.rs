@@ -21,6 +21,13 @@ impl Sink for Buffers {
     }
 }
 
+/// `config` run on `engines` to its end: its exit status and all it printed.
+async fn run(config: &Config, engines: Vec<Arc<dyn Engine>>) -> (Exit, Buffers) {
+    let mut sink = Buffers::default();
+    let exit = run_on(config, engines, CancellationToken::new(), &mut sink).await;
+    (exit, sink)
+}
+
 fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
     Arc::new(MemoryEngine::with_boxes(name, boxes))
 }
@@ -56,8 +63,7 @@ fn unreachable(engine: &MemoryEngine) {
 async fn destroy_in_a_fleet_warns_about_ids_no_engine_carries() {
     let (_dir, config) = config(FLEET, &["destroy", "x", "ghost"]);
     let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
-    let mut sink = Buffers::default();
-    let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+    let (exit, sink) = run(&config, engines).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     assert!(
         sink.err.contains("ca.sandbox.id=ghost") && !sink.err.contains("ca.sandbox.id=x "),
@@ -78,8 +84,7 @@ async fn a_watch_cycle_is_judged_over_every_engine_and_reported_by_name() {
     unreachable(&a);
     let b = engine("b", &["q"]);
     let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
-    let mut sink = Buffers::default();
-    let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
+    let (exit, sink) = run(&config, engines).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(report["converged"], false);
@@ -122,8 +127,7 @@ async fn watch_once_on_one_unreachable_engine_is_a_failure() {
     );
     let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
     unreachable(&engine);
-    let mut sink = Buffers::default();
-    let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    let (exit, sink) = run(&config, vec![engine]).await;
     assert_eq!(exit, Exit::Failure);
     let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(report["converged"], false);
@@ -190,28 +194,14 @@ fn taking_a_lease_needs_one_engine_and_a_ttl_under_the_ceiling() {
 async fn lease_then_release_through_the_run_path() {
     let (_dir, config) = config("", &["--format", "json", "lease", "x", "y"]);
     let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(doc["ok"], true);
     assert_eq!(doc["boxes"][1]["box"], "y");
     assert_eq!(engine.world().volumes.len(), 2);
     let (_dir, config) = self::config("", &["lease", "--release", "x", "y"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     assert!(
         sink.out
@@ -230,14 +220,7 @@ async fn hold_passes_its_commands_status_through_the_run_path() {
         &["hold", "x", "--ttl", "3s", "--", "sh", "-c", "exit 3"],
     );
     let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Passed(3), "{}{}", sink.out, sink.err);
     assert_eq!(exit.code(), 3);
     assert_eq!(sink.out, "", "hold's stdout is its command's");
@@ -254,14 +237,7 @@ async fn hold_passes_its_commands_status_through_the_run_path() {
 async fn a_run_whose_audit_log_cannot_be_written_fails_naming_it() {
     let (_dir, config) = config("", &["apply", "--audit", "/dev/full"]);
     let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     assert!(
         engine.world().containers.is_empty(),
@@ -283,14 +259,7 @@ async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let (_dir, config) = config("", &["apply", "--audit", &link.display().to_string()]);
     let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     assert!(
         sink.err.contains(&format!(
@@ -307,9 +276,8 @@ async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
 
 #[tokio::test]
 async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
-    use std::os::unix::fs::PermissionsExt as _;
-    // SAFETY: a plain syscall; 022 is this test binary's usual umask.
-    unsafe { libc::umask(0o022) };
+    use crate::exec::files::tests::{mode, umask_022};
+    umask_022();
     let files = tempfile::tempdir().unwrap();
     let target = files.path().join("target");
     std::fs::write(&target, "keep me\n").unwrap();
@@ -318,14 +286,12 @@ async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
     std::os::unix::fs::symlink(&target, files.path().join("plan.json.tmp~")).unwrap();
     let (_dir, config) = config("", &["plan", "--out", &saved.display().to_string()]);
     let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let mut sink = Buffers::default();
-    let exit = run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    let (exit, sink) = run(&config, vec![engine]).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
     let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
     assert!(plan.is_object(), "{plan}");
-    let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o7777;
-    assert_eq!(mode, 0o600, "a saved plan is its user's alone");
+    assert_eq!(mode(&saved), 0o600, "a saved plan is its user's alone");
     let mut names: Vec<String> = std::fs::read_dir(files.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -367,14 +333,7 @@ async fn apply_archive_reports_archived_and_the_file_policy_opts_out() {
     );
     let (_d, config) = config(&state, &["--format", "json", "apply"]);
     let engine = archive_world();
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     let archived = doc["archived"].as_array().unwrap();
@@ -398,14 +357,7 @@ async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
         }],
         ..World::default()
     }));
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &config,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&config, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(
@@ -419,8 +371,7 @@ async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
 async fn plan_shows_the_archive_folder() {
     let (_d, config) = config("[policy]\narchive = \"/srv/a\"\n", &["plan"]);
     let engine = archive_world();
-    let mut sink = Buffers::default();
-    run_on(&config, vec![engine], CancellationToken::new(), &mut sink).await;
+    let (_, sink) = run(&config, vec![engine]).await;
     assert!(
         sink.out.contains("archive to /srv/a, then remove"),
         "{}",
@@ -434,41 +385,20 @@ async fn restore_brings_it_back_and_says_what_to_declare() {
     let to = dir.path().display().to_string();
     let (_d, apply) = config("", &["--format", "json", "apply", "--archive", &to]);
     let engine = archive_world();
-    let mut sink = Buffers::default();
-    run_on(
-        &apply,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (_, sink) = run(&apply, vec![engine.clone()]).await;
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     let archived = doc["archived"].as_array().unwrap();
     let vb = archived.iter().find(|a| a["volume"] == "vb").unwrap();
     let path = vb["path"].as_str().unwrap().to_string();
     let (_e, restore) = config("", &["restore", &path]);
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &restore,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&restore, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     assert!(sink.out.contains("restored volume vb"), "{}", sink.out);
     assert!(sink.out.contains("keep = [\"vb\"]"), "{}", sink.out);
     assert!(sink.out.contains("id = \"b\""), "{}", sink.out);
     assert_eq!(engine.world().volumes.len(), 1);
     // Again: the volume exists, exit 1, said on stderr.
-    let mut sink = Buffers::default();
-    let exit = run_on(
-        &restore,
-        vec![engine.clone()],
-        CancellationToken::new(),
-        &mut sink,
-    )
-    .await;
+    let (exit, sink) = run(&restore, vec![engine.clone()]).await;
     assert_eq!(exit, Exit::Failure);
     assert!(sink.err.contains("volume vb exists"), "{}", sink.err);
 }

@@ -46,26 +46,12 @@ pub(super) struct Shown<'a>(pub(super) &'a str);
 
 impl fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.0.chars().count();
-        let shown = if total > SHOW_CHARS {
-            SHOW_CHARS - 16
-        } else {
-            total
-        };
-        f.write_str("\"")?;
-        for c in self.0.chars().take(shown) {
-            match c {
-                '"' => f.write_str("\\\"")?,
-                '\\' => f.write_str("\\\\")?,
-                c if is_hidden(c) => write!(f, "{}", escaped(c))?,
-                c => write!(f, "{c}")?,
-            }
-        }
-        f.write_str("\"")?;
-        if shown < total {
-            write!(f, "... ({total} characters)")?;
-        }
-        Ok(())
+        shortened(f, self.0, "\"", |f, c| match c {
+            '"' => f.write_str("\\\""),
+            '\\' => f.write_str("\\\\"),
+            c if is_hidden(c) => write!(f, "{}", escaped(c)),
+            c => write!(f, "{c}"),
+        })
     }
 }
 
@@ -97,24 +83,39 @@ pub(super) struct Bare<'a>(pub(super) &'a str);
 
 impl fmt::Display for Bare<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.0.chars().count();
-        let shown = if total > SHOW_CHARS {
-            SHOW_CHARS - 16
-        } else {
-            total
-        };
-        for c in self.0.chars().take(shown) {
+        shortened(f, self.0, "", |f, c| {
             if is_hidden(c) {
-                write!(f, "{}", escaped(c))?;
+                write!(f, "{}", escaped(c))
             } else {
-                write!(f, "{c}")?;
+                write!(f, "{c}")
             }
-        }
-        if shown < total {
-            write!(f, "... ({total} characters)")?;
-        }
-        Ok(())
+        })
     }
+}
+
+/// `text` between `quote`s, each character written by `each`, shortened
+/// past [`SHOW_CHARS`] characters (then its length said).
+fn shortened(
+    f: &mut fmt::Formatter<'_>,
+    text: &str,
+    quote: &str,
+    each: fn(&mut fmt::Formatter<'_>, char) -> fmt::Result,
+) -> fmt::Result {
+    let total = text.chars().count();
+    let shown = if total > SHOW_CHARS {
+        SHOW_CHARS - 16
+    } else {
+        total
+    };
+    f.write_str(quote)?;
+    for c in text.chars().take(shown) {
+        each(f, c)?;
+    }
+    f.write_str(quote)?;
+    if shown < total {
+        write!(f, "... ({total} characters)")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::engine::{Engine, EngineError};
 use crate::exec::apply::ApplyOptions;
 use crate::exec::event::{Event, Observer};
 use crate::exec::fleet::reconcile_all;
+use crate::exec::reconcile::Carry;
 use crate::exec::report::FleetReport;
 use crate::model::{Reason, Scope};
 use crate::plan::{parse_rfc3339, Goal, Plan};
@@ -234,16 +235,8 @@ pub(crate) async fn watch(
                 now,
                 next: Mutex::new(BTreeMap::new()),
             };
-            let report = reconcile_all(
-                engines,
-                &desired.goal,
-                &desired.scope,
-                now,
-                &options.apply,
-                stop,
-                &keeping,
-            )
-            .await;
+            let carry = Carry::new(&options.apply, stop, &keeping);
+            let report = reconcile_all(engines, &desired.goal, &desired.scope, now, &carry).await;
             for engine in engines {
                 let misses = engine.deadline_misses();
                 observer.on(&Event::DeadlineMisses {
@@ -350,13 +343,7 @@ mod tests {
     }
 
     fn goal() -> Goal {
-        Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        }
+        Goal::nothing_declared()
     }
 
     #[test]

@@ -668,9 +668,16 @@ impl Sandbox {
         // default pools while it exists; other tests give theirs back.
         let deadline = std::time::Instant::now() + POOL_WAIT;
         let id = loop {
-            match within("create network", self.docker.create_network(request.clone())).await {
+            match within(
+                "create network",
+                self.docker.create_network(request.clone()),
+            )
+            .await
+            {
                 Ok(made) => break made.id,
-                Err(e) if e.to_string().contains(NO_POOL) && std::time::Instant::now() < deadline => {
+                Err(e)
+                    if e.to_string().contains(NO_POOL) && std::time::Instant::now() < deadline =>
+                {
                     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
                 }
                 Err(e) => panic!("create network {name}: {e}"),

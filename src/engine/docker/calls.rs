@@ -7,6 +7,7 @@
 //! is `errors.rs`), or decide policy.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,8 +23,8 @@ use futures_util::stream::{BoxStream, StreamExt};
 
 use super::errors::{map_error, since_gone};
 use super::wire::{
-    container_from_inspect, container_from_summary, event_from, image_from, labels_from,
-    network_from, parse_time, parse_time_ms, service_from, swarm_object, volume_from,
+    config_from, container_from_inspect, container_from_summary, event_from, image_from,
+    named_object, network_from, parse_time_ms, secret_from, service_from, volume_from,
 };
 use super::DockerEngine;
 use crate::engine::connect::whole_seconds;
@@ -48,19 +49,16 @@ impl Engine for DockerEngine {
         let map = label_filters(filters);
         let call = format!("list {}", kind.plural());
         let engine = self.name.as_str();
+        // A listing by `map`: its options, its request, each item's conversion.
+        macro_rules! listing {
+            ($options:ident, $request:ident, $from:ident) => {{
+                let options = $options::new().filters(&map).build();
+                self.listing(call, || self.docker.$request(Some(options.clone())), $from)
+                    .await?
+            }};
+        }
         Ok(match kind {
-            Kind::Container => {
-                let options = ListContainersOptionsBuilder::new()
-                    .all(true)
-                    .filters(&map)
-                    .build();
-                let list = self
-                    .read(call, || self.docker.list_containers(Some(options.clone())))
-                    .await?;
-                list.into_iter()
-                    .map(|c| container_from_summary(engine, c))
-                    .collect()
-            }
+            Kind::Container => self.containers(call, &map).await?,
             Kind::Volume => {
                 let options = ListVolumesOptionsBuilder::new().filters(&map).build();
                 let list = self
@@ -72,13 +70,7 @@ impl Engine for DockerEngine {
                     .map(|v| volume_from(engine, v))
                     .collect()
             }
-            Kind::Network => {
-                let options = ListNetworksOptionsBuilder::new().filters(&map).build();
-                let list = self
-                    .read(call, || self.docker.list_networks(Some(options.clone())))
-                    .await?;
-                list.into_iter().map(|n| network_from(engine, n)).collect()
-            }
+            Kind::Network => listing!(ListNetworksOptionsBuilder, list_networks, network_from),
             Kind::Service | Kind::Config | Kind::Secret if self.podman => {
                 return Err(EngineError::new(
                     call,
@@ -88,51 +80,9 @@ impl Engine for DockerEngine {
                     },
                 ))
             }
-            Kind::Service => {
-                let options = ListServicesOptionsBuilder::new().filters(&map).build();
-                let list = self
-                    .read(call, || self.docker.list_services(Some(options.clone())))
-                    .await?;
-                list.into_iter().map(|s| service_from(engine, s)).collect()
-            }
-            Kind::Config => {
-                let options = ListConfigsOptionsBuilder::new().filters(&map).build();
-                let list = self
-                    .read(call, || self.docker.list_configs(Some(options.clone())))
-                    .await?;
-                list.into_iter()
-                    .map(|c| {
-                        let spec = c.spec.unwrap_or_default();
-                        swarm_object(
-                            engine,
-                            Kind::Config,
-                            c.id,
-                            spec.name,
-                            spec.labels,
-                            c.created_at,
-                        )
-                    })
-                    .collect()
-            }
-            Kind::Secret => {
-                let options = ListSecretsOptionsBuilder::new().filters(&map).build();
-                let list = self
-                    .read(call, || self.docker.list_secrets(Some(options.clone())))
-                    .await?;
-                list.into_iter()
-                    .map(|c| {
-                        let spec = c.spec.unwrap_or_default();
-                        swarm_object(
-                            engine,
-                            Kind::Secret,
-                            c.id,
-                            spec.name,
-                            spec.labels,
-                            c.created_at,
-                        )
-                    })
-                    .collect()
-            }
+            Kind::Service => listing!(ListServicesOptionsBuilder, list_services, service_from),
+            Kind::Config => listing!(ListConfigsOptionsBuilder, list_configs, config_from),
+            Kind::Secret => listing!(ListSecretsOptionsBuilder, list_secrets, secret_from),
         })
     }
 
@@ -160,21 +110,9 @@ impl Engine for DockerEngine {
                 ]),
             ),
         };
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&map)
-            .build();
-        let list = self
-            .read(call.to_string(), || {
-                self.docker.list_containers(Some(options.clone()))
-            })
+        self.containers(call.to_string(), &map)
             .await
-            .map_err(since_gone)?;
-        let engine = self.name.as_str();
-        Ok(list
-            .into_iter()
-            .map(|c| container_from_summary(engine, c))
-            .collect())
+            .map_err(since_gone)
     }
 
     async fn list_images(&self, reference: &str) -> Result<Vec<ImageInfo>, EngineError> {
@@ -394,15 +332,7 @@ impl Engine for DockerEngine {
                             .inspect_network(&key.id, None::<InspectNetworkOptions>)
                     })
                     .await?;
-                let mut o = Object::new(
-                    engine,
-                    Kind::Network,
-                    n.id.as_deref().unwrap_or_default(),
-                    n.name.as_deref().unwrap_or_default(),
-                );
-                o.labels = labels_from(n.labels);
-                o.created = n.created.as_deref().and_then(parse_time);
-                o
+                named_object(engine, Kind::Network, n.id, n.name, n.labels, n.created)
             }
             Kind::Service => service_from(
                 engine,
@@ -412,34 +342,16 @@ impl Engine for DockerEngine {
                 })
                 .await?,
             ),
-            Kind::Config => {
-                let c = self
-                    .read(call, || self.docker.inspect_config(&key.id))
-                    .await?;
-                let spec = c.spec.unwrap_or_default();
-                swarm_object(
-                    engine,
-                    Kind::Config,
-                    c.id,
-                    spec.name,
-                    spec.labels,
-                    c.created_at,
-                )
-            }
-            Kind::Secret => {
-                let c = self
-                    .read(call, || self.docker.inspect_secret(&key.id))
-                    .await?;
-                let spec = c.spec.unwrap_or_default();
-                swarm_object(
-                    engine,
-                    Kind::Secret,
-                    c.id,
-                    spec.name,
-                    spec.labels,
-                    c.created_at,
-                )
-            }
+            Kind::Config => config_from(
+                engine,
+                self.read(call, || self.docker.inspect_config(&key.id))
+                    .await?,
+            ),
+            Kind::Secret => secret_from(
+                engine,
+                self.read(call, || self.docker.inspect_secret(&key.id))
+                    .await?,
+            ),
         })
     }
 
@@ -525,6 +437,39 @@ impl Engine for DockerEngine {
 }
 
 impl DockerEngine {
+    /// One listing under the read deadline, each item converted by `from`.
+    async fn listing<T, F, Fut>(
+        &self,
+        call: String,
+        request: F,
+        from: fn(&str, T) -> Object,
+    ) -> Result<Vec<Object>, EngineError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Vec<T>, BollardError>>,
+    {
+        let list = self.read(call, request).await?;
+        Ok(list.into_iter().map(|t| from(&self.name, t)).collect())
+    }
+
+    /// The containers in any state that a listing filtered by `filters` finds.
+    async fn containers(
+        &self,
+        call: String,
+        filters: &HashMap<&str, Vec<&str>>,
+    ) -> Result<Vec<Object>, EngineError> {
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(filters)
+            .build();
+        self.listing(
+            call,
+            || self.docker.list_containers(Some(options.clone())),
+            container_from_summary,
+        )
+        .await
+    }
+
     /// After `DELETE /services/{id}`: waits, within the call deadline, until
     /// this engine lists no container of the service's tasks (Swarm stops and
     /// removes them; its stop grace period may take a while). Those still

@@ -25,7 +25,7 @@ const NONE_TAG: &str = "<none>:<none>";
 /// by the inventory), the named volumes they mount, configs and secrets.
 pub(super) fn service_from(engine: &str, s: bollard::models::Service) -> Object {
     let spec = s.spec.unwrap_or_default();
-    let mut o = swarm_object(
+    let mut o = named_object(
         engine,
         Kind::Service,
         s.id,
@@ -81,8 +81,9 @@ pub(super) fn service_from(engine: &str, s: bollard::models::Service) -> Object 
     o
 }
 
-/// A service, config or secret: its ID, its spec's name and labels.
-pub(super) fn swarm_object(
+/// A network, service, config or secret: its ID, name (a swarm object's
+/// spec's), labels and creation time.
+pub(super) fn named_object(
     engine: &str,
     kind: Kind,
     id: Option<String>,
@@ -179,14 +180,22 @@ fn container_name(names: &[String]) -> String {
         .unwrap_or_default()
 }
 
-/// A container's attachment as the network's ID, or its name when the engine
-/// has not assigned an endpoint yet (a created, never started container);
-/// the inventory resolves names to IDs.
-fn network_ref((name, endpoint): (String, bollard::models::EndpointSettings)) -> String {
-    endpoint
-        .network_id
-        .filter(|id| !id.is_empty())
-        .unwrap_or(name)
+/// A container's attachments, each as the network's ID, or its name when the
+/// engine has not assigned an endpoint yet (a created, never started
+/// container); the inventory resolves names to IDs.
+fn network_refs(
+    networks: Option<HashMap<String, bollard::models::EndpointSettings>>,
+) -> BTreeSet<String> {
+    networks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, endpoint)| {
+            endpoint
+                .network_id
+                .filter(|id| !id.is_empty())
+                .unwrap_or(name)
+        })
+        .collect()
 }
 
 /// `container:<target>` as a join of `namespace`.
@@ -234,13 +243,7 @@ fn container_object(
 }
 
 pub(super) fn container_from_summary(engine: &str, c: ContainerSummary) -> Object {
-    let networks = c
-        .network_settings
-        .and_then(|n| n.networks)
-        .unwrap_or_default()
-        .into_iter()
-        .map(network_ref)
-        .collect();
+    let networks = network_refs(c.network_settings.and_then(|n| n.networks));
     let network_mode = c.host_config.and_then(|h| h.network_mode);
     container_object(
         engine,
@@ -261,13 +264,7 @@ pub(super) fn container_from_summary(engine: &str, c: ContainerSummary) -> Objec
 }
 
 pub(super) fn container_from_inspect(engine: &str, c: ContainerInspectResponse) -> Object {
-    let networks = c
-        .network_settings
-        .and_then(|n| n.networks)
-        .unwrap_or_default()
-        .into_iter()
-        .map(network_ref)
-        .collect();
+    let networks = network_refs(c.network_settings.and_then(|n| n.networks));
     let host = c.host_config.unwrap_or_default();
     let ipc_shareable = host.ipc_mode.as_deref() == Some("shareable");
     let joins = [
@@ -305,15 +302,31 @@ pub(super) fn volume_from(engine: &str, v: Volume) -> Object {
 }
 
 pub(super) fn network_from(engine: &str, n: Network) -> Object {
-    let mut o = Object::new(
+    named_object(engine, Kind::Network, n.id, n.name, n.labels, n.created)
+}
+
+pub(super) fn config_from(engine: &str, c: bollard::models::Config) -> Object {
+    let spec = c.spec.unwrap_or_default();
+    named_object(
         engine,
-        Kind::Network,
-        n.id.as_deref().unwrap_or_default(),
-        n.name.as_deref().unwrap_or_default(),
-    );
-    o.labels = labels_from(n.labels);
-    o.created = n.created.as_deref().and_then(parse_time);
-    o
+        Kind::Config,
+        c.id,
+        spec.name,
+        spec.labels,
+        c.created_at,
+    )
+}
+
+pub(super) fn secret_from(engine: &str, s: bollard::models::Secret) -> Object {
+    let spec = s.spec.unwrap_or_default();
+    named_object(
+        engine,
+        Kind::Secret,
+        s.id,
+        spec.name,
+        spec.labels,
+        s.created_at,
+    )
 }
 
 pub(super) fn image_from(i: ImageSummary) -> ImageInfo {

@@ -44,7 +44,7 @@ impl Engine for MemoryEngine {
                     .map(|c| c.object(engine, false))
                     .collect(),
                 Kind::Volume => w.volumes.iter().map(|v| v.object(engine)).collect(),
-                Kind::Network => w.networks.iter().map(|n| n.object(engine)).collect(),
+                Kind::Network => w.networks.iter().map(|n| n.object(engine, kind)).collect(),
                 swarm => {
                     no_swarm(w, swarm)?;
                     match swarm {
@@ -152,7 +152,7 @@ impl Engine for MemoryEngine {
                     .networks
                     .iter()
                     .find(|n| n.id == id)
-                    .map(|n| n.object(engine)),
+                    .map(|n| n.object(engine, Kind::Network)),
                 Kind::Service => {
                     no_swarm(w, Kind::Service)?;
                     w.services

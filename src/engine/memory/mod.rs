@@ -20,8 +20,8 @@ mod engine;
 mod world;
 
 pub use self::world::{
-    box_labels, ContainerInfo, NetworkInfo, ServiceInfo, SwarmObjectInfo, SwarmRole, VolumeInfo,
-    World,
+    box_labels, ContainerInfo, NamedInfo, NetworkInfo, ServiceInfo, SwarmObjectInfo, SwarmRole,
+    VolumeInfo, World,
 };
 
 use std::collections::BTreeMap;
@@ -411,13 +411,7 @@ mod tests {
     }
 
     fn failure() -> EngineError {
-        EngineError::new(
-            "list volumes",
-            ErrorKind::Other {
-                status: Some(500),
-                message: "boom".into(),
-            },
-        )
+        EngineError::status_500("list volumes", "boom")
     }
 
     #[tokio::test]

@@ -76,20 +76,18 @@ impl ContainerInfo {
     /// As the engine reports it: listings show only the network mode;
     /// inspect also shows the pid and ipc modes.
     pub(super) fn object(&self, engine: &str, inspected: bool) -> Object {
-        let mut o = Object::new(engine, Kind::Container, &self.id, &self.name);
+        let mut o = listed(
+            engine,
+            Kind::Container,
+            &self.id,
+            &self.name,
+            &self.labels,
+            &self.created_at,
+        );
         o.state = Some(self.state.clone());
-        o.labels = self.labels.clone();
-        o.created = self.created_at.as_deref().and_then(parse_time);
         o.image = self.image.clone();
-        o.depends_on = self
-            .mounts
-            .iter()
-            .map(|v| ObjectKey::new(engine, Kind::Volume, v))
-            .chain(
-                self.networks
-                    .iter()
-                    .map(|n| ObjectKey::new(engine, Kind::Network, n)),
-            )
+        o.depends_on = keys(engine, Kind::Volume, &self.mounts)
+            .chain(keys(engine, Kind::Network, &self.networks))
             .collect();
         o.depends_on.sort();
         let mut modes = vec![(Namespace::Network, &self.network_mode)];
@@ -134,34 +132,19 @@ pub struct VolumeInfo {
 
 impl VolumeInfo {
     pub(super) fn object(&self, engine: &str) -> Object {
-        let mut o = Object::new(engine, Kind::Volume, &self.name, &self.name);
-        o.labels = self.labels.clone();
-        o.created = self.created_at.as_deref().and_then(parse_time);
-        o
+        listed(
+            engine,
+            Kind::Volume,
+            &self.name,
+            &self.name,
+            &self.labels,
+            &self.created_at,
+        )
     }
 }
 
 /// A network in a fixture or a test world.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkInfo {
-    pub id: String,
-    pub name: String,
-    #[serde(default)]
-    pub labels: Labels,
-    /// Creation time, RFC 3339.
-    #[serde(default, rename = "createdAt")]
-    pub created_at: Option<String>,
-}
-
-impl NetworkInfo {
-    pub(super) fn object(&self, engine: &str) -> Object {
-        let mut o = Object::new(engine, Kind::Network, &self.id, &self.name);
-        o.labels = self.labels.clone();
-        o.created = self.created_at.as_deref().and_then(parse_time);
-        o
-    }
-}
+pub type NetworkInfo = NamedInfo;
 
 /// A Swarm service in a fixture or a test world. Its tasks' containers are
 /// the world's containers labeled `com.docker.swarm.service.id=<id>`.
@@ -191,28 +174,18 @@ pub struct ServiceInfo {
 
 impl ServiceInfo {
     pub(super) fn object(&self, engine: &str) -> Object {
-        let mut o = Object::new(engine, Kind::Service, &self.id, &self.name);
-        o.labels = self.labels.clone();
-        o.created = self.created_at.as_deref().and_then(parse_time);
-        o.depends_on = self
-            .networks
-            .iter()
-            .map(|n| ObjectKey::new(engine, Kind::Network, n))
-            .chain(
-                self.mounts
-                    .iter()
-                    .map(|v| ObjectKey::new(engine, Kind::Volume, v)),
-            )
-            .chain(
-                self.configs
-                    .iter()
-                    .map(|c| ObjectKey::new(engine, Kind::Config, c)),
-            )
-            .chain(
-                self.secrets
-                    .iter()
-                    .map(|c| ObjectKey::new(engine, Kind::Secret, c)),
-            )
+        let mut o = listed(
+            engine,
+            Kind::Service,
+            &self.id,
+            &self.name,
+            &self.labels,
+            &self.created_at,
+        );
+        o.depends_on = keys(engine, Kind::Network, &self.networks)
+            .chain(keys(engine, Kind::Volume, &self.mounts))
+            .chain(keys(engine, Kind::Config, &self.configs))
+            .chain(keys(engine, Kind::Secret, &self.secrets))
             .collect();
         o.depends_on.sort();
         o
@@ -220,9 +193,13 @@ impl ServiceInfo {
 }
 
 /// A Swarm config or secret in a fixture or a test world.
+pub type SwarmObjectInfo = NamedInfo;
+
+/// A network, Swarm config or secret in a fixture or a test world: all the
+/// engine shows of one is an ID, a name, labels and a creation time.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SwarmObjectInfo {
+pub struct NamedInfo {
     pub id: String,
     pub name: String,
     #[serde(default)]
@@ -232,13 +209,42 @@ pub struct SwarmObjectInfo {
     pub created_at: Option<String>,
 }
 
-impl SwarmObjectInfo {
+impl NamedInfo {
+    /// As the engine reports it, as an object of `kind`.
     pub(super) fn object(&self, engine: &str, kind: Kind) -> Object {
-        let mut o = Object::new(engine, kind, &self.id, &self.name);
-        o.labels = self.labels.clone();
-        o.created = self.created_at.as_deref().and_then(parse_time);
-        o
+        listed(
+            engine,
+            kind,
+            &self.id,
+            &self.name,
+            &self.labels,
+            &self.created_at,
+        )
     }
+}
+
+/// An object as listed: its key, name, labels and creation time (RFC 3339).
+fn listed(
+    engine: &str,
+    kind: Kind,
+    id: &str,
+    name: &str,
+    labels: &Labels,
+    created_at: &Option<String>,
+) -> Object {
+    let mut o = Object::new(engine, kind, id, name);
+    o.labels = labels.clone();
+    o.created = created_at.as_deref().and_then(parse_time);
+    o
+}
+
+/// The keys of the objects of `kind` named by `ids` on `engine`.
+fn keys<'a>(
+    engine: &'a str,
+    kind: Kind,
+    ids: &'a BTreeSet<String>,
+) -> impl Iterator<Item = ObjectKey> + 'a {
+    ids.iter().map(move |id| ObjectKey::new(engine, kind, id))
 }
 
 /// What the engine is to a swarm.

@@ -260,12 +260,24 @@ mod tests {
             data.extend_from_slice(format!("{len}{rest}").as_bytes());
         }
         let mut h = tar::Header::new_ustar();
-        h.set_path("PaxHeaders/x").unwrap();
         h.set_entry_type(kind);
-        h.set_size(data.len() as u64);
+        entry(b, h, "PaxHeaders/x", data.len() as u64, &data);
+    }
+
+    /// An entry at `path` with header `h` (a plain file's, unless set
+    /// otherwise) saying `size`, then `data`.
+    fn entry(
+        b: &mut tar::Builder<Vec<u8>>,
+        mut h: tar::Header,
+        path: &str,
+        size: u64,
+        data: &[u8],
+    ) {
+        h.set_path(path).unwrap();
+        h.set_size(size);
         h.set_mode(0o644);
         h.set_cksum();
-        b.append(&h, data.as_slice()).unwrap();
+        b.append(&h, data).unwrap();
     }
 
     /// Three files behind pax headers, as Go's writer (Docker's) makes them:
@@ -280,25 +292,28 @@ mod tests {
         );
         let long = format!("ca-sbx-volume/{}", "p".repeat(200));
         pax(&mut b, tar::EntryType::XHeader, &[("path", &long)]);
-        let mut h = tar::Header::new_ustar();
-        h.set_path("ca-sbx-volume/truncated").unwrap();
-        h.set_size(3);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append(&h, &b"abc"[..]).unwrap();
+        entry(
+            &mut b,
+            tar::Header::new_ustar(),
+            "ca-sbx-volume/truncated",
+            3,
+            &b"abc"[..],
+        );
         pax(&mut b, tar::EntryType::XHeader, &[("size", "70000")]);
-        let mut h = tar::Header::new_ustar();
-        h.set_path("ca-sbx-volume/big").unwrap();
-        h.set_size(0);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append(&h, &[7u8; 70_000][..]).unwrap();
-        let mut h = tar::Header::new_ustar();
-        h.set_path("ca-sbx-volume/last").unwrap();
-        h.set_size(1);
-        h.set_mode(0o644);
-        h.set_cksum();
-        b.append(&h, &b"z"[..]).unwrap();
+        entry(
+            &mut b,
+            tar::Header::new_ustar(),
+            "ca-sbx-volume/big",
+            0,
+            &[7u8; 70_000][..],
+        );
+        entry(
+            &mut b,
+            tar::Header::new_ustar(),
+            "ca-sbx-volume/last",
+            1,
+            &b"z"[..],
+        );
         b.into_inner().unwrap()
     }
 

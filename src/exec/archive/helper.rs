@@ -101,7 +101,7 @@ pub async fn archive_volume(
             });
         }
     }
-    let written = write_from(engine, &id, HELPER_MOUNT, volume, dir).await;
+    let written = archive_through(engine, &id, HELPER_MOUNT, volume, dir).await;
     // Whatever became of the archive. A helper that could not be removed is
     // labeled (the next run removes it), and named: the volume then stays.
     match (written, remove_helper(engine, &helper_key).await) {
@@ -123,21 +123,11 @@ pub async fn archive_volume(
 
 /// Archives `volume` (as just inspected) into `dir`, reading it at `path` of
 /// `container`, the box's own container that mounts it there, which the
-/// caller has stopped. The tar's entries are rooted at `path`'s last element
-/// (the manifest's `root`). The container and the volume are left as they are.
+/// caller has stopped (or the helper that `archive_volume` made): the
+/// manifest made, the archive written and both renamed. The tar's entries
+/// are rooted at `path`'s last element (the manifest's `root`). The
+/// container and the volume are left as they are.
 pub async fn archive_through(
-    engine: &dyn Engine,
-    container: &str,
-    path: &str,
-    volume: &Object,
-    dir: &Path,
-) -> Result<Archived, ArchiveError> {
-    write_from(engine, container, path, volume, dir).await
-}
-
-/// Streams `path` of `container` (where `volume` is mounted) into `dir`:
-/// the manifest made, the archive written and both renamed.
-async fn write_from(
     engine: &dyn Engine,
     container: &str,
     path: &str,

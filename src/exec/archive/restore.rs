@@ -271,7 +271,7 @@ fn read_archive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::memory::{box_labels, FaultAction, Op};
+    use crate::engine::memory::{box_labels, FaultAction, MemoryEngine, Op};
     use crate::engine::EngineError;
     use crate::exec::archive::helper::scope_labels;
     use crate::exec::archive::manifest::manifest_path;
@@ -287,12 +287,19 @@ mod tests {
         std::fs::write(&path, serde_json::to_vec(&m).unwrap()).unwrap();
     }
 
-    #[tokio::test]
-    async fn a_hostile_manifest_name_is_refused_before_any_engine_call() {
+    /// An engine whose volume `v` was archived and removed: the archive's
+    /// folder (gone when dropped), the engine, the archive's path.
+    async fn archived() -> (tempfile::TempDir, MemoryEngine, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine_with(vec![image()]);
         let report = run(&engine, &goal(dir.path())).await;
         let path = PathBuf::from(&report.archived[0].path);
+        (dir, engine, path)
+    }
+
+    #[tokio::test]
+    async fn a_hostile_manifest_name_is_refused_before_any_engine_call() {
+        let (_dir, engine, path) = archived().await;
         let scope = scope_labels(&Scope::default());
         for bad in ["/etc:/x", "v:/host", "../v", "-v", "", "v w", "v\n"] {
             edit_manifest(&path, |m| m.volume = bad.into());
@@ -313,10 +320,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_manifest_s_labels_never_unmanage_or_lease_the_volume() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(vec![image()]);
-        let report = run(&engine, &goal(dir.path())).await;
-        let path = PathBuf::from(&report.archived[0].path);
+        let (_dir, engine, path) = archived().await;
         edit_manifest(&path, |m| {
             m.labels = [
                 ("ca.sandbox", "0"),
@@ -350,10 +354,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_volume_someone_else_made_at_the_create_is_never_filled_nor_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(vec![image()]);
-        let report = run(&engine, &goal(dir.path())).await;
-        let path = PathBuf::from(&report.archived[0].path);
+        let (_dir, engine, path) = archived().await;
         // The volume does not exist when restore looks, then another actor
         // makes it, unlabeled, just before restore's create (which Docker
         // answers with that volume, unchanged).
@@ -371,13 +372,7 @@ mod tests {
         engine.inject(
             Op::CreateHelper,
             None,
-            FaultAction::Fail(EngineError::new(
-                "create a helper container",
-                crate::model::ErrorKind::Other {
-                    status: Some(500),
-                    message: "no".into(),
-                },
-            )),
+            FaultAction::Fail(EngineError::status_500("create a helper container", "no")),
             usize::MAX,
         );
         let scope = scope_labels(&Scope::default());
@@ -397,10 +392,7 @@ mod tests {
 
     #[tokio::test]
     async fn restores_what_was_archived_and_refuses_an_existing_volume() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(vec![image()]);
-        let report = run(&engine, &goal(dir.path())).await;
-        let path = PathBuf::from(&report.archived[0].path);
+        let (_dir, engine, path) = archived().await;
         let scope = scope_labels(&Scope::default());
         let r = restore(&engine, &path, None, &scope).await.unwrap();
         assert_eq!(r.volume, "v");
@@ -418,10 +410,7 @@ mod tests {
 
     #[tokio::test]
     async fn restore_checks_the_checksum_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(vec![image()]);
-        let report = run(&engine, &goal(dir.path())).await;
-        let path = PathBuf::from(&report.archived[0].path);
+        let (_dir, engine, path) = archived().await;
         let mut bytes = std::fs::read(&path).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
@@ -440,10 +429,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_fill_removes_the_volume_it_created() {
-        let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(vec![image()]);
-        let report = run(&engine, &goal(dir.path())).await;
-        let path = PathBuf::from(&report.archived[0].path);
+        let (_dir, engine, path) = archived().await;
         engine.inject(Op::Upload, None, FaultAction::Fail(boom()), 1);
         let e = restore(&engine, &path, None, &scope_labels(&Scope::default()))
             .await

@@ -11,16 +11,12 @@ use crate::engine::memory::{
     box_labels, ContainerInfo, FaultAction, MemoryEngine, Op, VolumeInfo, World,
 };
 use crate::engine::{Engine, EngineError, ErrorKind, Helper, HELPER_MOUNT};
-use crate::exec::apply::ApplyOptions;
-use crate::exec::event::Silent;
-use crate::exec::reconcile::reconcile_once;
+use crate::exec::files::tests::{mode, umask_022};
+use crate::exec::reconcile::tests::{applied, once, NOW};
 use crate::model::{
     ImageInfo, Kind, ObjectKey, Outcome, Reason, Scope, ARCHIVE_HELPER_ROLE, ROLE_LABEL,
 };
 use crate::plan::{ArchivePolicy, Goal};
-use tokio_util::sync::CancellationToken;
-
-const NOW: i64 = 1_800_000_000;
 
 /// A tar as the engine streams a helper's mount: `ca-sbx-volume/` and
 /// what is under it, a long name (a GNU or pax header) among them.
@@ -76,27 +72,11 @@ pub(super) fn engine_with(images: Vec<ImageInfo>) -> MemoryEngine {
 }
 
 pub(super) fn goal(dir: &Path) -> Goal {
-    Goal::Reconcile {
-        boxes: vec![],
-        keep_volumes: vec![],
-        grace: None,
-        max_lease: None,
-        archive: Some(ArchivePolicy::new(&dir.to_string_lossy())),
-    }
+    Goal::nothing_declared().with_archive(Some(ArchivePolicy::new(&dir.to_string_lossy())))
 }
 
 pub(super) async fn run(engine: &MemoryEngine, goal: &Goal) -> crate::exec::report::Report {
-    reconcile_once(
-        engine,
-        goal,
-        &Scope::default(),
-        NOW,
-        &ApplyOptions::default(),
-        &CancellationToken::new(),
-        &Silent,
-    )
-    .await
-    .unwrap()
+    once(engine, goal).await.unwrap()
 }
 
 /// Every file under `dir`, relative, sorted.
@@ -298,13 +278,7 @@ async fn a_late_helper_of_the_scope_does_not_keep_a_volume() {
             images: vec![image()],
             ..World::default()
         });
-        let goal = Goal::Reconcile {
-            boxes: vec![],
-            keep_volumes: vec![],
-            grace: None,
-            max_lease: None,
-            archive: None,
-        };
+        let goal = Goal::nothing_declared();
         let listed = crate::exec::list::inventory(&engine, &Scope::default())
             .await
             .unwrap();
@@ -320,14 +294,7 @@ async fn a_late_helper_of_the_scope_does_not_keep_a_volume() {
             labels,
         };
         engine.create_helper(&late).await.unwrap();
-        let applied = crate::exec::apply::apply(
-            &engine,
-            &plan,
-            &ApplyOptions::default(),
-            &CancellationToken::new(),
-            &Silent,
-        )
-        .await;
+        let applied = applied(&engine, &plan).await;
         let world = engine.world();
         if removed {
             assert_eq!(applied.outcomes, vec![Outcome::Removed]);
@@ -530,19 +497,9 @@ async fn an_unwritable_folder_leaves_the_volume() {
     ));
 }
 
-fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::symlink_metadata(path)
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o7777
-}
-
 #[tokio::test]
 async fn archives_are_0600_and_the_folders_made_0700_under_umask_022() {
-    // SAFETY: a plain syscall; 022 is this test binary's usual umask.
-    unsafe { libc::umask(0o022) };
+    umask_022();
     let top = tempfile::tempdir().unwrap();
     let dir = top.path().join("archive");
     let engine = engine_with(vec![image()]);
@@ -627,7 +584,6 @@ async fn a_symlinked_archive_folder_is_refused_and_its_volume_stays() {
 
 #[tokio::test]
 async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
-    use crate::exec::apply::apply;
     use crate::exec::list::plan_once;
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_with(vec![]);
@@ -643,14 +599,7 @@ async fn a_failed_archive_is_archive_failed_and_the_verdict_fails() {
         plan.steps[volume].archive.as_deref(),
         Some(&*dir.path().to_string_lossy())
     );
-    let applied = apply(
-        &engine,
-        &plan,
-        &ApplyOptions::default(),
-        &CancellationToken::new(),
-        &Silent,
-    )
-    .await;
+    let applied = applied(&engine, &plan).await;
     assert!(matches!(
         applied.outcomes[volume],
         Outcome::ArchiveFailed(_)
