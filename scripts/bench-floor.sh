@@ -34,7 +34,7 @@
 #   BENCH_REPEAT    compare: rounds [3]
 #   BENCH_CREATE_P  concurrent creations [8]
 #   BENCH_DUMP_P    probe: the parallelism whose teardown is dumped mid-way [16]
-#   BENCH_FLOOR_P   compare: the raw contenders' parallelism (the probe's best) [8]
+#   BENCH_FLOOR_P   compare: the raw contenders' parallelism (the probe's best) [16]
 #   BENCH_CONTENDERS compare: in order [sandboxctl batch xargs8 xargs16 raw-delete];
 #                   raw-STRATEGY: scripts/lib/api-remove.py's strategies
 #                   (raw-delete, raw-kill-first, raw-disconnect-first)
@@ -62,7 +62,7 @@ ENGINE=${BENCH_ENGINE:-20}
 REPEAT=${BENCH_REPEAT:-3}
 CREATE_P=${BENCH_CREATE_P:-8}
 DUMP_P=${BENCH_DUMP_P:-16}
-FLOOR_P=${BENCH_FLOOR_P:-8}
+FLOOR_P=${BENCH_FLOOR_P:-16}
 BIN=${SANDBOXCTL:-$ROOT/target/release/sandboxctl}
 IMAGE=ca-sbx:bench-sleep
 RUN_ID=floor-$(date +%Y%m%d-%H%M%S)-$$
@@ -110,6 +110,8 @@ CG=
 for c in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/cpu,cpuacct; do
     if [[ -w $c ]]; then CG=$c/sbx-floor-$$; mkdir -p "$CG"; break; fi
 done
+# A /22 default bridge: room for 1,000 containers.
+export D2_BRIDGE_BITS=${D2_BRIDGE_BITS:-22}
 DOCKER_HOST=$(
     [[ -z $CG ]] || echo "$BASHPID" >"$CG/cgroup.procs"
     exec "$ROOT/scripts/second-dockerd.sh" start "$D2"

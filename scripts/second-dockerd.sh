@@ -26,6 +26,8 @@
 #   D2_STORAGE_DRIVER  storage driver [the main engine's]
 #   D2_START_TIMEOUT   seconds to wait until it answers [30]
 #   D2_STOP_TIMEOUT    seconds to wait after SIGTERM before SIGKILL [60]
+#   D2_BRIDGE_BITS     the bridge's prefix length: 24, or 22 for more than
+#                      250 containers on the default bridge [24]
 set -euo pipefail
 export LC_ALL=C
 
@@ -35,17 +37,21 @@ usage() {
 }
 log() { printf '[second-dockerd %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# A 10.250.X.0/24 that no route, and no address on any interface, overlaps.
+# A 10.250.X.0/BITS that no route, and no address on any interface, overlaps
+# (BITS: 24, or 22 for an engine of more than 250 containers).
 free_subnet() {
-    local x start net
+    local x start net step=$((1 << (24 - BITS))) k
     start=$((RANDOM % 200 + 20))
     for ((i = 0; i < 254; i++)); do
-        x=$(((start + i) % 254 + 1))
+        x=$(((start + i) % 254 / step * step))
+        ((x > 0)) || continue
         net=10.250.$x
-        # routes containing the /24 (other than the default route) or inside it
-        if ip -4 route show match "$net.0/24" | grep -v '^default' | grep -q .; then continue; fi
-        if ip -4 route show root "$net.0/24" | grep -q .; then continue; fi
-        if ip -4 -o addr show | grep -q " $net\."; then continue; fi
+        # routes containing the subnet (other than the default route) or inside it
+        if ip -4 route show match "$net.0/$BITS" | grep -v '^default' | grep -q .; then continue; fi
+        if ip -4 route show root "$net.0/$BITS" | grep -q .; then continue; fi
+        for ((k = 0; k < step; k++)); do
+            if ip -4 -o addr show | grep -q " 10\.250\.$((x + k))\."; then continue 2; fi
+        done
         echo "$net"
         return 0
     done
@@ -70,7 +76,9 @@ start() {
     local id bridge net driver mtu sock
     id=$(printf '%04x%02x' $(($$ % 65536)) $((RANDOM % 256)))
     bridge=sbx-d2-$id     # 13 characters (interface names: at most 15)
-    net=$(free_subnet) || { echo "no free 10.250.X.0/24 on this host" >&2; exit 1; }
+    BITS=${D2_BRIDGE_BITS:-24}
+    [[ $BITS == 24 || $BITS == 22 ]] || { echo "D2_BRIDGE_BITS must be 24 or 22" >&2; exit 1; }
+    net=$(free_subnet) || { echo "no free 10.250.X.0/$BITS on this host" >&2; exit 1; }
     driver=${D2_STORAGE_DRIVER:-$(docker info -f '{{.Driver}}')}
     mtu=$(docker network inspect bridge -f '{{index .Options "com.docker.network.driver.mtu"}}' 2>/dev/null || true)
     [[ $mtu =~ ^[0-9]+$ ]] || mtu=1500
@@ -83,7 +91,7 @@ start() {
     } >"$dir/state"
 
     ip link add "$bridge" type bridge
-    ip addr add "$net.1/24" dev "$bridge"
+    ip addr add "$net.1/$BITS" dev "$bridge"
     ip link set "$bridge" up
     mkdir -p "$dir/root" "$dir/exec"
     jq -n --arg key "$dir/key.json" --arg driver "$driver" --argjson mtu "$mtu" \
@@ -106,7 +114,7 @@ start() {
         fi
         sleep 0.2
     done
-    log "dockerd pid $pid on unix://$sock, bridge $bridge $net.1/24, storage $driver"
+    log "dockerd pid $pid on unix://$sock, bridge $bridge $net.1/$BITS, storage $driver"
     local img
     for img in "$@"; do
         log "loading $img"
