@@ -773,17 +773,15 @@ fn start_dockerd(current: bool, listen: Listen) -> EngineInner {
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_string()
     };
     let dir = new_dir(if current { "docker26" } else { "dockerd" });
-    let (bridge, subnet) = claim_bridge(&dir);
+    let (bridge, _subnet) = claim_bridge(&dir);
     let d = dir.display().to_string();
     let socket = dir.join("docker.sock");
-    // Networks made on this engine (a swarm's `docker_gwbridge` included)
-    // take their subnets from a pool of its own: the default pools are the
-    // host's, and every bridge network of every engine takes one of the 31
-    // for as long as it exists, so the main engine ran out while tests
-    // kept networks on a few private engines.
-    let mut config = serde_json::json!({
-        "default-address-pools": [{"base": address_pool(subnet), "size": 27}]
-    });
+    // No `default-address-pools` here: a dockerd restarted with it deletes
+    // the host's `docker0` (20.10's initNetworkController removes the
+    // default bridge interface by its default name when the pools are set).
+    // The networks tests make on it get subnets of their own instead
+    // (`Corner::network`).
+    let mut config = serde_json::json!({});
     if !current {
         // 20.10 keeps its engine ID in a key file: without one of its own it
         // reports the main engine's ID. 26.1 keeps it in the data root.
@@ -1379,13 +1377,6 @@ fn make_leaf(ca: &Path, out: &Path, name: &str, extensions: &str) {
 /// subnet `10.213.N.0/24` no route uses, gives it `10.213.N.1/24` and brings
 /// it up. `ip link add` fails when the name exists, so concurrent processes
 /// never share one. Records the name in `dir/bridge` for reclaiming.
-/// The networks' pool of the engine on bridge `n` (1..=250): a /22 of its
-/// own, 32 networks of /27, far from the main engine's default pools
-/// (172.17-31/16, 192.168/16) and from the bridges' `BRIDGE_NET.n.0/24`.
-fn address_pool(n: u32) -> String {
-    format!("10.{}.{}.0/22", 214 + n / 64, (n % 64) * 4)
-}
-
 fn claim_bridge(dir: &Path) -> (String, u32) {
     let routes = Command::new("ip")
         .args(["-4", "route", "show"])
@@ -1850,23 +1841,45 @@ impl Corner {
             .await
     }
 
-    /// Creates an internal bridge network with `labels` plus the scope label;
-    /// returns its ID.
+    /// Creates an internal bridge network with `labels` plus the scope label,
+    /// on a /26 of 10.216.0.0/16 of its own (never one of the engines'
+    /// default pools, which every bridge network on the host shares: the
+    /// main engine ran out of them while tests held networks on extra
+    /// engines); returns its ID.
     pub async fn network(&self, name: &str, labels: &[(&str, &str)]) -> String {
-        use bollard::models::NetworkCreateRequest;
+        use bollard::models::{Ipam, IpamConfig, NetworkCreateRequest};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         lock(&self.recorded).networks.push(name.to_string());
-        let request = NetworkCreateRequest {
-            name: name.to_string(),
-            driver: Some("bridge".to_string()),
-            internal: Some(true),
-            labels: Some(self.with_scope(labels, true)),
-            ..Default::default()
-        };
-        self.docker
-            .create_network(request)
-            .await
-            .unwrap_or_else(|e| panic!("create network {name} on {}: {e}", self.host))
-            .id
+        let mut last = String::new();
+        // A subnet another network (of this run or a killed one's) still
+        // holds is refused: the next one is tried.
+        for _ in 0..64 {
+            let k = NEXT.fetch_add(1, Ordering::SeqCst) % 1024;
+            let subnet = format!("10.216.{}.{}/26", k / 4, (k % 4) * 64);
+            let request = NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".to_string()),
+                internal: Some(true),
+                labels: Some(self.with_scope(labels, true)),
+                ipam: Some(Ipam {
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            match self.docker.create_network(request).await {
+                Ok(made) => return made.id,
+                Err(e) if e.to_string().contains("overlap") => last = e.to_string(),
+                Err(e) => panic!("create network {name} on {}: {e}", self.host),
+            }
+        }
+        panic!(
+            "create network {name} on {}: no free /26 in 10.216.0.0/16: {last}",
+            self.host
+        )
     }
 
     /// Creates a container named `name` from [`TEST_IMAGE`] with `labels`
