@@ -776,11 +776,11 @@ fn start_dockerd(current: bool, listen: Listen) -> EngineInner {
     let (bridge, _subnet) = claim_bridge(&dir);
     let d = dir.display().to_string();
     let socket = dir.join("docker.sock");
-    // No `default-address-pools` here: a dockerd restarted with it deletes
-    // the host's `docker0` (20.10's initNetworkController removes the
-    // default bridge interface by its default name when the pools are set).
-    // The networks tests make on it get subnets of their own instead
-    // (`Corner::network`).
+    // No `default-address-pools` here: with them, a restarted dockerd (the
+    // archive-restart test's) deleted the host's `docker0`, seen twice on
+    // 20.10 (the daemon removes the default bridge interface by its default
+    // name when pools are set). The networks tests make on it get subnets
+    // of their own instead (`Corner::network`).
     let mut config = serde_json::json!({});
     if !current {
         // 20.10 keeps its engine ID in a key file: without one of its own it
