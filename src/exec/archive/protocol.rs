@@ -382,10 +382,6 @@ mod tests {
             .args(["sleep", "60"])
             .spawn()
             .expect("run flock(1)");
-        let taken = |p: &Path| {
-            let f = std::fs::File::open(p).unwrap();
-            matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
-        };
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !taken(&path) {
             assert!(std::time::Instant::now() < until, "flock(1) took no lock");
@@ -429,6 +425,12 @@ mod tests {
         );
     }
 
+    /// Whether another open file description holds `p`'s lock.
+    fn taken(p: &Path) -> bool {
+        let f = std::fs::File::open(p).unwrap();
+        matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
+    }
+
     #[test]
     fn a_manifest_without_its_archive_goes_only_once_its_writer_is_dead() {
         let dir = tempfile::tempdir().unwrap();
@@ -440,6 +442,16 @@ mod tests {
         assert!(sweep(d).is_empty(), "its writer is alive");
         assert!(d.join("v-1.json").exists());
         drop(held);
+        // A child another test forks in that instant holds the lock (and
+        // the descriptor) until it execs: wait for the kernel to let go.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while taken(&d.join(".v-1.tar.zst.partial")) {
+            assert!(
+                std::time::Instant::now() < until,
+                "the lock outlived its holder"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(
             names(d, &sweep(d)),
             [".v-1.tar.zst.partial", "v-1.json"],
