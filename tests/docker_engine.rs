@@ -565,7 +565,7 @@ async fn unreachable_engines_fail_fast() {
 
 // ----- fake daemons -------------------------------------------------------
 
-/// How a fake daemon answers a request other than `/version`.
+/// How a fake daemon answers a request other than the version check.
 #[derive(Clone, Copy)]
 enum Answer {
     /// Closes the connection without answering.
@@ -599,8 +599,9 @@ impl Drop for FakeDaemon {
     }
 }
 
-/// Serves `/version` (API 1.41, or never if `hang_version`) and answers
-/// everything else with `answer`.
+/// Serves the version check, `/_ping` with `Api-Version: 1.41` and
+/// `/version` (or never, if `hang_version`), and answers everything else
+/// with `answer`.
 fn fake_daemon(answer: Answer, hang_version: bool) -> FakeDaemon {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("docker.sock");
@@ -642,12 +643,19 @@ where
             body.len()
         )
     };
-    if path.ends_with("/version") {
+    if path == "/_ping" || path.ends_with("/version") {
         if hang_version {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
-        let body = r#"{"ApiVersion":"1.41","Version":"20.10.24","MinAPIVersion":"1.12"}"#;
-        let _ = stream.write_all(reply(200, body).as_bytes()).await;
+        let reply = if path == "/_ping" {
+            "HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nOK".to_string()
+        } else {
+            reply(
+                200,
+                r#"{"ApiVersion":"1.41","Version":"20.10.24","MinAPIVersion":"1.12"}"#,
+            )
+        };
+        let _ = stream.write_all(reply.as_bytes()).await;
         return;
     }
     match answer {

@@ -112,14 +112,15 @@ fn version_of(docker: &Docker) -> String {
     format!("{}.{}", v.major_version, v.minor_version)
 }
 
-/// Asserts the proxy saw `/version` unversioned first (negotiation) and every
-/// later request with `/v{version}/`.
-fn assert_all_versioned(proxy: &Proxy, version: &str) {
+/// Asserts the proxy saw `first` unversioned first (negotiation: `/_ping`
+/// over a unix socket, `/version` over the other transports) and every later
+/// request with `/v{version}/`.
+fn assert_all_versioned(proxy: &Proxy, version: &str, first: &str) {
     let seen = proxy.seen();
     assert!(seen.len() >= 6, "too few requests:\n{}", proxy.dump());
     assert_eq!(
         seen[0].target,
-        "/version",
+        first,
         "negotiation first:\n{}",
         proxy.dump()
     );
@@ -185,7 +186,7 @@ async fn every_request_carries_the_negotiated_version() {
     exercise(&docker).await;
     // Clones share the prefix (the engine clones its client per call).
     docker.clone().ping().await.unwrap();
-    assert_all_versioned(&proxy, &version);
+    assert_all_versioned(&proxy, &version, "/_ping");
     assert_eq!(proxy.count("GET", "/containers/json"), 1);
 }
 
@@ -397,7 +398,7 @@ async fn tls_with_certificates_reaches_the_engine_with_the_version_prefix() {
     let docker = connect(&ep, TIMEOUT).await.unwrap();
     assert_eq!(version_of(&docker), version);
     exercise(&docker).await;
-    assert_all_versioned(&proxy, &version);
+    assert_all_versioned(&proxy, &version, "/version");
     assert_eq!(fwd.tls_failures.load(Ordering::SeqCst), 0);
     assert_eq!(fwd.plain(), 0);
 

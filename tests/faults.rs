@@ -454,7 +454,7 @@ async fn engine_slower_than_the_timeout_fails_fast() {
     // A daemon that does not even answer the version check is unreachable, also fast.
     let proxy = Proxy::start();
     proxy
-        .on("GET", "/version")
+        .on("GET", "/_ping")
         .always()
         .delay(Duration::from_secs(30));
     let cli = crate::faults::cli(&sbx, &proxy)

@@ -653,7 +653,7 @@ async fn cut_event_stream_reconnects_and_catches_up() {
             .position(|l| l["event"] == "streamBack");
     assert!(lost_before_back, "{}", watcher.stderr());
     // "Back" means the new stream stayed open; its request may still be on its
-    // way (the engine is reached lazily: first /version, then /events).
+    // way (the engine is reached lazily: first /_ping, then /events).
     assert!(
         second.wait_for("GET", "/events", Duration::from_secs(10)),
         "{}",

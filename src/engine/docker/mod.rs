@@ -87,11 +87,7 @@ impl DockerEngine {
         let (docker, server) = super::connect::connect_versioned(ep, timeout)
             .await
             .map_err(unreachable)?;
-        let podman = server
-            .components
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.name.to_lowercase().contains("podman"));
+        let podman = server.podman;
         let ssh = ep.host.to_ascii_lowercase().starts_with("ssh://");
         Ok(DockerEngine {
             docker,
