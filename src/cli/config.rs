@@ -395,19 +395,23 @@ pub(crate) fn archive_policy(
 ) -> Option<ArchivePolicy> {
     let dir = flag.or(desired.policy.archive.as_deref())?;
     let mut policy = ArchivePolicy::new(&dir.to_string_lossy());
-    policy.skip_boxes = desired
-        .boxes
-        .iter()
-        .filter(|b| !b.archive)
-        .map(|b| b.id.clone())
-        .collect();
-    policy.skip_volumes = desired
-        .keep_volumes
-        .iter()
-        .filter(|k| !k.archive)
-        .map(|k| k.name.clone())
-        .collect();
+    policy.skip_boxes = unarchived(&desired.boxes, |b| (b.archive, &b.id));
+    policy.skip_volumes = unarchived(&desired.keep_volumes, |k| (k.archive, &k.name));
     Some(policy)
+}
+
+/// The names of the `entries` that say `archive = false` (`setting` gives an
+/// entry's `archive` and its name).
+fn unarchived<T>(
+    entries: &[T],
+    setting: impl Fn(&T) -> (bool, &String),
+) -> std::collections::BTreeSet<String> {
+    entries
+        .iter()
+        .map(setting)
+        .filter(|(archive, _)| !archive)
+        .map(|(_, name)| name.clone())
+        .collect()
 }
 
 /// The volumes a state file keeps.

@@ -161,6 +161,13 @@ mod tests {
         all
     }
 
+    /// Each verdict, and how a run that `end`ed with it closes.
+    fn closings(end: fn(Verdict) -> Ended) -> impl Iterator<Item = (Verdict, Closing)> {
+        every_verdict()
+            .into_iter()
+            .map(move |verdict| (verdict, Exit::of(&end(verdict))))
+    }
+
     #[test]
     fn a_run_to_its_end_interrupted_wins_then_failure_then_pending() {
         assert_eq!(exit(Ended::Done(v(false, false, false))), Exit::Success);
@@ -168,15 +175,14 @@ mod tests {
         assert_eq!(exit(Ended::Done(v(false, false, true))), Exit::Pending);
         assert_eq!(exit(Ended::Done(v(true, true, false))), Exit::Interrupted);
         assert_eq!(exit(Ended::Done(v(false, true, false))), Exit::Interrupted);
-        for verdict in every_verdict() {
-            assert_eq!(Exit::of(&Ended::Done(verdict)).line, None);
+        for (_, closing) in closings(Ended::Done) {
+            assert_eq!(closing.line, None);
         }
     }
 
     #[test]
     fn a_ctrl_c_is_130_whatever_the_run_found_and_says_nothing_more() {
-        for verdict in every_verdict() {
-            let closing = Exit::of(&Ended::Interrupted(verdict));
+        for (verdict, closing) in closings(Ended::Interrupted) {
             assert_eq!(closing.exit, Exit::Interrupted, "{verdict:?}");
             assert_eq!(closing.exit.code(), 130);
             assert_eq!(closing.line, None, "the report says it");
@@ -186,12 +192,15 @@ mod tests {
     #[test]
     fn sigterm_exits_with_the_last_cycles_status_never_130() {
         assert_eq!(exit(Ended::Stopped(v(false, false, false))), Exit::Success);
-        assert_eq!(exit(Ended::Stopped(v(true, false, false))), Exit::Failure);
-        // A cycle the stop cut short did not converge.
-        assert_eq!(exit(Ended::Stopped(v(false, true, false))), Exit::Failure);
-        assert_eq!(exit(Ended::Stopped(v(true, true, false))), Exit::Failure);
-        for verdict in every_verdict() {
-            let closing = Exit::of(&Ended::Stopped(verdict));
+        for (verdict, closing) in closings(Ended::Stopped) {
+            // The status of the last cycle, run to its end; one the stop cut
+            // short did not converge.
+            let last_cycle = v(
+                verdict.failed || verdict.interrupted,
+                false,
+                verdict.pending,
+            );
+            assert_eq!(closing.exit, exit(Ended::Done(last_cycle)), "{verdict:?}");
             assert_ne!(closing.exit, Exit::Interrupted, "{verdict:?}");
             assert_eq!(
                 closing.exit == Exit::Failure,

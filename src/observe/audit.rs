@@ -442,6 +442,23 @@ mod tests {
         }
     }
 
+    /// A new audit log in a temporary directory (gone when the directory
+    /// is dropped), and its path.
+    fn fresh_log() -> (tempfile::TempDir, PathBuf, AuditLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path).unwrap();
+        (dir, path, log)
+    }
+
+    /// A new audit log that `attempt` was appended to, its path, and its text.
+    fn logged(attempt: &Attempt) -> (tempfile::TempDir, PathBuf, String) {
+        let (dir, path, log) = fresh_log();
+        log.append(&attempt.entry()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        (dir, path, text)
+    }
+
     fn read_lines(path: &Path) -> Vec<Value> {
         std::fs::read_to_string(path)
             .unwrap()
@@ -452,21 +469,15 @@ mod tests {
 
     #[test]
     fn a_failed_container_line_has_every_field_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path).unwrap();
-        let attempt = Attempt::container("box-a-web").failed("engine answered 500: boom");
-        log.append(&attempt.entry()).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let (_dir, _, text) =
+            logged(&Attempt::container("box-a-web").failed("engine answered 500: boom"));
         insta::assert_snapshot!(text, @r#"{"time":"2025-01-02T03:04:05.678Z","engine":"default","kind":"container","id":"3f2a9c","name":"box-a-web","labels":{"ca.sandbox":"1","ca.sandbox.id":"a"},"image":"alpine:3","reason":{"code":"boxNotDeclared","text":"leaked: box a is not declared","boxId":"a"},"outcome":"failed","error":"engine answered 500: boom"}"#);
         assert!(text.ends_with('\n'));
     }
 
     #[test]
     fn optional_fields_are_left_out_when_absent() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path).unwrap();
+        let (_dir, path, log) = fresh_log();
         let mut volume = Attempt::container("box-a-data");
         volume.kind = Kind::Volume;
         volume.id = None;
@@ -618,12 +629,8 @@ mod tests {
 
     #[test]
     fn terminal_controls_from_the_engine_are_escaped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path).unwrap();
         let attempt = Attempt::container("evil\u{1b}[2J\u{9b}31m\u{7f}").failed("nope\r\n\u{85}");
-        log.append(&attempt.entry()).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
+        let (_dir, path, text) = logged(&attempt);
         assert!(
             !text.trim_end_matches('\n').chars().any(char::is_control),
             "{text:?}"
@@ -635,9 +642,7 @@ mod tests {
 
     #[test]
     fn a_step_never_attempted_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path).unwrap();
+        let (_dir, path, log) = fresh_log();
         let mut skipped = Attempt::container("box-a-web");
         skipped.outcome = Outcome::Skipped(1);
         let mut interrupted = Attempt::container("box-a-web");

@@ -86,6 +86,31 @@ enum Verdict {
     Block(Reason),
 }
 
+/// Spreads a verdict to a fixpoint: from each object whose verdict `from`
+/// picks to what it depends on and the service it is a task of (`owners`),
+/// while that is still to be removed. `to(i, j, task, verdicts)` is the
+/// verdict that object `j` gets from `i` (`task`: `i` is a task of `j`).
+fn spread(
+    verdicts: &mut [Verdict],
+    depends: &[Vec<usize>],
+    owners: &[Vec<usize>],
+    from: impl Fn(&Verdict) -> bool,
+    mut to: impl FnMut(usize, usize, bool, &[Verdict]) -> Verdict,
+) {
+    let mut stack: Vec<usize> = (0..verdicts.len())
+        .filter(|&i| from(&verdicts[i]))
+        .collect();
+    while let Some(i) = stack.pop() {
+        for &j in depends[i].iter().chain(&owners[i]) {
+            if !matches!(verdicts[j], Verdict::Remove(_)) {
+                continue;
+            }
+            verdicts[j] = to(i, j, owners[i].contains(&j), verdicts);
+            stack.push(j);
+        }
+    }
+}
+
 /// The goal's declared boxes and kept volumes by ID and name, so that each
 /// object's verdict is a lookup, not a scan.
 struct GoalIndex<'g> {
@@ -118,21 +143,28 @@ impl<'g> GoalIndex<'g> {
 
     /// The declaration of box `id` on `engine`, if any.
     fn declared(&self, id: &str, engine: &str) -> Option<&'g DeclaredBox> {
-        self.boxes
-            .get(id)?
-            .iter()
-            .copied()
-            .find(|d| on_engine(&d.engine, engine))
+        entry_on(&self.boxes, id, engine, |d| &d.engine)
     }
 
     /// The `volumes.keep` entry for volume `name` on `engine`, if any.
     fn kept(&self, name: &str, engine: &str) -> Option<&'g KeptVolume> {
-        self.kept
-            .get(name)?
-            .iter()
-            .copied()
-            .find(|k| on_engine(&k.engine, engine))
+        entry_on(&self.kept, name, engine, |k| &k.engine)
     }
+}
+
+/// The entry of `by_key` under `key` that holds on `engine` (`entry_engine`:
+/// the engine an entry is limited to), if any.
+fn entry_on<'g, T>(
+    by_key: &foldhash::HashMap<&'g str, Vec<&'g T>>,
+    key: &str,
+    engine: &str,
+    entry_engine: impl Fn(&T) -> &Option<String>,
+) -> Option<&'g T> {
+    by_key
+        .get(key)?
+        .iter()
+        .copied()
+        .find(|e| on_engine(entry_engine(e), engine))
 }
 
 /// Creation times that grace and expiry are judged by.
@@ -534,27 +566,25 @@ impl Plan {
             })
             .collect();
         let task_ref = |i: usize| object_ref(objects[i], Some(TASK_OF_IT));
-        let mut stack: Vec<usize> = (0..objects.len())
-            .filter(|&i| matches!(verdicts[i], Verdict::Keep(_)))
-            .collect();
-        while let Some(i) = stack.pop() {
-            for &j in depends[i].iter().chain(&owners[i]) {
-                if !matches!(verdicts[j], Verdict::Remove(_)) {
-                    continue;
-                }
-                let kept: Vec<Ref> = if owners[i].contains(&j) {
+        let is_kept = |v: &Verdict| matches!(v, Verdict::Keep(_));
+        spread(
+            &mut verdicts,
+            &depends,
+            &owners,
+            is_kept,
+            |i, j, task, verdicts| {
+                let holders: Vec<Ref> = if task {
                     vec![task_ref(i)]
                 } else {
                     dependents[j]
                         .iter()
-                        .filter(|&&u| matches!(verdicts[u], Verdict::Keep(_)))
+                        .filter(|&&u| is_kept(&verdicts[u]))
                         .map(|&u| object_ref(objects[u], Some(use_of(objects[u], objects[j]))))
                         .collect()
                 };
-                verdicts[j] = Verdict::Keep(Reason::MountedByKept { holders: kept });
-                stack.push(j);
-            }
-        }
+                Verdict::Keep(Reason::MountedByKept { holders })
+            },
+        );
         // Blocked: something outside the managed set uses it.
         for (i, o) in objects.iter().enumerate() {
             if !matches!(verdicts[i], Verdict::Remove(_)) {
@@ -579,23 +609,21 @@ impl Plan {
         }
         // What a blocked object depends on is blocked (it cannot go while its
         // user stays), to a fixpoint.
-        let mut stack: Vec<usize> = (0..objects.len())
-            .filter(|&i| matches!(verdicts[i], Verdict::Block(_)))
-            .collect();
-        while let Some(i) = stack.pop() {
-            for &j in depends[i].iter().chain(&owners[i]) {
-                if !matches!(verdicts[j], Verdict::Remove(_)) {
-                    continue;
-                }
-                let object = if owners[i].contains(&j) {
+        let is_blocked = |v: &Verdict| matches!(v, Verdict::Block(_));
+        spread(
+            &mut verdicts,
+            &depends,
+            &owners,
+            is_blocked,
+            |i, j, task, _| {
+                let object = if task {
                     task_ref(i)
                 } else {
                     object_ref(objects[i], Some(use_of(objects[i], objects[j])))
                 };
-                verdicts[j] = Verdict::Block(Reason::WaitsForBlocked { object });
-                stack.push(j);
-            }
-        }
+                Verdict::Block(Reason::WaitsForBlocked { object })
+            },
+        );
 
         let mut graph: DiGraph<usize, ()> = DiGraph::new();
         let mut node: Vec<Option<NodeIndex>> = vec![None; objects.len()];

@@ -64,8 +64,6 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
     use crate::model::{
         Join, Kind, Labels, Namespace, Object, ObjectKey, Reason, Scope, BOX_ID_LABEL,
@@ -98,14 +96,19 @@ mod tests {
         );
         o.state = Some("running".into());
         o.labels = labels(box_id);
-        o.depends_on = uses
-            .iter()
+        o.depends_on = used(uses, Kind::Volume);
+        o
+    }
+
+    /// The keys of what `uses` names: `net:N` network N, else an object of
+    /// `kind`.
+    fn used(uses: &[&str], kind: Kind) -> Vec<ObjectKey> {
+        uses.iter()
             .map(|u| match u.strip_prefix("net:") {
                 Some(n) => key(Kind::Network, n),
-                None => key(Kind::Volume, u),
+                None => key(kind, u),
             })
-            .collect();
-        o
+            .collect()
     }
 
     fn volume(name: &str, box_id: Option<&str>) -> Object {
@@ -143,6 +146,30 @@ mod tests {
             max_lease: None,
             archive: None,
         }
+    }
+
+    /// `destroy` of the boxes `ids` (`--keep-volume`: `keep_volume`).
+    fn destroy(ids: &[&str], keep_volume: bool) -> Goal {
+        Goal::Destroy {
+            ids: ids.iter().map(|s| s.to_string()).collect(),
+            keep_volume,
+            keep_volumes: vec![],
+            max_lease: None,
+            archive: None,
+        }
+    }
+
+    /// Boxes `a` (container, volume `va`, network `na`) and `b` (container,
+    /// volume `vb`), and an unlabeled volume `loose`.
+    fn boxes_a_and_b(loose: &str) -> Inventory {
+        inventory(vec![
+            container("a", Some("a"), &["va", "net:na"]),
+            container("b", Some("b"), &["vb"]),
+            volume("va", Some("a")),
+            volume("vb", Some("b")),
+            volume(loose, None),
+            network("na", Some("a")),
+        ])
     }
 
     fn names(steps: &[Step]) -> Vec<String> {
@@ -212,14 +239,7 @@ mod tests {
 
     #[test]
     fn declared_box_and_kept_volume_stay() {
-        let inv = inventory(vec![
-            container("a", Some("a"), &["va", "net:na"]),
-            container("b", Some("b"), &["vb"]),
-            volume("va", Some("a")),
-            volume("vb", Some("b")),
-            volume("notes", None),
-            network("na", Some("a")),
-        ]);
+        let inv = boxes_a_and_b("notes");
         let plan = Plan::build(&reconcile(&["a"], &["notes"]), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-b", "vb"]);
         let kept: Vec<&str> = plan.kept.all().map(|n| n.object.name.as_str()).collect();
@@ -297,25 +317,10 @@ mod tests {
 
     #[test]
     fn destroy_takes_only_named_boxes_and_honours_keep_volume() {
-        let inv = inventory(vec![
-            container("a", Some("a"), &["va", "net:na"]),
-            container("b", Some("b"), &["vb"]),
-            volume("va", Some("a")),
-            volume("vb", Some("b")),
-            volume("leak", None),
-            network("na", Some("a")),
-        ]);
-        let ids: BTreeSet<String> = ["a".to_string()].into();
-        let destroy = |keep_volume| Goal::Destroy {
-            ids: ids.clone(),
-            keep_volume,
-            keep_volumes: vec![],
-            max_lease: None,
-            archive: None,
-        };
-        let plan = Plan::build(&destroy(false), &inv, NOW);
+        let inv = boxes_a_and_b("leak");
+        let plan = Plan::build(&destroy(&["a"], false), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "va", "net-na"]);
-        let plan = Plan::build(&destroy(true), &inv, NOW);
+        let plan = Plan::build(&destroy(&["a"], true), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "net-na"]);
     }
 
@@ -501,27 +506,13 @@ mod tests {
             container("a", Some("a"), &[]),
             lease("la", "a", "10m", NOW - 60),
         ]);
-        let goal = Goal::Destroy {
-            ids: BTreeSet::from(["a".to_string()]),
-            keep_volume: false,
-            keep_volumes: vec![],
-            max_lease: None,
-            archive: None,
-        };
-        let plan = Plan::build(&goal, &inv, NOW);
+        let plan = Plan::build(&destroy(&["a"], false), &inv, NOW);
         assert_eq!(names(&plan.steps), vec!["sbx-a", "la"]);
         // `--keep-volume` keeps the box's data, not its lease.
         let mut with_data = inv.clone();
         let data = volume("va", Some("a"));
         with_data.objects.insert(data.key.clone(), data);
-        let keep = Goal::Destroy {
-            ids: BTreeSet::from(["a".to_string()]),
-            keep_volume: true,
-            keep_volumes: vec![],
-            max_lease: None,
-            archive: None,
-        };
-        let kept = Plan::build(&keep, &with_data, NOW);
+        let kept = Plan::build(&destroy(&["a"], true), &with_data, NOW);
         assert_eq!(names(&kept.steps), vec!["sbx-a", "la"]);
         assert_eq!(
             codes(&kept.kept.volumes),
@@ -568,13 +559,7 @@ mod tests {
     fn service(id: &str, box_id: Option<&str>, uses: &[&str]) -> Object {
         let mut o = Object::new(DEFAULT_ENGINE, Kind::Service, id, &format!("svc-{id}"));
         o.labels = labels(box_id);
-        o.depends_on = uses
-            .iter()
-            .map(|u| match u.strip_prefix("net:") {
-                Some(n) => key(Kind::Network, n),
-                None => key(Kind::Config, u),
-            })
-            .collect();
+        o.depends_on = used(uses, Kind::Config);
         o
     }
 

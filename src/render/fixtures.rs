@@ -1,12 +1,26 @@
 //! Small hand-built plans and reports for the views' unit tests: one of
 //! each section, and one whose engine text is hostile (escape sequences, a
-//! bidi override, a newline that would forge a table row).
+//! bidi override, a newline that would forge a table row); and the
+//! assertion that snapshots a view in both its formats.
 
 use std::collections::BTreeMap;
 
 use crate::exec::report::{Failure, Gone, Leftover, Named, Report};
 use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
 use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
+
+/// Snapshots a view's human text as `NAME_human` and its JSON as
+/// `NAME_json`, in the crate's `snapshots` folder. A macro, not a function:
+/// insta names a snapshot file after the module that asserts it.
+macro_rules! assert_human_and_json {
+    ($name:literal, $human:expr, $json:expr) => {
+        insta::with_settings!({snapshot_path => "../../snapshots"}, {
+            insta::assert_snapshot!(concat!($name, "_human"), $human);
+            insta::assert_snapshot!(concat!($name, "_json"), $json);
+        })
+    };
+}
+pub(crate) use assert_human_and_json;
 
 /// A name that tries to clear the screen, start a new line and reverse the text.
 pub(crate) const EVIL_NAME: &str = "evil\u{1b}[2J\n\u{202e}x";

@@ -21,6 +21,17 @@ use crate::text::escape;
 /// What starts each human line of `hold`.
 const HOLD: &str = "sandboxctl hold:";
 
+/// A line of `hold`'s, human (after [`HOLD`]) or JSON.
+fn hold_line(
+    format: Format,
+    time: &str,
+    event: &str,
+    human: String,
+    fields: serde_json::Value,
+) -> String {
+    log::line(format, HOLD, time, event, human, fields)
+}
+
 /// `box B on engine E`, escaped.
 fn whose(engine: &str, box_id: &str) -> String {
     format!("box {} on engine {}", escape(box_id), escape(engine))
@@ -146,7 +157,7 @@ pub(crate) fn hold_event(
     event: &HoldEvent<'_>,
 ) -> Option<String> {
     let line = |event: &str, human: String, fields: serde_json::Value| {
-        Some(log::line(format, HOLD, time, event, human, fields))
+        Some(hold_line(format, time, event, human, fields))
     };
     match *event {
         HoldEvent::Taken { lease, every } => line(
@@ -231,9 +242,8 @@ pub(crate) fn hold_not_taken(
     box_id: &str,
     error: &LeaseError,
 ) -> String {
-    log::line(
+    hold_line(
         format,
-        HOLD,
         time,
         "notLeased",
         format!(
@@ -256,9 +266,8 @@ pub(crate) fn hold_end(
 ) -> String {
     let mut out = String::new();
     if !held.released.is_empty() {
-        out.push_str(&log::line(
+        out.push_str(&hold_line(
             format,
-            HOLD,
             time,
             "released",
             format!(
@@ -283,9 +292,8 @@ fn left_line(
     lease: &Lease,
     error: &LeaseError,
 ) -> String {
-    log::line(
+    hold_line(
         format,
-        HOLD,
         time,
         "releaseFailed",
         format!(

@@ -152,14 +152,7 @@ pub(crate) fn watch_stream(
 /// The log line of a state file reloaded, or broken (`error`).
 pub(crate) fn watch_state(format: Format, time: &str, error: Option<&str>) -> String {
     match error {
-        Some(e) => line(
-            format,
-            time,
-            time,
-            "stateBroken",
-            format!("state file not applied: {}", escape_lines(e)),
-            serde_json::json!({ "error": e }),
-        ),
+        Some(e) => error_line(format, time, "stateBroken", "state file not applied: ", e),
         None => line(
             format,
             time,
@@ -173,12 +166,18 @@ pub(crate) fn watch_state(format: Format, time: &str, error: Option<&str>) -> St
 
 /// The log line of a failure to write the audit log.
 pub(crate) fn watch_audit_error(format: Format, time: &str, error: &str) -> String {
+    error_line(format, time, "auditFailed", "error: ", error)
+}
+
+/// A watch log line of `event`: `words` then `error`, escaped (JSON: the
+/// exact `error`).
+fn error_line(format: Format, time: &str, event: &str, words: &str, error: &str) -> String {
     line(
         format,
         time,
         time,
-        "auditFailed",
-        format!("error: {}", escape_lines(error)),
+        event,
+        format!("{words}{}", escape_lines(error)),
         serde_json::json!({ "error": error }),
     )
 }
@@ -271,17 +270,15 @@ mod tests {
 
     const T: &str = "2027-01-15T08:00:00.000Z";
 
+    /// The line of a cycle an event on `engine` set off, that took `took`.
+    fn event_cycle(format: Format, engine: &str, took: Duration, report: Report) -> Option<String> {
+        watch_cycle(format, T, engine, "event", took, &Ok(report))
+    }
+
     #[test]
     fn a_cycle_that_did_something_and_one_that_did_nothing() {
         let took = Duration::from_millis(42);
-        let line = watch_cycle(
-            Format::Human,
-            T,
-            "default",
-            "event",
-            took,
-            &Ok(report_not_converged()),
-        );
+        let line = event_cycle(Format::Human, "default", took, report_not_converged());
         insta::assert_snapshot!(line.unwrap(), @r"
         2027-01-15T08:00:00.000Z engine default: cycle (event, 42 ms) removed 1 container, 1 volume and 0 networks; NOT converged: 1 failure, 1 object left behind
           failed: network net-b (5eed00000002): remove network 5eed00000002: engine answered HTTP 500: boom
@@ -292,15 +289,7 @@ mod tests {
             watch_cycle(Format::Human, T, "default", "resync", took, &Ok(quiet)),
             None
         );
-        let json = watch_cycle(
-            Format::Json,
-            T,
-            "default",
-            "event",
-            took,
-            &Ok(report_not_converged()),
-        )
-        .unwrap();
+        let json = event_cycle(Format::Json, "default", took, report_not_converged()).unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["event"], "cycle");
         assert_eq!(
@@ -313,30 +302,14 @@ mod tests {
     #[test]
     fn hostile_text_is_escaped_in_human_output_and_exact_in_json() {
         let took = Duration::from_millis(7);
-        let line = watch_cycle(
-            Format::Human,
-            T,
-            "ci\u{202e}",
-            "event",
-            took,
-            &Ok(hostile_report()),
-        )
-        .unwrap();
+        let line = event_cycle(Format::Human, "ci\u{202e}", took, hostile_report()).unwrap();
         insta::assert_snapshot!(line, @r"
         2027-01-15T08:00:00.000Z engine ci\u{202e}: cycle (event, 7 ms) removed 0 containers, 0 volumes and 0 networks; NOT converged: 1 failure, 1 object left behind
           failed: container evil\u{1b}[2J\n\u{202e}x (c0ffee000001): conflict:\u{1b}[31m in use\n
         ");
         assert_eq!(line.lines().count(), 2, "no forged line: {line}");
         assert!(!line.contains('\u{1b}') && !line.contains('\u{202e}'));
-        let json = watch_cycle(
-            Format::Json,
-            T,
-            "ci\u{202e}",
-            "event",
-            took,
-            &Ok(hostile_report()),
-        )
-        .unwrap();
+        let json = event_cycle(Format::Json, "ci\u{202e}", took, hostile_report()).unwrap();
         assert_eq!(json.lines().count(), 1);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["failures"][0]["name"], EVIL_NAME);

@@ -372,7 +372,7 @@ pub(crate) fn fleet_plan_summary(fleet: &FleetPlan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixtures::{hostile_plan, plan_of_two};
+    use crate::render::fixtures::{assert_human_and_json, hostile_plan, plan_of_two};
 
     /// A degraded discovery, planned on the in-memory engine: a running box
     /// and a stopped one, an unrelated container made after both whose
@@ -444,10 +444,7 @@ mod tests {
     fn archive_steps_say_where_then_remove() {
         let mut plan = plan_of_two();
         plan.steps[1].archive = Some("/srv/sbx-archive".into());
-        insta::with_settings!({snapshot_path => "../../snapshots"}, {
-            insta::assert_snapshot!("plan_archive_human", plan_human(&plan));
-            insta::assert_snapshot!("plan_archive_json", plan_json(&plan));
-        });
+        assert_human_and_json!("plan_archive", plan_human(&plan), plan_json(&plan));
         // Read through the box's own container: it stops, is read, then goes.
         plan.steps[0].archive = plan.steps[1].archive.clone();
         plan.steps[0].reads = vec![crate::plan::Read {
@@ -457,10 +454,11 @@ mod tests {
         }];
         plan.steps[1].archived_by = Some(1);
         plan.validate().unwrap();
-        insta::with_settings!({snapshot_path => "../../snapshots"}, {
-            insta::assert_snapshot!("plan_archive_through_container_human", plan_human(&plan));
-            insta::assert_snapshot!("plan_archive_through_container_json", plan_json(&plan));
-        });
+        assert_human_and_json!(
+            "plan_archive_through_container",
+            plan_human(&plan),
+            plan_json(&plan)
+        );
     }
 
     #[test]

@@ -57,84 +57,89 @@ fn named_cells(kind: Kind, n: &Named) -> Vec<String> {
     ]
 }
 
-/// The report as a person reads it; the last line says whether it converged.
-pub fn report_human(report: &Report) -> String {
-    let mut out = String::new();
-    let removed: Vec<Vec<String>> = report
-        .removed
-        .iter()
-        .flat_map(|(k, gone)| {
-            gone.iter().map(move |g| {
-                let mut row = named_cells(k, &g.object);
-                if g.outcome != Outcome::Removed {
-                    row.push("(already gone)".into());
-                }
+/// One row per object of every kind: its named cells (`cells` says which
+/// object an item names), then the cell `cells` adds after them, if any.
+fn object_rows<'a, T: 'a>(
+    by_kind: impl Iterator<Item = (Kind, &'a Vec<T>)>,
+    cells: impl Fn(&'a T) -> (&'a Named, Option<String>),
+) -> Vec<Vec<String>> {
+    let cells = &cells;
+    by_kind
+        .flat_map(|(k, items)| {
+            items.iter().map(move |item| {
+                let (named, last) = cells(item);
+                let mut row = named_cells(k, named);
+                row.extend(last);
                 row
             })
         })
-        .collect();
-    if !report.archived.is_empty() {
-        out.push_str("Archived (then removed):\n");
-        let rows: Vec<Vec<String>> = report
-            .archived
-            .iter()
-            .map(|a| {
-                vec![
-                    "volume".to_string(),
-                    a.volume.clone(),
-                    a.path.clone(),
-                    plural(usize::try_from(a.bytes).unwrap_or(usize::MAX), "byte"),
-                    format!("in {:.1} s", a.elapsed_ms as f64 / 1000.0),
-                    format!("sha256 {}", a.sha256),
-                ]
-            })
-            .collect();
-        out.push_str(&table(rows, "  "));
-        if !removed.is_empty() {
-            out.push('\n');
-        }
-    }
-    if !removed.is_empty() {
-        out.push_str("Removed:\n");
-        out.push_str(&table(removed, "  "));
-    }
-    if !report.failures.is_empty() {
-        out.push_str("\nFailures:\n");
-        let rows: Vec<Vec<String>> = report
-            .failures
-            .iter()
-            .map(|f| {
-                vec![
-                    f.kind.clone(),
-                    name_cell(&f.name, f.id.as_deref()),
-                    f.error.clone(),
-                ]
-            })
-            .collect();
+        .collect()
+}
+
+/// `heading`, then `rows` as a table (nothing when there are none).
+fn section(out: &mut String, heading: &str, rows: Vec<Vec<String>>) {
+    if !rows.is_empty() {
+        out.push_str(heading);
         out.push_str(&table(rows, "  "));
     }
-    let left: Vec<Vec<String>> = report
-        .remaining
-        .iter()
-        .flat_map(|(k, left)| {
-            left.iter().map(move |l| {
-                let mut row = named_cells(k, &l.object);
-                row.push(l.reason.to_string());
-                row
-            })
-        })
-        .collect();
-    let left_behind = left.len();
-    if left_behind > 0 {
-        out.push_str("\nLeft behind:\n");
-        out.push_str(&table(left, "  "));
-    }
-    out.push_str(&format!(
-        "\nRemoved {}; kept {}; retained {}.\n",
+}
+
+/// `LEAD N; kept N; retained N.`, on a line of its own after a blank one:
+/// a report's counts.
+fn counts_line(lead: &str, report: &Report) -> String {
+    format!(
+        "\n{lead} {}; kept {}; retained {}.\n",
         kind_counts(|k| report.removed.get(k).len()),
         plural(report.kept.len(), "object"),
         plural(report.retained.images.len(), "image"),
-    ));
+    )
+}
+
+/// The report as a person reads it; the last line says whether it converged.
+pub fn report_human(report: &Report) -> String {
+    let mut out = String::new();
+    let removed = object_rows(report.removed.iter(), |g| {
+        let gone = (g.outcome != Outcome::Removed).then(|| "(already gone)".to_string());
+        (&g.object, gone)
+    });
+    let archived: Vec<Vec<String>> = report
+        .archived
+        .iter()
+        .map(|a| {
+            vec![
+                "volume".to_string(),
+                a.volume.clone(),
+                a.path.clone(),
+                plural(usize::try_from(a.bytes).unwrap_or(usize::MAX), "byte"),
+                format!("in {:.1} s", a.elapsed_ms as f64 / 1000.0),
+                format!("sha256 {}", a.sha256),
+            ]
+        })
+        .collect();
+    let archived_any = !archived.is_empty();
+    section(&mut out, "Archived (then removed):\n", archived);
+    if archived_any && !removed.is_empty() {
+        out.push('\n');
+    }
+    section(&mut out, "Removed:\n", removed);
+    let failures = report
+        .failures
+        .iter()
+        .map(|f| {
+            vec![
+                f.kind.clone(),
+                name_cell(&f.name, f.id.as_deref()),
+                f.error.clone(),
+            ]
+        })
+        .collect();
+    section(&mut out, "\nFailures:\n", failures);
+    let left = object_rows(report.remaining.iter(), |l| {
+        (&l.object, Some(l.reason.to_string()))
+    });
+    let left_behind = left.len();
+    section(&mut out, "\nLeft behind:\n", left);
+    out.push_str(&counts_line("Removed", report));
     if report.converged {
         out.push_str("Converged: a fresh listing shows nothing left to do.\n");
     } else {
@@ -192,12 +197,7 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
         .collect();
     out.push_str(&table(rows, "  "));
     let r = &report.report;
-    out.push_str(&format!(
-        "\nFleet: removed {}; kept {}; retained {}.\n",
-        kind_counts(|k| r.removed.get(k).len()),
-        plural(r.kept.len(), "object"),
-        plural(r.retained.images.len(), "image"),
-    ));
+    out.push_str(&counts_line("Fleet: removed", r));
     if r.converged {
         out.push_str("Converged on every engine.\n");
     } else {
@@ -214,7 +214,7 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixtures::{hostile_report, report_not_converged};
+    use crate::render::fixtures::{assert_human_and_json, hostile_report, report_not_converged};
 
     #[test]
     fn archived_and_archive_failed() {
@@ -243,10 +243,11 @@ mod tests {
                 reason: Reason::ArchiveFailed { error },
             },
         );
-        insta::with_settings!({snapshot_path => "../../snapshots"}, {
-            insta::assert_snapshot!("report_archive_human", report_human(&report));
-            insta::assert_snapshot!("report_archive_json", report_json(&report));
-        });
+        assert_human_and_json!(
+            "report_archive",
+            report_human(&report),
+            report_json(&report)
+        );
     }
 
     #[test]

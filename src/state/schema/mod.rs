@@ -224,6 +224,59 @@ impl Walker<'_> {
         }
     }
 
+    /// The tables of the array `value` (`hint`: how to write it), each read
+    /// by `read` with its offset; an item that is not a table is a
+    /// wrong-type problem (`expected`, `table_hint`).
+    fn tables<T>(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        hint: &str,
+        expected: &str,
+        table_hint: &str,
+        mut read: impl FnMut(&mut Self, &DeTable<'_>, usize) -> T,
+    ) -> Vec<T> {
+        let Some(items) = self.array(value, hint) else {
+            return Vec::new();
+        };
+        let mut all = Vec::new();
+        for item in items {
+            if let Some(table) = self.table(item, expected, table_hint) {
+                all.push(read(self, table, item.span().start));
+            }
+        }
+        all
+    }
+
+    /// A missing-key problem (with `hint`) if `table`, at offset `at`, lacks `key`.
+    fn require(&mut self, table: &DeTable<'_>, at: usize, key: &'static str, hint: &str) {
+        if !has_key(table, key) {
+            let hint = hint.to_string();
+            self.problem(at, StateErrorKind::MissingKey { key, hint });
+        }
+    }
+
+    /// Whether `key`, at offset `at`, is the first of two keys that exclude
+    /// each other (`seen`: the one set before, if any, and where); else a
+    /// conflict problem.
+    fn first_of_two(
+        &mut self,
+        seen: &mut Option<(&'static str, usize)>,
+        key: &'static str,
+        at: usize,
+    ) -> bool {
+        if let Some((other, other_at)) = *seen {
+            let kind = StateErrorKind::Conflict {
+                key,
+                other,
+                other_at: self.line_col(other_at),
+            };
+            self.problem(at, kind);
+            return false;
+        }
+        *seen = Some((key, at));
+        true
+    }
+
     /// An array value, or a wrong-type problem.
     fn array<'a, 'i>(
         &mut self,
@@ -362,82 +415,71 @@ impl Walker<'_> {
 
     fn engines(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<RawEngine> {
         let hint = "declare engines as [[engine]] tables (double brackets, one per engine)";
-        let Some(items) = self.array(value, hint) else {
-            return Vec::new();
+        self.tables(
+            value,
+            hint,
+            "an [[engine]] table",
+            ENGINE_HINT,
+            Self::engine,
+        )
+    }
+
+    /// One `[[engine]]` table, at offset `at`.
+    fn engine(&mut self, table: &DeTable<'_>, at: usize) -> RawEngine {
+        let mut engine = RawEngine {
+            name: None,
+            target: EngineTarget::Default,
+            swarm: true,
         };
-        let mut engines = Vec::new();
-        for item in items {
-            let Some(table) = self.table(item, "an [[engine]] table", ENGINE_HINT) else {
+        let mut target_key: Option<(&'static str, usize)> = None;
+        for entry in self.known(table, ENGINE_KEYS, "remove it or fix its spelling") {
+            let key = entry.0.get_ref().as_ref();
+            if key == "swarm" {
+                let hint = "swarm = false: this engine's Swarm services, configs and secrets are not managed here (a swarm worker's are listed by a manager)";
+                if let Some(swarm) = self.boolean(entry, hint) {
+                    engine.swarm = swarm;
+                }
+                continue;
+            }
+            let Some(text) = self.string(entry, "a string", ENGINE_HINT) else {
                 continue;
             };
-            let mut engine = RawEngine {
-                name: None,
-                target: EngineTarget::Default,
-                swarm: true,
-            };
-            let mut target_key: Option<(&'static str, usize)> = None;
-            for entry in self.known(table, ENGINE_KEYS, "remove it or fix its spelling") {
-                let key = entry.0.get_ref().as_ref();
-                if key == "swarm" {
-                    let hint = "swarm = false: this engine's Swarm services, configs and secrets are not managed here (a swarm worker's are listed by a manager)";
-                    if let Some(swarm) = self.boolean(entry, hint) {
-                        engine.swarm = swarm;
-                    }
-                    continue;
-                }
-                let Some(text) = self.string(entry, "a string", ENGINE_HINT) else {
-                    continue;
-                };
-                if key == "name" {
-                    if let Some(reason) = name_problem(&text.value, MAX_BOX_ID_CHARS) {
-                        let kind = StateErrorKind::InvalidEngineName {
-                            name: text.value.clone(),
-                            reason,
-                        };
-                        self.problem(text.at, kind);
-                    }
-                    engine.name = Some(text);
-                    continue;
-                }
-                let key: &'static str = if key == "host" { "host" } else { "context" };
-                if let Some((other, other_at)) = target_key {
-                    let kind = StateErrorKind::Conflict {
-                        key,
-                        other,
-                        other_at: self.line_col(other_at),
+            if key == "name" {
+                if let Some(reason) = name_problem(&text.value, MAX_BOX_ID_CHARS) {
+                    let kind = StateErrorKind::InvalidEngineName {
+                        name: text.value.clone(),
+                        reason,
                     };
-                    self.problem(text.key, kind);
-                    engine.target = EngineTarget::Default;
-                    continue;
+                    self.problem(text.at, kind);
                 }
-                target_key = Some((key, text.key));
-                let problem = if key == "host" {
-                    host_problem(&text.value).map(|reason| StateErrorKind::InvalidHost {
-                        host: text.value.clone(),
-                        reason,
-                    })
-                } else {
-                    context_problem(&text.value).map(|reason| StateErrorKind::InvalidContext {
-                        context: text.value.clone(),
-                        reason,
-                    })
-                };
-                match problem {
-                    Some(kind) => self.problem(text.at, kind),
-                    None if key == "host" => engine.target = EngineTarget::Host(text.value),
-                    None => engine.target = EngineTarget::Context(text.value),
-                }
+                engine.name = Some(text);
+                continue;
             }
-            if !has_key(table, "name") {
-                let kind = StateErrorKind::MissingKey {
-                    key: "name",
-                    hint: "add name = \"...\" to this [[engine]] table".into(),
-                };
-                self.problem(item.span().start, kind);
+            let key: &'static str = if key == "host" { "host" } else { "context" };
+            if !self.first_of_two(&mut target_key, key, text.key) {
+                engine.target = EngineTarget::Default;
+                continue;
             }
-            engines.push(engine);
+            let problem = if key == "host" {
+                host_problem(&text.value).map(|reason| StateErrorKind::InvalidHost {
+                    host: text.value.clone(),
+                    reason,
+                })
+            } else {
+                context_problem(&text.value).map(|reason| StateErrorKind::InvalidContext {
+                    context: text.value.clone(),
+                    reason,
+                })
+            };
+            match problem {
+                Some(kind) => self.problem(text.at, kind),
+                None if key == "host" => engine.target = EngineTarget::Host(text.value),
+                None => engine.target = EngineTarget::Context(text.value),
+            }
         }
-        engines
+        let hint = "add name = \"...\" to this [[engine]] table";
+        self.require(table, at, "name", hint);
+        engine
     }
 
     fn boxes(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<RawBox> {
@@ -449,69 +491,51 @@ impl Walker<'_> {
         } else {
             FORMAT_HINT
         };
-        let Some(items) = self.array(value, hint) else {
-            return Vec::new();
+        self.tables(value, hint, "a [[box]] table", FORMAT_HINT, Self::a_box)
+    }
+
+    /// One `[[box]]` table, at offset `at`.
+    fn a_box(&mut self, table: &DeTable<'_>, at: usize) -> RawBox {
+        let mut b = RawBox {
+            id: None,
+            engine: None,
+            expiry: None,
+            archive: true,
         };
-        let mut boxes = Vec::new();
-        for item in items {
-            let Some(table) = self.table(item, "a [[box]] table", FORMAT_HINT) else {
-                continue;
-            };
-            let mut b = RawBox {
-                id: None,
-                engine: None,
-                expiry: None,
-                archive: true,
-            };
-            let mut expiry_key: Option<(&'static str, usize)> = None;
-            for entry in self.known(table, BOX_KEYS, "remove it or fix its spelling") {
-                let key = entry.0.get_ref().as_ref();
-                match key {
-                    "id" => b.id = self.string(entry, "a string", FORMAT_HINT),
-                    "engine" => {
-                        let hint = "write engine = \"...\" with the name of an [[engine]] table";
-                        b.engine = self.string(entry, "a string", hint);
+        let mut expiry_key: Option<(&'static str, usize)> = None;
+        for entry in self.known(table, BOX_KEYS, "remove it or fix its spelling") {
+            let key = entry.0.get_ref().as_ref();
+            match key {
+                "id" => b.id = self.string(entry, "a string", FORMAT_HINT),
+                "engine" => {
+                    let hint = "write engine = \"...\" with the name of an [[engine]] table";
+                    b.engine = self.string(entry, "a string", hint);
+                }
+                "archive" => {
+                    b.archive = self.boolean(entry, ARCHIVE_FLAG_HINT).unwrap_or(true);
+                }
+                _ => {
+                    let key: &'static str = if key == "ttl" { "ttl" } else { "expires" };
+                    let text = if key == "expires" {
+                        self.time_string(entry)
+                    } else {
+                        self.string(entry, "a duration string", "write ttl = \"8h\"")
+                    };
+                    let Some(text) = text else { continue };
+                    if !self.first_of_two(&mut expiry_key, key, text.key) {
+                        b.expiry = None;
+                        continue;
                     }
-                    "archive" => {
-                        b.archive = self.boolean(entry, ARCHIVE_FLAG_HINT).unwrap_or(true);
-                    }
-                    _ => {
-                        let key: &'static str = if key == "ttl" { "ttl" } else { "expires" };
-                        let text = if key == "expires" {
-                            self.time_string(entry)
-                        } else {
-                            self.string(entry, "a duration string", "write ttl = \"8h\"")
-                        };
-                        let Some(text) = text else { continue };
-                        if let Some((other, other_at)) = expiry_key {
-                            let kind = StateErrorKind::Conflict {
-                                key,
-                                other,
-                                other_at: self.line_col(other_at),
-                            };
-                            self.problem(text.key, kind);
-                            b.expiry = None;
-                            continue;
-                        }
-                        expiry_key = Some((key, text.key));
-                        b.expiry = if key == "ttl" {
-                            self.ttl(&text)
-                        } else {
-                            self.time(&text)
-                        };
-                    }
+                    b.expiry = if key == "ttl" {
+                        self.ttl(&text)
+                    } else {
+                        self.time(&text)
+                    };
                 }
             }
-            if !has_key(table, "id") {
-                let kind = StateErrorKind::MissingKey {
-                    key: "id",
-                    hint: "add id = \"...\" to this [[box]] table".into(),
-                };
-                self.problem(item.span().start, kind);
-            }
-            boxes.push(b);
         }
-        boxes
+        self.require(table, at, "id", "add id = \"...\" to this [[box]] table");
+        b
     }
 
     /// `expires`: a string, or an unquoted TOML date-time (checked the same way).
@@ -602,13 +626,8 @@ impl Walker<'_> {
                                 entry.engine = text;
                             }
                         }
-                        if !has_key(t, "name") {
-                            let kind = StateErrorKind::MissingKey {
-                                key: "name",
-                                hint: "add name = \"...\" (the volume name) to this entry".into(),
-                            };
-                            self.problem(at, kind);
-                        }
+                        let hint = "add name = \"...\" (the volume name) to this entry";
+                        self.require(t, at, "name", hint);
                         keep.push(entry);
                     }
                     _ => self.wrong_type(item, KEEP_ENTRY, FORMAT_HINT),
