@@ -96,6 +96,26 @@ impl Shared {
         self.seen(result).await
     }
 
+    /// The stream `open` opens on the engine, connected first if need be; a
+    /// failed connection is the stream's one item, passed on as `seen`
+    /// passes it.
+    fn stream_through<T: Send + 'static>(
+        self: Arc<Self>,
+        open: impl FnOnce(&DockerEngine) -> BoxStream<'static, Result<T, EngineError>> + Send + 'static,
+    ) -> BoxStream<'static, Result<T, EngineError>> {
+        stream::once(async move {
+            match self.get().await {
+                Ok(engine) => open(&engine),
+                Err(e) => {
+                    let _ = self.seen::<()>(Err(e.clone())).await;
+                    stream::once(async move { Err(e) }).boxed()
+                }
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+
     /// Passes `result` on; an unreachable engine is connected afresh next time.
     async fn seen<T>(&self, result: Result<T, EngineError>) -> Result<T, EngineError> {
         // A call past its deadline says nothing about the connection (every
@@ -194,19 +214,10 @@ impl Engine for LazyEngine {
     }
 
     fn download(&self, container: &str, path: &str) -> TarStream {
-        let shared = self.shared.clone();
         let (container, path) = (container.to_string(), path.to_string());
-        stream::once(async move {
-            match shared.get().await {
-                Ok(engine) => engine.download(&container, &path),
-                Err(e) => {
-                    let _ = shared.seen::<()>(Err(e.clone())).await;
-                    stream::once(async move { Err(e) }).boxed()
-                }
-            }
-        })
-        .flatten()
-        .boxed()
+        self.shared
+            .clone()
+            .stream_through(move |engine| engine.download(&container, &path))
     }
 
     async fn upload(&self, container: &str, path: &str, tar: TarBody) -> Result<(), EngineError> {
@@ -228,18 +239,9 @@ impl Engine for LazyEngine {
     }
 
     fn events(&self, label_filters: &[String]) -> BoxStream<'static, Result<Event, EngineError>> {
-        let shared = self.shared.clone();
         let filters = label_filters.to_vec();
-        stream::once(async move {
-            match shared.get().await {
-                Ok(engine) => engine.events(&filters),
-                Err(e) => {
-                    let _ = shared.seen::<()>(Err(e.clone())).await;
-                    stream::once(async move { Err(e) }).boxed()
-                }
-            }
-        })
-        .flatten()
-        .boxed()
+        self.shared
+            .clone()
+            .stream_through(move |engine| engine.events(&filters))
     }
 }

@@ -565,14 +565,18 @@ impl tower_service::Service<http::Uri> for SshConnector {
     }
 }
 
-/// A session on a master: `ssh -S SOCKET ... -- HOST docker system dial-stdio`.
-async fn dial(shared: &Shared) -> io::Result<SshStream> {
-    let slot = shared
-        .slots
+/// A permit of `semaphore`, waited for (a closed one is an I/O error).
+async fn acquire(semaphore: &Arc<Semaphore>) -> io::Result<OwnedSemaphorePermit> {
+    semaphore
         .clone()
         .acquire_owned()
         .await
-        .map_err(io::Error::other)?;
+        .map_err(io::Error::other)
+}
+
+/// A session on a master: `ssh -S SOCKET ... -- HOST docker system dial-stdio`.
+async fn dial(shared: &Shared) -> io::Result<SshStream> {
+    let slot = acquire(&shared.slots).await?;
     // The first master with a session to spare (there is one: the masters'
     // shares add up to at least CONNECTIONS), else wait on the first.
     let free = shared.masters.iter().find_map(|m| {
@@ -586,13 +590,7 @@ async fn dial(shared: &Shared) -> io::Result<SshStream> {
         Some(found) => found,
         None => {
             let m = &shared.masters[0];
-            let permit = m
-                .sessions
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(io::Error::other)?;
-            (m, permit)
+            (m, acquire(&m.sessions).await?)
         }
     };
     let master = slot_master

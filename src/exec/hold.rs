@@ -242,7 +242,7 @@ fn renewed(
 mod tests {
     use super::*;
     use crate::engine::memory::{FaultAction, MemoryEngine, Op, World};
-    use crate::exec::lease::tests::{failure, names, outside, req, scope, world};
+    use crate::exec::lease::tests::{fail_once, names, outside, req, scope, world};
     use crate::model::Kind;
 
     /// The events of a hold, as owned text.
@@ -269,22 +269,42 @@ mod tests {
         ["sh", "-c", script].iter().map(OsString::from).collect()
     }
 
-    #[tokio::test]
-    async fn hold_passes_the_exit_status_through_and_releases_its_lease() {
-        let engine = MemoryEngine::new(world());
+    /// Holds box `b` while `command` runs, with no signal ever sent: a
+    /// `ttl`-second lease, renewed `every`. How it ended, and its events.
+    async fn hold_b_renewing(
+        engine: &MemoryEngine,
+        ttl: u64,
+        every: Duration,
+        command: &[OsString],
+    ) -> (Result<Held, LeaseError>, Vec<String>) {
         let scope = scope();
         let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
         let mut events = Vec::new();
         let held = hold(
-            &engine,
-            req(&scope, "b", 30),
-            &sh("exit 3"),
-            Duration::from_secs(10),
+            engine,
+            req(&scope, "b", ttl),
+            command,
+            every,
             &mut signals,
             &mut record(&mut events),
         )
-        .await
-        .unwrap();
+        .await;
+        (held, events)
+    }
+
+    /// [`hold_b_renewing`] with a 30-second lease renewed every 10 seconds.
+    async fn hold_b(
+        engine: &MemoryEngine,
+        command: &[OsString],
+    ) -> (Result<Held, LeaseError>, Vec<String>) {
+        hold_b_renewing(engine, 30, Duration::from_secs(10), command).await
+    }
+
+    #[tokio::test]
+    async fn hold_passes_the_exit_status_through_and_releases_its_lease() {
+        let engine = MemoryEngine::new(world());
+        let (held, events) = hold_b(&engine, &sh("exit 3")).await;
+        let held = held.unwrap();
         assert_eq!(held.end, CommandEnd::Exited(3));
         assert!(held.left.is_empty());
         assert_eq!(held.released.len(), 1);
@@ -298,28 +318,13 @@ mod tests {
     #[tokio::test]
     async fn hold_renews_reports_a_failed_renewal_and_tries_again() {
         let engine = MemoryEngine::new(World::default());
-        let scope = scope();
         // The first create (the lease) passes, the second (the first
         // renewal) fails, the third passes.
         engine.inject(Op::Create(Kind::Volume), None, FaultAction::Pass, 1);
-        engine.inject(
-            Op::Create(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("create volume")),
-            1,
-        );
-        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
-        let mut events = Vec::new();
-        let held = hold(
-            &engine,
-            req(&scope, "b", 3),
-            &sh("sleep 1"),
-            Duration::from_millis(300),
-            &mut signals,
-            &mut record(&mut events),
-        )
-        .await
-        .unwrap();
+        fail_once(&engine, Op::Create(Kind::Volume), "create volume");
+        let (held, events) =
+            hold_b_renewing(&engine, 3, Duration::from_millis(300), &sh("sleep 1")).await;
+        let held = held.unwrap();
         assert_eq!(held.end, CommandEnd::Exited(0));
         assert!(events[0].starts_with("taken "), "{events:?}");
         assert!(
@@ -373,26 +378,11 @@ mod tests {
     #[tokio::test]
     async fn hold_without_a_first_lease_runs_nothing() {
         let engine = MemoryEngine::new(World::default());
-        engine.inject(
-            Op::Create(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("create volume")),
-            1,
-        );
+        fail_once(&engine, Op::Create(Kind::Volume), "create volume");
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
-        let scope = scope();
-        let e = hold(
-            &engine,
-            req(&scope, "b", 30),
-            &sh(&format!("touch {}", marker.display())),
-            Duration::from_secs(10),
-            &mut signals,
-            &mut |_| {},
-        )
-        .await
-        .unwrap_err();
+        let (held, _) = hold_b(&engine, &sh(&format!("touch {}", marker.display()))).await;
+        let e = held.unwrap_err();
         assert!(matches!(e, LeaseError::Create { .. }));
         assert!(!marker.exists(), "the command ran");
     }
@@ -400,24 +390,9 @@ mod tests {
     #[tokio::test]
     async fn a_release_that_fails_at_the_end_names_the_lease_left() {
         let engine = MemoryEngine::new(World::default());
-        engine.inject(
-            Op::Remove(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("remove volume")),
-            1,
-        );
-        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
-        let scope = scope();
-        let held = hold(
-            &engine,
-            req(&scope, "b", 30),
-            &sh("true"),
-            Duration::from_secs(10),
-            &mut signals,
-            &mut |_| {},
-        )
-        .await
-        .unwrap();
+        fail_once(&engine, Op::Remove(Kind::Volume), "remove volume");
+        let (held, _) = hold_b(&engine, &sh("true")).await;
+        let held = held.unwrap();
         assert_eq!(held.end, CommandEnd::Exited(0));
         assert!(held.released.is_empty());
         assert_eq!(held.left.len(), 1);
@@ -427,19 +402,9 @@ mod tests {
     #[tokio::test]
     async fn a_command_that_does_not_exist_is_not_found_and_the_lease_released() {
         let engine = MemoryEngine::new(World::default());
-        let (_tx, mut signals) = tokio::sync::mpsc::unbounded_channel();
-        let scope = scope();
-        let mut events = Vec::new();
-        let held = hold(
-            &engine,
-            req(&scope, "b", 30),
-            &[OsString::from("/nonexistent/sandboxctl-test-command")],
-            Duration::from_secs(10),
-            &mut signals,
-            &mut record(&mut events),
-        )
-        .await
-        .unwrap();
+        let missing = [OsString::from("/nonexistent/sandboxctl-test-command")];
+        let (held, events) = hold_b(&engine, &missing).await;
+        let held = held.unwrap();
         assert_eq!(held.end, CommandEnd::NotFound);
         assert!(events[1].starts_with("not started"), "{events:?}");
         assert!(engine.world().volumes.is_empty());

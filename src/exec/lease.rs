@@ -432,6 +432,16 @@ pub(super) mod tests {
         all
     }
 
+    /// The volume named `name` in `engine`'s world (it must be there).
+    pub(crate) fn volume_named(engine: &MemoryEngine, name: &str) -> VolumeInfo {
+        engine
+            .world()
+            .volumes
+            .into_iter()
+            .find(|v| v.name == name)
+            .unwrap()
+    }
+
     pub(crate) fn outside() -> Vec<&'static str> {
         vec![
             "b-data",
@@ -446,6 +456,11 @@ pub(super) mod tests {
         EngineError::status_500(call, "boom")
     }
 
+    /// Makes the first `op` on `engine` from now fail, as the engine call `call`.
+    pub(crate) fn fail_once(engine: &MemoryEngine, op: Op, call: &str) {
+        engine.inject(op, None, FaultAction::Fail(failure(call)), 1);
+    }
+
     #[tokio::test]
     async fn taking_a_lease_labels_it_and_releases_only_the_boxes_older_leases() {
         let engine = MemoryEngine::new(world());
@@ -456,12 +471,7 @@ pub(super) mod tests {
         assert!(lease.volume.starts_with("ca-sbx-lease-b-"), "{lease:?}");
         assert_eq!(lease.until - lease.created, 900);
         assert_eq!(done.released, ["ca-sbx-lease-b-old"]);
-        let made = engine
-            .world()
-            .volumes
-            .into_iter()
-            .find(|v| v.name == lease.volume)
-            .unwrap();
+        let made = volume_named(&engine, &lease.volume);
         assert_eq!(made.labels, lease_labels(&scope, "b", 900));
         let mut left = outside();
         left.push(&lease.volume);
@@ -532,12 +542,7 @@ pub(super) mod tests {
     #[tokio::test]
     async fn a_failed_create_takes_nothing_and_removes_nothing() {
         let engine = MemoryEngine::new(world());
-        engine.inject(
-            Op::Create(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("create volume")),
-            1,
-        );
+        fail_once(&engine, Op::Create(Kind::Volume), "create volume");
         let done = take(&engine, req(&scope(), "b", 900)).await;
         assert_eq!(done.lease, None);
         assert!(
@@ -567,12 +572,7 @@ pub(super) mod tests {
     #[tokio::test]
     async fn a_failed_listing_after_the_create_keeps_the_lease_and_says_so() {
         let engine = MemoryEngine::new(world());
-        engine.inject(
-            Op::List(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("list volumes")),
-            1,
-        );
+        fail_once(&engine, Op::List(Kind::Volume), "list volumes");
         let done = take(&engine, req(&scope(), "b", 900)).await;
         assert!(done.lease.is_some());
         assert!(matches!(done.errors.as_slice(), [LeaseError::List { .. }]));
@@ -608,12 +608,7 @@ pub(super) mod tests {
         left.sort();
         assert_eq!(names(&engine), left);
         // A failed create is one call, and the previous lease stays.
-        engine.inject(
-            Op::Create(Kind::Volume),
-            None,
-            FaultAction::Fail(failure("create volume")),
-            1,
-        );
+        fail_once(&engine, Op::Create(Kind::Volume), "create volume");
         let before = engine.calls().len();
         assert!(matches!(
             renew(&engine, req(&scope, "b", 30), &lease).await,

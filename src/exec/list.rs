@@ -450,6 +450,13 @@ mod tests {
         world.containers.push(c);
     }
 
+    /// What `engine` holds, planned once for leaks in the default scope.
+    async fn plan_leaks(engine: &MemoryEngine) -> (Inventory, Plan) {
+        plan_once(engine, &leaks(), &Scope::default(), NOW)
+            .await
+            .unwrap()
+    }
+
     fn hang(engine: &MemoryEngine, op: Op, target: Option<&str>) {
         engine.inject(
             op,
@@ -463,20 +470,23 @@ mod tests {
     async fn plan_hung(world: World, op: Op, target: Option<&str>) -> (MemoryEngine, Plan) {
         let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
         hang(&engine, op, target);
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_leaks(&engine).await;
         (engine, plan)
     }
 
-    fn inspects(engine: &MemoryEngine) -> Vec<String> {
+    /// The calls `engine` was asked for that start with `prefix`, sorted.
+    fn calls_starting(engine: &MemoryEngine, prefix: &str) -> Vec<String> {
         let mut calls: Vec<String> = engine
             .calls()
             .into_iter()
-            .filter(|c| c.starts_with("Inspect"))
+            .filter(|c| c.starts_with(prefix))
             .collect();
         calls.sort();
         calls
+    }
+
+    fn inspects(engine: &MemoryEngine) -> Vec<String> {
+        calls_starting(engine, "Inspect")
     }
 
     fn blocked(plan: &Plan) -> Vec<(String, serde_json::Value)> {
@@ -499,9 +509,7 @@ mod tests {
         boxed(&mut world, "a", true, 10);
         unrelated(&mut world, "after", 20);
         let engine = MemoryEngine::new(world);
-        let (_, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (_, plan) = plan_leaks(&engine).await;
         assert_eq!(removed(&plan), ["sbx-a", "v-a"]);
         assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
     }
@@ -509,13 +517,7 @@ mod tests {
     /// The container listings `engine` was asked for: by label or of every
     /// one (`List(Container) `), and of the users of something.
     fn container_listings(engine: &MemoryEngine) -> Vec<String> {
-        let mut calls: Vec<String> = engine
-            .calls()
-            .into_iter()
-            .filter(|c| c.starts_with("List(Container)"))
-            .collect();
-        calls.sort();
-        calls
+        calls_starting(engine, "List(Container)")
     }
 
     #[tokio::test]
@@ -535,9 +537,7 @@ mod tests {
         stopped.state = "exited".into();
         world.containers.push(stopped);
         let engine = MemoryEngine::new(world);
-        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (inventory, plan) = plan_leaks(&engine).await;
         // The managed containers, then the running ones made after sbx-a, and
         // the users of v-a: no listing of every container.
         assert_eq!(
@@ -568,9 +568,7 @@ mod tests {
         boxed(&mut world, "b", true, 10);
         unrelated(&mut world, "after", 20);
         let engine = MemoryEngine::new(world);
-        plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        plan_leaks(&engine).await;
         let calls = container_listings(&engine);
         assert_eq!(calls.iter().filter(|c| *c == "List(Container) ").count(), 2);
         assert_eq!(inspects(&engine), ["Inspect(Container) after"]);
@@ -590,9 +588,7 @@ mod tests {
             )),
             usize::MAX,
         );
-        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (inventory, plan) = plan_leaks(&engine).await;
         assert!(inventory
             .unknown
             .listings
@@ -613,9 +609,7 @@ mod tests {
         boxed(&mut world, "a", false, 10);
         world.swarm = SwarmRole::Worker;
         let engine = MemoryEngine::new(world.clone());
-        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (inventory, plan) = plan_leaks(&engine).await;
         let failed: Vec<Listing> = inventory.unknown.listings.keys().copied().collect();
         assert_eq!(
             failed,
@@ -644,9 +638,7 @@ mod tests {
             created_at: None,
         });
         let engine = MemoryEngine::new(world);
-        plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        plan_leaks(&engine).await;
         assert!(inspects(&engine).is_empty());
     }
 
@@ -659,9 +651,7 @@ mod tests {
         boxed(&mut world, "younger", true, 30);
         let engine = MemoryEngine::new(world).with_deadline(Duration::from_millis(50));
         hang(&engine, Op::Inspect(Kind::Container), Some("locked"));
-        let (inventory, plan) = plan_once(&engine, &leaks(), &Scope::default(), NOW)
-            .await
-            .unwrap();
+        let (inventory, plan) = plan_leaks(&engine).await;
         // The stopped box's ipc namespace is not shareable (learnt by
         // inspecting it) and a running container cannot be in the pid
         // namespace of a stopped one; the younger box is younger than the

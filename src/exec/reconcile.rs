@@ -233,6 +233,22 @@ pub(crate) mod tests {
         reconcile_once(engine, goal, &Scope::default(), NOW, &carry).await
     }
 
+    /// One reconcile of `leaks()` on `world()` while its first `times` `op`s
+    /// fail (`call` answered with a 500 saying `detail`): the engine after
+    /// it, and the report.
+    async fn once_failing(
+        op: Op,
+        call: &str,
+        detail: &str,
+        times: usize,
+    ) -> (MemoryEngine, Report) {
+        let engine = MemoryEngine::new(world());
+        let err = EngineError::status_500(call, detail);
+        engine.inject(op, None, FaultAction::Fail(err), times);
+        let report = once(&engine, &leaks()).await.unwrap();
+        (engine, report)
+    }
+
     /// `plan` applied on `engine`, every option the default.
     pub(crate) async fn applied(engine: &MemoryEngine, plan: &Plan) -> crate::exec::apply::Applied {
         apply(
@@ -282,10 +298,8 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_failed_volume_listing_keeps_what_a_lease_could_hold_and_names_it() {
-        let engine = MemoryEngine::new(world());
-        let err = EngineError::status_500("list volumes", "boom");
-        engine.inject(Op::List(Kind::Volume), None, FaultAction::Fail(err), 2);
-        let report = once(&engine, &leaks()).await.unwrap();
+        let (engine, report) =
+            once_failing(Op::List(Kind::Volume), "list volumes", "boom", 2).await;
         assert!(!report.converged);
         assert_eq!(engine.world(), world());
         let left = serde_json::to_value(&report.remaining.containers[0].reason).unwrap();
@@ -382,10 +396,13 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn a_failed_removal_skips_what_waits_for_it_and_is_not_converged() {
-        let engine = MemoryEngine::new(world());
-        let err = EngineError::status_500("remove container c1", "driver failed");
-        engine.inject(Op::Remove(Kind::Container), None, FaultAction::Fail(err), 1);
-        let report = once(&engine, &leaks()).await.unwrap();
+        let (engine, report) = once_failing(
+            Op::Remove(Kind::Container),
+            "remove container c1",
+            "driver failed",
+            1,
+        )
+        .await;
         assert!(!report.converged);
         assert_eq!(report.failures.len(), 1);
         let reason = serde_json::to_value(&report.remaining.volumes[0].reason).unwrap();

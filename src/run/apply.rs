@@ -6,28 +6,22 @@
 //! view, `destroy ID`'s box IDs, audit log) and the merged report concluded.
 //! The work is `exec::fleet`'s, the words `render`'s; ends in a `Verdict`.
 
-use tokio_util::sync::CancellationToken;
-
 use crate::cli::config::Job;
 use crate::exec::event::{Fanout, Observer};
 use crate::exec::fleet::{reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::Carry;
 use crate::exec::report::Verdict;
 
-use super::context::{fail, open_audit, Run, Sink};
+use super::context::{fail, Run, Sink};
 use super::destroy::NamedBoxes;
 use super::printer::Printer;
 
 /// `apply`, `destroy`, `apply FILE`: every engine at once, one report.
-pub(super) async fn converge(
-    run: &Run<'_>,
-    cancel: &CancellationToken,
-    sink: &mut dyn Sink,
-) -> Verdict {
+pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     let config = run.config;
-    let audit = match open_audit(config) {
+    let audit = match run.open_audit(sink) {
         Ok(audit) => audit,
-        Err(e) => return run.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e),
+        Err(failed) => return failed,
     };
     let saved = match &config.job {
         Job::ApplySaved { path } => match FleetPlan::read(path) {
@@ -51,7 +45,7 @@ pub(super) async fn converge(
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
     let observer = Fanout(observers);
     let options = run.options();
-    let carry = Carry::new(&options, cancel, &observer);
+    let carry = Carry::new(&options, &run.stop.cancel, &observer);
     let report = match (&config.job, &saved) {
         (_, Some((path, plan))) => reconcile_saved_all(run.engines, plan, path, &carry).await,
         (Job::Converge { goal, .. }, None) => {

@@ -16,6 +16,8 @@ use crate::exec::report::{PartError, Report, Verdict};
 use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::render::{self, Format};
 
+use super::signals::Stop;
+
 /// Where text goes: the process's stdout and stderr, or buffers (tests).
 pub trait Sink {
     fn out(&mut self, text: &str);
@@ -35,11 +37,12 @@ impl Sink for Terminal {
 }
 
 /// A command with its config and engines (one per `config.engines`, by
-/// name, with their addresses).
+/// name, with their addresses), and the run's stop.
 pub(super) struct Run<'a> {
     pub(super) config: &'a Config,
     pub(super) engines: &'a [Arc<dyn Engine>],
     pub(super) endpoints: &'a [(String, String)],
+    pub(super) stop: &'a Stop,
 }
 
 impl Run<'_> {
@@ -52,6 +55,13 @@ impl Run<'_> {
             ))),
             ..ApplyOptions::default()
         }
+    }
+
+    /// Opens `--audit FILE`, if given (`open_audit`); when it cannot be, the
+    /// run's failure, said as `fail` says it.
+    pub(super) fn open_audit(&self, sink: &mut dyn Sink) -> Result<Option<AuditObserver>, Verdict> {
+        open_audit(self.config)
+            .map_err(|e| self.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e))
     }
 
     /// One engine's failure before any work, as a single engine prints it:

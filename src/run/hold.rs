@@ -14,14 +14,13 @@ use crate::exec::report::Verdict;
 use crate::render;
 
 use super::context::{failed, log_time, Run, Sink};
-use super::signals::{terminate_on_cancel, Stop};
+use super::signals::terminate_on_cancel;
 
 /// `hold`: takes the lease, runs the command, releases; `signals`: the
-/// numbers to pass on to the command (`None`: a SIGTERM when `stop` is
+/// numbers to pass on to the command (`None`: a SIGTERM when the run is
 /// cancelled).
 pub(super) async fn hold(
     run: &Run<'_>,
-    stop: &Stop,
     signals: Option<UnboundedReceiver<i32>>,
     sink: &mut dyn Sink,
 ) -> Verdict {
@@ -30,7 +29,7 @@ pub(super) async fn hold(
     let (mut signals, on_cancel) = match signals {
         Some(signals) => (signals, None),
         None => {
-            let (signals, task) = terminate_on_cancel(stop);
+            let (signals, task) = terminate_on_cancel(run.stop);
             (signals, Some(task))
         }
     };

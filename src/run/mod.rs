@@ -161,6 +161,7 @@ async fn run_with(
         config,
         engines: &engines,
         endpoints: &endpoints,
+        stop,
     };
     let verdict = match &config.job {
         Job::Inventory { max_lease } => inventory::inventory(&run, max_lease, sink).await,
@@ -171,13 +172,11 @@ async fn run_with(
         } => plan::plan(&run, goal, *detailed, out.as_deref(), sink).await,
         Job::Graph { goal } => graph::graph(&run, goal, sink).await,
         Job::Explain { goal, query } => explain::explain(&run, goal, query, sink).await,
-        Job::Converge { .. } | Job::ApplySaved { .. } => {
-            apply::converge(&run, &stop.cancel, sink).await
-        }
-        Job::Watch { .. } => watch::watch(&run, &stop.cancel, sink).await,
+        Job::Converge { .. } | Job::ApplySaved { .. } => apply::converge(&run, sink).await,
+        Job::Watch { .. } => watch::watch(&run, sink).await,
         Job::Lease { .. } | Job::Release { .. } => lease::lease(&run, sink).await,
         Job::Restore { .. } => restore::restore(&run, sink).await,
-        Job::Hold { .. } => hold::hold(&run, stop, signals, sink).await,
+        Job::Hold { .. } => hold::hold(&run, signals, sink).await,
     };
     ended(verdict, stop, matches!(config.job, Job::Watch { .. }))
 }

@@ -32,6 +32,11 @@ fn engine(name: &str, boxes: &[&str]) -> Arc<MemoryEngine> {
     Arc::new(MemoryEngine::with_boxes(name, boxes))
 }
 
+/// The default engine, carrying `boxes`.
+fn default_engine(boxes: &[&str]) -> Arc<MemoryEngine> {
+    engine(crate::model::DEFAULT_ENGINE, boxes)
+}
+
 /// `argv` (after the program name) resolved with a state file of `state`.
 fn resolved(state: &str, argv: &[&str]) -> (tempfile::TempDir, anyhow::Result<Config>) {
     let dir = tempfile::tempdir().unwrap();
@@ -51,6 +56,19 @@ fn resolved(state: &str, argv: &[&str]) -> (tempfile::TempDir, anyhow::Result<Co
 fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
     let (dir, config) = resolved(state, argv);
     (dir, config.unwrap())
+}
+
+/// `argv` (after the program name) with a state file of `state`, run on
+/// `engine` alone to its end: its exit status and all it printed.
+async fn run_one(state: &str, argv: &[&str], engine: &Arc<MemoryEngine>) -> (Exit, Buffers) {
+    let (_dir, config) = config(state, argv);
+    run(&config, vec![engine.clone()]).await
+}
+
+/// Fails the test, showing `text`, unless `text` contains `part`.
+#[track_caller]
+fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{text}");
 }
 
 const FLEET: &str = "[[engine]]\nname = \"a\"\nhost = \"unix:///nonexistent-a.sock\"\n\n[[engine]]\nname = \"b\"\nhost = \"unix:///nonexistent-b.sock\"\n";
@@ -121,13 +139,10 @@ async fn a_watch_cycle_is_judged_over_every_engine_and_reported_by_name() {
 
 #[tokio::test]
 async fn watch_once_on_one_unreachable_engine_is_a_failure() {
-    let (_dir, config) = config(
-        "",
-        &["--format", "json", "watch", "--once", "--grace", "1s"],
-    );
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
+    let engine = default_engine(&["p"]);
     unreachable(&engine);
-    let (exit, sink) = run(&config, vec![engine]).await;
+    let argv = ["--format", "json", "watch", "--once", "--grace", "1s"];
+    let (exit, sink) = run_one("", &argv, &engine).await;
     assert_eq!(exit, Exit::Failure);
     let report: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(report["converged"], false);
@@ -192,22 +207,18 @@ fn taking_a_lease_needs_one_engine_and_a_ttl_under_the_ceiling() {
 
 #[tokio::test]
 async fn lease_then_release_through_the_run_path() {
-    let (_dir, config) = config("", &["--format", "json", "lease", "x", "y"]);
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let engine = default_engine(&["x"]);
+    let (exit, sink) = run_one("", &["--format", "json", "lease", "x", "y"], &engine).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(doc["ok"], true);
     assert_eq!(doc["boxes"][1]["box"], "y");
     assert_eq!(engine.world().volumes.len(), 2);
-    let (_dir, config) = self::config("", &["lease", "--release", "x", "y"]);
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let (exit, sink) = run_one("", &["lease", "--release", "x", "y"], &engine).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
-    assert!(
-        sink.out
-            .contains("box x on engine default: released 1 lease: ca-sbx-lease-x-"),
-        "{}",
-        sink.out
+    assert_contains(
+        &sink.out,
+        "box x on engine default: released 1 lease: ca-sbx-lease-x-",
     );
     assert!(engine.world().volumes.is_empty());
     assert_eq!(engine.world().containers.len(), 1, "only leases go");
@@ -215,12 +226,9 @@ async fn lease_then_release_through_the_run_path() {
 
 #[tokio::test]
 async fn hold_passes_its_commands_status_through_the_run_path() {
-    let (_dir, config) = config(
-        "",
-        &["hold", "x", "--ttl", "3s", "--", "sh", "-c", "exit 3"],
-    );
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["x"]);
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let engine = default_engine(&["x"]);
+    let argv = ["hold", "x", "--ttl", "3s", "--", "sh", "-c", "exit 3"];
+    let (exit, sink) = run_one("", &argv, &engine).await;
     assert_eq!(exit, Exit::Passed(3), "{}{}", sink.out, sink.err);
     assert_eq!(exit.code(), 3);
     assert_eq!(sink.out, "", "hold's stdout is its command's");
@@ -235,19 +243,14 @@ async fn hold_passes_its_commands_status_through_the_run_path() {
 
 #[tokio::test]
 async fn a_run_whose_audit_log_cannot_be_written_fails_naming_it() {
-    let (_dir, config) = config("", &["apply", "--audit", "/dev/full"]);
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let engine = default_engine(&["p"]);
+    let (exit, sink) = run_one("", &["apply", "--audit", "/dev/full"], &engine).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     assert!(
         engine.world().containers.is_empty(),
         "the removal itself happened"
     );
-    assert!(
-        sink.err.contains("cannot write audit log /dev/full"),
-        "{}",
-        sink.err
-    );
+    assert_contains(&sink.err, "cannot write audit log /dev/full");
 }
 
 #[tokio::test]
@@ -257,17 +260,16 @@ async fn an_audit_log_that_is_a_symlink_is_refused_before_any_removal() {
     std::fs::write(&target, "keep me\n").unwrap();
     let link = files.path().join("audit.jsonl");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let (_dir, config) = config("", &["apply", "--audit", &link.display().to_string()]);
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let engine = default_engine(&["p"]);
+    let argv = ["apply", "--audit", &link.display().to_string()];
+    let (exit, sink) = run_one("", &argv, &engine).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
-    assert!(
-        sink.err.contains(&format!(
+    assert_contains(
+        &sink.err,
+        &format!(
             "audit log {} is a symbolic link; sandboxctl never writes through one: pass the real file's path to --audit",
             link.display()
-        )),
-        "{}",
-        sink.err
+        ),
     );
     assert_eq!(engine.world().containers.len(), 1, "nothing removed");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
@@ -284,9 +286,8 @@ async fn plan_out_never_writes_through_a_link_at_its_temporary_name() {
     let saved = files.path().join("plan.json");
     // The temporary name the plan was once written at, plainly.
     std::os::unix::fs::symlink(&target, files.path().join("plan.json.tmp~")).unwrap();
-    let (_dir, config) = config("", &["plan", "--out", &saved.display().to_string()]);
-    let engine = engine(crate::model::DEFAULT_ENGINE, &["p"]);
-    let (exit, sink) = run(&config, vec![engine]).await;
+    let argv = ["plan", "--out", &saved.display().to_string()];
+    let (exit, sink) = run_one("", &argv, &default_engine(&["p"])).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
     let plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&saved).unwrap()).unwrap();
@@ -331,9 +332,8 @@ async fn apply_archive_reports_archived_and_the_file_policy_opts_out() {
     let state = format!(
         "[policy]\narchive = {to:?}\n\n[[box]]\nid = \"k\"\nexpires = \"2000-01-01T00:00:00Z\"\narchive = false\n"
     );
-    let (_d, config) = config(&state, &["--format", "json", "apply"]);
     let engine = archive_world();
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let (exit, sink) = run_one(&state, &["--format", "json", "apply"], &engine).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     let archived = doc["archived"].as_array().unwrap();
@@ -348,7 +348,6 @@ async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
     use crate::engine::memory::{box_labels, VolumeInfo, World};
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().display().to_string();
-    let (_d, config) = config("", &["--format", "json", "apply", "--archive", &to]);
     let engine = Arc::new(MemoryEngine::new(World {
         volumes: vec![VolumeInfo {
             name: "vb".into(),
@@ -357,7 +356,8 @@ async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
         }],
         ..World::default()
     }));
-    let (exit, sink) = run(&config, vec![engine.clone()]).await;
+    let argv = ["--format", "json", "apply", "--archive", &to];
+    let (exit, sink) = run_one("", &argv, &engine).await;
     assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     assert_eq!(
@@ -369,36 +369,31 @@ async fn apply_archive_without_an_image_exits_1_naming_archive_failed() {
 
 #[tokio::test]
 async fn plan_shows_the_archive_folder() {
-    let (_d, config) = config("[policy]\narchive = \"/srv/a\"\n", &["plan"]);
-    let engine = archive_world();
-    let (_, sink) = run(&config, vec![engine]).await;
-    assert!(
-        sink.out.contains("archive to /srv/a, then remove"),
-        "{}",
-        sink.out
-    );
+    let state = "[policy]\narchive = \"/srv/a\"\n";
+    let (_, sink) = run_one(state, &["plan"], &archive_world()).await;
+    assert_contains(&sink.out, "archive to /srv/a, then remove");
 }
 
 #[tokio::test]
 async fn restore_brings_it_back_and_says_what_to_declare() {
     let dir = tempfile::tempdir().unwrap();
     let to = dir.path().display().to_string();
-    let (_d, apply) = config("", &["--format", "json", "apply", "--archive", &to]);
     let engine = archive_world();
-    let (_, sink) = run(&apply, vec![engine.clone()]).await;
+    let apply = ["--format", "json", "apply", "--archive", &to];
+    let (_, sink) = run_one("", &apply, &engine).await;
     let doc: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
     let archived = doc["archived"].as_array().unwrap();
     let vb = archived.iter().find(|a| a["volume"] == "vb").unwrap();
     let path = vb["path"].as_str().unwrap().to_string();
-    let (_e, restore) = config("", &["restore", &path]);
-    let (exit, sink) = run(&restore, vec![engine.clone()]).await;
+    let restore = ["restore", &path];
+    let (exit, sink) = run_one("", &restore, &engine).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
-    assert!(sink.out.contains("restored volume vb"), "{}", sink.out);
-    assert!(sink.out.contains("keep = [\"vb\"]"), "{}", sink.out);
-    assert!(sink.out.contains("id = \"b\""), "{}", sink.out);
+    assert_contains(&sink.out, "restored volume vb");
+    assert_contains(&sink.out, "keep = [\"vb\"]");
+    assert_contains(&sink.out, "id = \"b\"");
     assert_eq!(engine.world().volumes.len(), 1);
     // Again: the volume exists, exit 1, said on stderr.
-    let (exit, sink) = run(&restore, vec![engine.clone()]).await;
+    let (exit, sink) = run_one("", &restore, &engine).await;
     assert_eq!(exit, Exit::Failure);
-    assert!(sink.err.contains("volume vb exists"), "{}", sink.err);
+    assert_contains(&sink.err, "volume vb exists");
 }

@@ -10,23 +10,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::cli::config::Job;
 use crate::exec::event::{Fanout, Observer};
 use crate::exec::report::{merge, Verdict};
 use crate::observe::metrics::Metrics;
 use crate::render;
 
-use super::context::{log_time, open_audit, Run, Sink};
+use super::context::{log_time, Run, Sink};
 use super::printer::Printer;
-/// `watch`: cycles until `cancel` (or once), logging, serving metrics,
-/// writing the audit log; ends with the last cycle's report and verdict.
-pub(super) async fn watch(
-    run: &Run<'_>,
-    cancel: &CancellationToken,
-    sink: &mut dyn Sink,
-) -> Verdict {
+/// `watch`: cycles until the run is cancelled (or once), logging, serving
+/// metrics, writing the audit log; ends with the last cycle's report and
+/// verdict.
+pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     use crate::watch::{watch, Desired, WatchOptions};
     let config = run.config;
     let Job::Watch {
@@ -42,9 +37,9 @@ pub(super) async fn watch(
     else {
         unreachable!("watch runs watch jobs")
     };
-    let audit = match open_audit(config) {
+    let audit = match run.open_audit(sink) {
         Ok(audit) => audit,
-        Err(e) => return run.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e),
+        Err(failed) => return failed,
     };
     let metrics = Arc::new(Metrics::new());
     for engine in run.engines {
@@ -107,7 +102,7 @@ pub(super) async fn watch(
         &mut state,
         &options,
         *once,
-        cancel,
+        &run.stop.cancel,
         &crate::cli::config::now,
         &observer,
     )

@@ -34,51 +34,37 @@ pub(super) fn service_from(engine: &str, s: bollard::models::Service) -> Object 
         s.created_at,
     );
     let task = spec.task_template.unwrap_or_default();
-    let networks = task
-        .networks
-        .unwrap_or_default()
-        .into_iter()
-        .chain(spec.networks.unwrap_or_default())
-        .filter_map(|n| n.target)
-        .chain(
-            s.endpoint
-                .and_then(|e| e.virtual_ips)
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|v| v.network_id),
-        )
-        .map(|n| ObjectKey::new(engine, Kind::Network, &n));
+    let networks = listed(task.networks, |n| n.target)
+        .chain(listed(spec.networks, |n| n.target))
+        .chain(listed(s.endpoint.and_then(|e| e.virtual_ips), |v| {
+            v.network_id
+        }));
     let container = task.container_spec.unwrap_or_default();
     // The named volumes its tasks mount (made on each node a task runs on).
-    let volumes = container
-        .mounts
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.typ == Some(bollard::models::MountType::VOLUME))
-        .filter_map(|m| m.source.filter(|s| !s.is_empty()))
-        .map(|v| ObjectKey::new(engine, Kind::Volume, &v));
-    let configs = container
-        .configs
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|c| c.config_id)
-        .map(|c| ObjectKey::new(engine, Kind::Config, &c));
-    let secrets = container
-        .secrets
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|c| c.secret_id)
-        .map(|c| ObjectKey::new(engine, Kind::Secret, &c));
+    let volumes = listed(container.mounts.clone(), |m| match m.typ {
+        Some(bollard::models::MountType::VOLUME) => m.source.filter(|s| !s.is_empty()),
+        _ => None,
+    });
+    let key = |kind| move |id: String| ObjectKey::new(engine, kind, &id);
     o.depends_on = networks
-        .chain(volumes)
-        .chain(configs)
-        .chain(secrets)
+        .map(key(Kind::Network))
+        .chain(volumes.map(key(Kind::Volume)))
+        .chain(listed(container.configs, |c| c.config_id).map(key(Kind::Config)))
+        .chain(listed(container.secrets, |s| s.secret_id).map(key(Kind::Secret)))
         .collect();
     o.depends_on.sort();
     o.depends_on.dedup();
     o.image = container.image;
     o
+}
+
+/// What `id` takes from each of a spec's `items` (none when there is no
+/// list), skipping the items it finds nothing in.
+fn listed<T>(
+    items: Option<Vec<T>>,
+    id: impl FnMut(T) -> Option<String>,
+) -> impl Iterator<Item = String> {
+    items.unwrap_or_default().into_iter().filter_map(id)
 }
 
 /// A network, service, config or secret: its ID, name (a swarm object's

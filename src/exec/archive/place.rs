@@ -108,18 +108,22 @@ mod tests {
 
     #[test]
     fn path_elements_never_climb_or_hide() {
-        assert_eq!(path_element("box-1.a_b"), "box-1.a_b");
-        assert_eq!(path_element("a/b"), "a%2Fb");
-        assert_eq!(path_element("a_b"), "a_b");
-        assert_eq!(path_element("../etc"), "%2E.%2Fetc");
-        assert_eq!(path_element("a/b c"), "a%2Fb%20c");
-        assert_eq!(path_element(".hidden"), "%2Ehidden");
-        assert_eq!(path_element("."), "%2E");
-        assert_eq!(path_element(".."), "%2E.");
-        assert_eq!(path_element("50%"), "50%25");
-        assert_eq!(path_element("caf\u{e9}"), "caf%C3%A9");
-        assert_eq!(path_element(""), "%");
-        assert_eq!(path_element("_"), "%5F");
+        for (name, element) in [
+            ("box-1.a_b", "box-1.a_b"),
+            ("a/b", "a%2Fb"),
+            ("a_b", "a_b"),
+            ("../etc", "%2E.%2Fetc"),
+            ("a/b c", "a%2Fb%20c"),
+            (".hidden", "%2Ehidden"),
+            (".", "%2E"),
+            ("..", "%2E."),
+            ("50%", "50%25"),
+            ("caf\u{e9}", "caf%C3%A9"),
+            ("", "%"),
+            ("_", "%5F"),
+        ] {
+            assert_eq!(path_element(name), element, "{name:?}");
+        }
         assert_eq!(
             folder(Path::new("/d"), "default", None),
             Path::new("/d/default/_")

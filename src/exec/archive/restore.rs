@@ -276,6 +276,7 @@ mod tests {
     use crate::exec::archive::helper::scope_labels;
     use crate::exec::archive::manifest::manifest_path;
     use crate::exec::archive::tests::{boom, engine_with, goal, image, run, sample_tar};
+    use crate::exec::lease::tests::volume_named;
     use crate::model::Scope;
     use std::path::PathBuf;
 
@@ -336,12 +337,7 @@ mod tests {
             [("ca.sandbox.test".to_string(), "mine".to_string())].into(),
         ));
         let r = restore(&engine, &path, None, &scope).await.unwrap();
-        let v = engine
-            .world()
-            .volumes
-            .into_iter()
-            .find(|v| v.name == r.volume)
-            .unwrap();
+        let v = volume_named(&engine, &r.volume);
         assert_eq!(v.labels.get("ca.sandbox").map(String::as_str), Some("1"));
         assert_eq!(
             v.labels.get("ca.sandbox.test").map(String::as_str),

@@ -202,12 +202,18 @@ async fn reads_a_volume_through_its_stopped_container_before_removing_it() {
     assert_eq!(engine.content("v"), sample_tar());
 }
 
+/// A run archiving under `dir` in which the first download from `engine`
+/// is cut after 70 000 bytes.
+async fn run_download_cut(engine: &MemoryEngine, dir: &Path) -> crate::exec::report::Report {
+    engine.inject(Op::Download, None, FaultAction::CutAfter(70_000, boom()), 1);
+    run(engine, &goal(dir)).await
+}
+
 #[tokio::test]
 async fn a_failed_read_through_the_container_leaves_it_stopped_and_the_volume() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_through(vec![image()]);
-    engine.inject(Op::Download, None, FaultAction::CutAfter(70_000, boom()), 1);
-    let report = run(&engine, &goal(dir.path())).await;
+    let report = run_download_cut(&engine, dir.path()).await;
     assert!(!report.converged);
     assert!(report.archived.is_empty());
     let world = engine.world();
@@ -379,8 +385,7 @@ fn assert_left_intact(engine: &MemoryEngine, dir: &Path, report: &crate::exec::r
 async fn a_stream_cut_midway_leaves_the_volume_and_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_with(vec![image()]);
-    engine.inject(Op::Download, None, FaultAction::CutAfter(70_000, boom()), 1);
-    let report = run(&engine, &goal(dir.path())).await;
+    let report = run_download_cut(&engine, dir.path()).await;
     assert_left_intact(&engine, dir.path(), &report);
     // The next run, without the fault, archives and removes it.
     let report = run(&engine, &goal(dir.path())).await;
