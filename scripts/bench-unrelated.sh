@@ -28,6 +28,8 @@
 #       docker -H L rm -f sbx-BOX && docker -H L volume rm ca-sbx-BOX
 #   (c) as (a), on E (beside no other container), same rounds
 #   (d) as (b), on E
+#   (e) only with SANDBOXCTL_B: as (a), with that binary, on a box of its own
+#       made beside (a)'s in the middle of the unrelated containers
 # Each sandboxctl run must exit 0 and report converged with its box's container
 # and volume removed; after every contender the box's labels must match nothing.
 # The churn (dropping the K/2 newest unrelated containers, creating (a)'s box and
@@ -62,6 +64,9 @@
 #   BENCH_CHURN_SETTLE  seconds to let it settle after each round's churn  [5]
 #   BENCH_BOX_ARGS   extra `docker run` arguments for the box's container
 #                    [--network none]
+#   SANDBOXCTL_B     a second sandboxctl binary: adds contender (e), as (a)
+#                    with it (its box made in the middle of the unrelated
+#                    containers beside (a)'s), for a before/after      []
 #   SANDBOXCTL       sandboxctl binary [target/release/sandboxctl; build it
 #                    first with cargo build --release]
 #   BENCH_KEEP_RAW   directory to copy raw measurements and the proxy log into []
@@ -80,6 +85,9 @@ SETTLE=${BENCH_SETTLE:-1}
 CHURN_SETTLE=${BENCH_CHURN_SETTLE:-5}
 read -r -a BOX_ARGS <<<"${BENCH_BOX_ARGS:---network none}"
 BIN=${SANDBOXCTL:-$ROOT/target/release/sandboxctl}
+BIN_B=${SANDBOXCTL_B:-}
+CONTENDERS=(a b c d)
+[[ -z $BIN_B ]] || CONTENDERS+=(e)
 IMAGE=ca-sbx:bench-sleep
 RUN_ID=unrel-$(date +%Y%m%d-%H%M%S)-$$
 RUN_LABEL=ca.sandbox.bench=$RUN_ID
@@ -91,6 +99,7 @@ for k in "${COUNTS[@]}"; do
     [[ $k =~ ^[0-9]+$ && $k -le 2000 ]] || { echo "BENCH_COUNTS: numbers 0..2000" >&2; exit 2; }
 done
 [[ -x $BIN ]] || { echo "no sandboxctl binary at $BIN (cargo build --release, or set SANDBOXCTL)" >&2; exit 1; }
+[[ -z $BIN_B || -x $BIN_B ]] || { echo "no sandboxctl binary at $BIN_B (SANDBOXCTL_B)" >&2; exit 1; }
 [[ -n $PYTHON ]] || { echo "needs python3 (the counting proxy)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "needs jq" >&2; exit 1; }
 ((EUID == 0)) || { echo "needs root (scripts/second-dockerd.sh)" >&2; exit 1; }
@@ -247,14 +256,15 @@ create_box() {
         "$RUN_ID" "$box" >"$WORK/$box.toml"
 }
 
-# L with $1 unrelated containers around a new box $2: floor($1/2) created
-# before the box, the rest after it (the newest unrelated ones are dropped or
-# more are created first, as needed).
+# L with $1 unrelated containers around new boxes $2... (made one after the
+# other): floor($1/2) created before the boxes, the rest after them (the
+# newest unrelated ones are dropped or more are created first, as needed).
 layout() {
-    local k=$1 box=$2 before=$(($1 / 2)) have=${#UNREL[@]}
+    local k=$1 before=$(($1 / 2)) have=${#UNREL[@]} box
+    shift
     if ((have > before)); then drop_unrelated $((have - before)); fi
     create_unrelated $((before - ${#UNREL[@]}))
-    create_box "$L_HOST" "$box"
+    for box in "$@"; do create_box "$L_HOST" "$box"; done
     create_unrelated $((k - before))
 }
 
@@ -271,12 +281,12 @@ box_left() {
 # Milliseconds between two EPOCHREALTIME values, 1 decimal.
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
 
-# sandboxctl destroy of box $2 on host $1 (URL sandboxctl uses: $3, default $1).
-# Prints "<ms> <ok|FAILED:...>".
+# sandboxctl destroy of box $2 on host $1 (URL sandboxctl uses: $3, default $1;
+# binary: $4, default $BIN). Prints "<ms> <ok|FAILED:...>".
 run_sandboxctl() {
-    local host=$1 box=$2 via=${3:-$1} out=$WORK/$2.out err=$WORK/$2.err rc=0 t0 t1 verdict
+    local host=$1 box=$2 via=${3:-$1} bin=${4:-$BIN} out=$WORK/$2.out err=$WORK/$2.err rc=0 t0 t1 verdict
     t0=$EPOCHREALTIME
-    "$BIN" --host "$via" --state "$WORK/$box.toml" --format json destroy "$box" >"$out" 2>"$err" || rc=$?
+    "$bin" --host "$via" --state "$WORK/$box.toml" --format json destroy "$box" >"$out" 2>"$err" || rc=$?
     t1=$EPOCHREALTIME
     verdict=$(jq -r --arg b "$box" '
         if .converged != true then "not-converged"
@@ -301,22 +311,23 @@ run_idiom() {
     if ((rc == 0)); then echo "$(ms "$t0" "$t1") ok"; else echo "$(ms "$t0" "$t1") FAILED:exit-$rc"; fi
 }
 
-# Contender $1 in round $2: makes its box (the round's layout made (a)'s), lets
+# Contender $1 in round $2: makes its box (the round's layout made (a)'s and (e)'s), lets
 # the daemon settle, times it, checks the box is gone; appends a line to RAW.
 contender() {
     local c=$1 round=$2 box=$RUN_ID-r$round-$1 host res left others load
     case $c in
-    a | b) host=$L_HOST ;;
+    a | b | e) host=$L_HOST ;;
     c | d) host=$E_HOST ;;
     esac
-    # (a)'s box sits in the middle of the unrelated containers (made by the
-    # round's layout); the others are made now.
-    [[ $c == a ]] || create_box "$host" "$box"
+    # (a)'s and (e)'s boxes sit in the middle of the unrelated containers
+    # (made by the round's layout); the others are made now.
+    [[ $c == a || $c == e ]] || create_box "$host" "$box"
     sleep "$SETTLE"
     others=$(($(docker -H "$host" ps -q | wc -l) - 1))
     load=$(cut -d' ' -f1 /proc/loadavg)
     case $c in
     a | c) res=$(run_sandboxctl "$host" "$box") ;;
+    e) res=$(run_sandboxctl "$host" "$box" "$host" "$BIN_B") ;;
     b | d) res=$(run_idiom "$host" "$box") ;;
     esac
     left=$(box_left "$host" "$box")
@@ -470,7 +481,7 @@ stats() { # stdin: numbers; prints "min median max"
 }
 
 report() {
-    local c name s runs ok others med_a med_b med_c med_d ver
+    local c name s runs ok others med_a med_b med_c med_d med_e ver
     ver=$(docker -H "$L_HOST" version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')
     echo
     echo "One box (running container + named volume), \`sandboxctl destroy BOX\` vs \`docker rm -f C && docker volume rm V\`;"
@@ -481,12 +492,13 @@ report() {
     echo
     echo "| contender | min ms | median ms | max ms | ok | other running containers | runs (ms) |"
     echo "|---|---:|---:|---:|---|---|---|"
-    for c in a b c d; do
+    for c in "${CONTENDERS[@]}"; do
         case $c in
         a) name="(a) sandboxctl destroy, beside K=$K" ;;
         b) name="(b) docker rm -f C && docker volume rm V, beside K=$K" ;;
         c) name="(c) sandboxctl destroy, beside none" ;;
         d) name="(d) docker rm -f C && docker volume rm V, beside none" ;;
+        e) name="(e) as (a), binary B ($BIN_B)" ;;
         esac
         read -r -a s < <(awk -F'\t' -v c="$c" '$1 == c { print $3 }' "$RAW" | stats)
         runs=$(awk -F'\t' -v c="$c" '$1 == c { printf "%s%s", sep, $3; sep = " " }' "$RAW")
@@ -501,6 +513,8 @@ report() {
         printf "- median(a) - median(c) = %+.1f ms (goal <= +80 ms: %s)\n", a - c, (a - c <= 80 ? "MET" : "NOT MET")
         printf "- for reference: median(c) / median(d) = %.2f; median(b) - median(d) = %+.1f ms\n", c / d, b - d
     }'
+    [[ -z $BIN_B ]] || awk -v a="$med_a" -v e="$med_e" -v b="$med_b" 'BEGIN {
+        printf "- binary B: median(e) / median(a) = %.2f; median(e) / median(b) = %.2f\n", e / a, e / b }'
     awk -F'\t' 'NR == 1 { lo = hi = $6 } { if ($6 < lo) lo = $6; if ($6 > hi) hi = $6 } END { printf "- 1-min load average at the start of the timings: %s..%s\n", lo, hi }' "$RAW"
     echo "ok: exit 0 and converged with the box's container and volume removed (sandboxctl), exit 0 (idiom), and the box's"
     echo "labels match nothing afterwards. other running containers: on that engine when the timing started (besides the box)."
@@ -528,13 +542,19 @@ main() {
     : >"$RAW"
     : >"$CALLS"
     count_calls
-    local round i c order=(a b c d)
+    local round i c n=${#CONTENDERS[@]} boxes
     for ((round = 1; round <= REPEAT; round++)); do
         log "round $round: laying out K=$K unrelated containers around (a)'s box"
-        layout "$K" "$RUN_ID-r$round-a"
+        boxes=("$RUN_ID-r$round-a")
+        # (e)'s box beside (a)'s, made first in every other round (the older
+        # one sees the younger one among the containers made after it).
+        if [[ -n $BIN_B ]]; then
+            if ((round % 2)); then boxes+=("$RUN_ID-r$round-e"); else boxes=("$RUN_ID-r$round-e" "${boxes[@]}"); fi
+        fi
+        layout "$K" "${boxes[@]}"
         sleep "$CHURN_SETTLE"
-        for ((i = 0; i < 4; i++)); do
-            c=${order[(i + round - 1) % 4]}
+        for ((i = 0; i < n; i++)); do
+            c=${CONTENDERS[(i + round - 1) % n]}
             contender "$c" "$round"
         done
     done

@@ -97,11 +97,10 @@ impl Signals {
                     Signal::Terminate => "SIGTERM",
                     Signal::Interrupt => "SIGINT",
                 };
-                render::stderr(&render::watch_stopping(
-                    format,
-                    &super::context::log_time(),
-                    name,
-                ));
+                // The time of a log line, as `context::log_time` (which
+                // sits above this module: `Run` holds the `Stop`).
+                let time = crate::plan::rfc3339(crate::cli::config::now());
+                render::stderr(&render::watch_stopping(format, &time, name));
             } else {
                 if int.recv().await.is_none() {
                     return;
