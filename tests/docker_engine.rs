@@ -587,9 +587,13 @@ struct FakeDaemon {
 }
 
 impl FakeDaemon {
-    /// Stops accepting: later connections are refused (the socket file stays).
-    fn stop(&self) {
+    /// Stops accepting: later connections are refused (the socket file
+    /// stays). Returns once the listener is closed: an aborted task lets go
+    /// of it only when the runtime drops the task, and a connection made
+    /// before that would be reset instead of refused.
+    async fn stop(&mut self) {
         self.accept.abort();
+        let _ = (&mut self.accept).await;
     }
 }
 
@@ -703,12 +707,11 @@ async fn connection_cut_mid_call_is_an_error_without_a_status() {
 
 trial!(an_engine_that_goes_away_mid_run_is_unreachable);
 async fn an_engine_that_goes_away_mid_run_is_unreachable() {
-    let fake = fake_daemon(Answer::Status(500), false);
+    let mut fake = fake_daemon(Answer::Status(500), false);
     let engine = DockerEngine::connect_to(Some(&fake.host), Duration::from_secs(5))
         .await
         .unwrap();
-    fake.stop();
-    tokio::task::yield_now().await;
+    fake.stop().await;
     let refused = engine.list(Kind::Container, &[]).await.unwrap_err();
     assert!(
         matches!(&refused.kind, ErrorKind::Unreachable { endpoint, detail }
