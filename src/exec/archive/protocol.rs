@@ -355,6 +355,7 @@ mod tests {
         // lock went with it.
         std::fs::write(dir.path().join(".v-0.tar.zst.partial"), b"cut short").unwrap();
         drop(partial(&dir.path().join(".v-0.json.partial")));
+        let_go(&dir.path().join(".v-0.json.partial"));
         let removed = sweep(dir.path());
         assert_eq!(
             names(dir.path(), &removed),
@@ -363,6 +364,7 @@ mod tests {
         assert_eq!(std::fs::read(&live).unwrap(), b"in progress");
         assert!(sweep(dir.path()).is_empty(), "held: never swept");
         drop(held);
+        let_go(&live);
         assert_eq!(
             names(dir.path(), &sweep(dir.path())),
             [".v-1.tar.zst.partial"]
@@ -431,6 +433,20 @@ mod tests {
         matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
     }
 
+    /// Waits (10 s at most) until nothing holds `p`'s lock, after its
+    /// holder was dropped: a child another test forks in that instant holds
+    /// the lock (and the descriptor) until it execs.
+    fn let_go(p: &Path) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while taken(p) {
+            assert!(
+                std::time::Instant::now() < until,
+                "the lock outlived its holder"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn a_manifest_without_its_archive_goes_only_once_its_writer_is_dead() {
         let dir = tempfile::tempdir().unwrap();
@@ -442,16 +458,7 @@ mod tests {
         assert!(sweep(d).is_empty(), "its writer is alive");
         assert!(d.join("v-1.json").exists());
         drop(held);
-        // A child another test forks in that instant holds the lock (and
-        // the descriptor) until it execs: wait for the kernel to let go.
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while taken(&d.join(".v-1.tar.zst.partial")) {
-            assert!(
-                std::time::Instant::now() < until,
-                "the lock outlived its holder"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let_go(&d.join(".v-1.tar.zst.partial"));
         assert_eq!(
             names(d, &sweep(d)),
             [".v-1.tar.zst.partial", "v-1.json"],
