@@ -154,10 +154,18 @@ async fn ping(path: &str) -> Result<Option<Server>, String> {
         .header(http::header::HOST, "docker")
         .body(Empty::<bytes::Bytes>::new())
         .map_err(|e| failed(&e))?;
-    // The connection is driven beside the request; it ends once `sender`
-    // is dropped (or the engine closes it).
-    tokio::spawn(connection);
-    let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
+    // The connection is driven beside the request and dropped with it, so
+    // a ping cut short by its deadline leaves no task or socket behind
+    // (`watch` asks again on every reconnection). A connection that ends
+    // first ends the request too: with its answer, or with an error.
+    let drive = async {
+        let _ = connection.await;
+        std::future::pending::<()>().await
+    };
+    let response = tokio::select! {
+        response = sender.send_request(request) => response.map_err(|e| failed(&e))?,
+        () = drive => unreachable!("driving the connection never ends"),
+    };
     let header = |name: &str| {
         response
             .headers()
