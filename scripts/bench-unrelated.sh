@@ -10,18 +10,19 @@
 # script starts and stops (scripts/second-dockerd.sh: own socket, bridge,
 # data-root, cgroups); the main engine is never used (only read, by
 # second-dockerd.sh, for its storage driver and MTU).
-#   engine L ("loaded"): K unrelated running containers, UNLABELED (named
+#   engine L ("loaded"): K running containers beside every box that
+#                        sandboxctl destroys there, floor(K/2) of them created
+#                        before the box and the rest after it (see BENCH_LAYOUT
+#                        for how); the unrelated ones are UNLABELED (named
 #                        <run id>-u-NNNNN, `docker run -d --network none
-#                        --stop-timeout 1` of the sleep image); for every box
-#                        that sandboxctl destroys there, half of them were
-#                        created before the box and half after it.
+#                        --stop-timeout 1` of the sleep image).
 #   engine E ("empty"):  the same set-up with no other container.
 # A box is a named volume ca-sbx-<box> and a running container sbx-<box>
 # (`sleep`, mounting the volume, BENCH_BOX_ARGS), both labeled ca.sandbox=1,
 # ca.sandbox.id=<box>, ca.sandbox.bench=<run id> and its own scope label
-# ca.sandbox.benchbox=<box>. Every timed contender gets a new box (creation,
-# and the churn of unrelated containers that keeps K/2 of them newer than the
-# box, is not timed). In every round, in an order rotated by one each round:
+# ca.sandbox.benchbox=<box>. Every timed contender gets a box of its own
+# (creation, and laying out the unrelated containers, is not timed). In every
+# round, in an order rotated by one each round:
 #   (a) sandboxctl destroy on L:  sandboxctl --host L --state S --format json destroy BOX
 #       (S: an otherwise empty state file whose [scope] is the box's two scope labels)
 #   (b) the docker CLI idiom on L, names known beforehand:
@@ -32,10 +33,38 @@
 #       made beside (a)'s in the middle of the unrelated containers
 # Each sandboxctl run must exit 0 and report converged with its box's container
 # and volume removed; after every contender the box's labels must match nothing.
-# The churn (dropping the K/2 newest unrelated containers, creating (a)'s box and
-# K/2 new ones after it) happens at the start of each round, before all four
-# contenders, followed by BENCH_CHURN_SETTLE seconds; the rotation spreads any
-# after-effect of it over all four contenders alike.
+# (b), (c) and (d) make their box right before their timing (then BENCH_SETTLE);
+# (a)'s and (e)'s boxes sit in the middle of L's containers, laid out by
+# BENCH_LAYOUT:
+#   once   (the default) L is laid out ONE time, after the engine-call counts and
+#          before the first round: floor(K/2) unrelated containers, then the
+#          boxes of (a) and (e) of ALL rounds, one after the other in the order
+#          they will be destroyed (round by round; within a round, in the order
+#          the rotation times them), then K - floor(K/2) - (boxes - 1) unrelated
+#          containers; then BENCH_LAYOUT_SETTLE seconds. Each round destroys its
+#          own boxes, so boxes go oldest first, and every destroyed box has the
+#          floor(K/2) unrelated ones (never an earlier box: those are gone)
+#          created before it and K - floor(K/2) containers created after it:
+#          the later boxes count among these. A later box is outside the
+#          destroyed box's scope (each box has its own ca.sandbox.benchbox
+#          label), so to sandboxctl it is a container beside the box like the
+#          unrelated ones, only labeled. To keep that count, after each (a)/(e)
+#          timing one new unrelated container is made (not timed; the next
+#          contender waits BENCH_SETTLE before its timing, as always). No
+#          container is removed from L during the rounds but the boxes. Refused
+#          when K - floor(K/2) < boxes - 1 (lower BENCH_REPEAT, raise BENCH_K,
+#          or use churn).
+#   churn  at the start of each round, the newest unrelated containers are
+#          dropped down to floor(K/2), (a)'s box (and (e)'s, made first in every
+#          other round) is made, then K - floor(K/2) new unrelated ones after
+#          it, followed by BENCH_CHURN_SETTLE seconds; the rotation spreads any
+#          after-effect over all contenders alike. Each round removes and makes
+#          about K/2 containers (`docker rm -f` of K/2 of them), which keeps a
+#          small machine's load high during the timings.
+# Before each timing, the running containers on the box's engine created
+# before and after its container are counted in the engine's listing order
+# (newest first, by creation time) and checked against the creation order the
+# script tracks for L (a WARNING, and a count in the report, if they differ).
 #
 # Engine calls: before the timing rounds, for each K of BENCH_COUNTS, L is laid
 # out with K unrelated containers (K/2 before a new box, the rest after it) and
@@ -52,16 +81,21 @@
 # image is ever removed (the sleep image is imported into each private engine
 # only; see scripts/lib/sleep-image.sh).
 #
-# Output: two markdown tables on stdout (wall times of (a)-(d) with the issue's
-# two ratios; engine calls by K); progress on stderr.
+# Output: two markdown tables on stdout (wall times of (a)-(e) with the issue's
+# two ratios, and the counts before/after each (a)/(e) box; engine calls by K);
+# progress on stderr.
 #
 # Environment:
-#   BENCH_K          unrelated containers beside (a) and (b)            [300]
+#   BENCH_K          containers beside each box of (a) and (e) on L     [300]
 #   BENCH_REPEAT     rounds; each runs (a), (b), (c), (d) once            [11]
 #   BENCH_COUNTS     K values for the engine-call table        [0 50 150 300]
 #   BENCH_CREATE_P   concurrent `docker run` while creating unrelated ones [8]
 #   BENCH_SETTLE     seconds to let the daemon settle before each timing   [1]
-#   BENCH_CHURN_SETTLE  seconds to let it settle after each round's churn  [5]
+#   BENCH_LAYOUT     how L's containers are laid out around (a)'s and (e)'s
+#                    boxes: once or churn (see above)                   [once]
+#   BENCH_LAYOUT_SETTLE  once: seconds to let it settle after the layout  [30]
+#   BENCH_CHURN_SETTLE   churn: seconds to let it settle after each round's
+#                    churn                                                 [5]
 #   BENCH_BOX_ARGS   extra `docker run` arguments for the box's container
 #                    [--network none]
 #   SANDBOXCTL_B     a second sandboxctl binary: adds contender (e), as (a)
@@ -82,6 +116,8 @@ REPEAT=${BENCH_REPEAT:-11}
 read -r -a COUNTS <<<"${BENCH_COUNTS:-0 50 150 300}"
 CREATE_P=${BENCH_CREATE_P:-8}
 SETTLE=${BENCH_SETTLE:-1}
+LAYOUT=${BENCH_LAYOUT:-once}
+LAYOUT_SETTLE=${BENCH_LAYOUT_SETTLE:-30}
 CHURN_SETTLE=${BENCH_CHURN_SETTLE:-5}
 read -r -a BOX_ARGS <<<"${BENCH_BOX_ARGS:---network none}"
 BIN=${SANDBOXCTL:-$ROOT/target/release/sandboxctl}
@@ -95,6 +131,16 @@ PYTHON=$(command -v /usr/bin/python3 || command -v python3 || true)
 
 [[ $K =~ ^[0-9]+$ && $K -le 2000 ]] || { echo "BENCH_K: 0..2000" >&2; exit 2; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_REPEAT: a positive number" >&2; exit 2; }
+[[ $LAYOUT == once || $LAYOUT == churn ]] || { echo "BENCH_LAYOUT: once or churn" >&2; exit 2; }
+[[ $LAYOUT_SETTLE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "BENCH_LAYOUT_SETTLE: seconds" >&2; exit 2; }
+# The boxes of (a) (and (e)) of all rounds; once: the boxes after the first one
+# count among its K - floor(K/2) later containers.
+L_BOXES=$REPEAT
+[[ -z $BIN_B ]] || L_BOXES=$((2 * REPEAT))
+if [[ $LAYOUT == once ]] && ((K - K / 2 < L_BOXES - 1)); then
+    echo "BENCH_LAYOUT=once: $L_BOXES boxes of (a)/(e) do not fit beside K=$K: every box must have K - K/2 = $((K - K / 2)) containers after it, and the later boxes are among them (lower BENCH_REPEAT, raise BENCH_K, or BENCH_LAYOUT=churn)" >&2
+    exit 2
+fi
 for k in "${COUNTS[@]}"; do
     [[ $k =~ ^[0-9]+$ && $k -le 2000 ]] || { echo "BENCH_COUNTS: numbers 0..2000" >&2; exit 2; }
 done
@@ -112,6 +158,8 @@ E_DIR=$(mktemp -u /tmp/sbx-unrel-E.XXXXXX)
 L_HOST=
 E_HOST=
 UNREL=()        # ids of the unrelated containers on L, in creation order (batch by batch)
+L_SEQ=()        # ids of all containers on L (unrelated ones and boxes), in creation order
+declare -A BOX_CID=()   # box -> the id of its container
 NEXT_UNREL=1    # number of the next unrelated container's name
 CREATE_PID=     # a creation batch in flight (its own process group)
 PROXY_PID=
@@ -128,20 +176,25 @@ remove_containers() {
     printf '%s\n' "$@" | xargs -P 4 -n 25 docker -H "$host" rm -f >/dev/null 2>&1 || true
 }
 
-# Removes this run's boxes (containers, then volumes) from engine $1.
+# Removes this run's boxes (containers, then volumes) from engine $1; only box
+# $2 if given (the other boxes laid out on L must stay).
 purge_boxes() {
-    local host=$1 attempt ids vols
+    local host=$1 attempt ids vols what="boxes of $RUN_LABEL" f=(--filter "label=$RUN_LABEL")
+    if [[ -n ${2:-} ]]; then
+        f+=(--filter "label=ca.sandbox.benchbox=$2")
+        what="box $2"
+    fi
     for attempt in 1 2 3; do
-        mapfile -t ids < <(docker -H "$host" ps -aq --filter "label=$RUN_LABEL" 2>/dev/null)
+        mapfile -t ids < <(docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
         if ((${#ids[@]})); then docker -H "$host" rm -f "${ids[@]}" >/dev/null 2>&1 || true; fi
-        mapfile -t vols < <(docker -H "$host" volume ls -q --filter "label=$RUN_LABEL" 2>/dev/null)
+        mapfile -t vols < <(docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
         if ((${#vols[@]})); then docker -H "$host" volume rm "${vols[@]}" >/dev/null 2>&1 || true; fi
-        mapfile -t ids < <(docker -H "$host" ps -aq --filter "label=$RUN_LABEL" 2>/dev/null)
-        mapfile -t vols < <(docker -H "$host" volume ls -q --filter "label=$RUN_LABEL" 2>/dev/null)
+        mapfile -t ids < <(docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
+        mapfile -t vols < <(docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
         ((${#ids[@]} + ${#vols[@]} == 0)) && return 0
         sleep "$attempt"
     done
-    log "WARNING: boxes of $RUN_LABEL left on $host: ${#ids[@]} containers, ${#vols[@]} volumes"
+    log "WARNING: $what left on $host: ${#ids[@]} containers, ${#vols[@]} volumes"
     return 1
 }
 
@@ -227,6 +280,7 @@ create_unrelated() {
     wait "$CREATE_PID" || rc=$?
     CREATE_PID=
     mapfile -t -O "${#UNREL[@]}" UNREL <"$WORK/batch"
+    mapfile -t -O "${#L_SEQ[@]}" L_SEQ <"$WORK/batch"
     : >"$WORK/batch"
     if ((rc != 0)); then
         log "creating unrelated containers failed (xargs exit $rc)"
@@ -240,32 +294,85 @@ drop_unrelated() {
     ((n > 0)) || return 0
     keep=$((${#UNREL[@]} - n))
     remove_containers "$L_HOST" "${UNREL[@]:keep}"
+    forget_on_L "${UNREL[@]:keep}"
     UNREL=("${UNREL[@]:0:keep}")
 }
 
-# One box $2 on engine $1: labeled named volume, running container mounting it;
-# writes its state file $WORK/$2.toml.
+# Takes containers $1.. (ids) out of L's tracked creation order (they are gone).
+forget_on_L() {
+    local -A gone=()
+    local id keep=()
+    for id in "$@"; do gone[$id]=1; done
+    for id in "${L_SEQ[@]}"; do [[ -n ${gone[$id]:-} ]] || keep+=("$id"); done
+    L_SEQ=("${keep[@]}")
+}
+
+# One box $2 on engine $1: labeled named volume, running container mounting it
+# (its id in BOX_CID, and on L in L_SEQ); writes its state file $WORK/$2.toml.
 create_box() {
-    local host=$1 box=$2
+    local host=$1 box=$2 id
     docker -H "$host" volume create --label ca.sandbox=1 --label "ca.sandbox.id=$box" \
         --label "$RUN_LABEL" --label "ca.sandbox.benchbox=$box" "ca-sbx-$box" >/dev/null
-    docker -H "$host" run -d --name "sbx-$box" --label ca.sandbox=1 --label "ca.sandbox.id=$box" \
+    id=$(docker -H "$host" run -d --name "sbx-$box" --label ca.sandbox=1 --label "ca.sandbox.id=$box" \
         --label "$RUN_LABEL" --label "ca.sandbox.benchbox=$box" -v "ca-sbx-$box:/data" \
-        "${BOX_ARGS[@]}" "$IMAGE" /bin/sleep infinity >/dev/null
+        "${BOX_ARGS[@]}" "$IMAGE" /bin/sleep infinity)
+    BOX_CID[$box]=$id
+    [[ $host != "$L_HOST" ]] || L_SEQ+=("$id")
     printf '[scope]\nlabels = { "ca.sandbox.bench" = "%s", "ca.sandbox.benchbox" = "%s" }\n' \
         "$RUN_ID" "$box" >"$WORK/$box.toml"
 }
 
-# L with $1 unrelated containers around new boxes $2... (made one after the
-# other): floor($1/2) created before the boxes, the rest after them (the
-# newest unrelated ones are dropped or more are created first, as needed).
+# L with $1 unrelated containers, then new boxes $3... (made one after the
+# other), then $2 unrelated containers (the newest unrelated ones are dropped
+# or more are created first, as needed).
 layout() {
-    local k=$1 before=$(($1 / 2)) have=${#UNREL[@]} box
-    shift
+    local before=$1 after=$2 have=${#UNREL[@]} box
+    shift 2
     if ((have > before)); then drop_unrelated $((have - before)); fi
     create_unrelated $((before - ${#UNREL[@]}))
     for box in "$@"; do create_box "$L_HOST" "$box"; done
-    create_unrelated $((k - before))
+    create_unrelated "$after"
+}
+
+# The boxes on L of round $1 ((a)'s, and (e)'s with SANDBOXCTL_B), in the order
+# that round times them.
+round_l_boxes() {
+    local round=$1 i c n=${#CONTENDERS[@]}
+    for ((i = 0; i < n; i++)); do
+        c=${CONTENDERS[(i + round - 1) % n]}
+        [[ $c != a && $c != e ]] || echo "$RUN_ID-r$round-$c"
+    done
+}
+
+# "<before> <after> <order>" for box $2 on engine $1: its running containers
+# created before and after the box's container, in the engine's listing order
+# (newest first, by creation time); order: on L, "same" if the tracked creation
+# order L_SEQ has the same containers before and after the box, else "differs"
+# (and a WARNING); "-" on E.
+box_neighbours() {
+    local host=$1 box=$2 id=${BOX_CID[$2]:-} ids i n tb ta order=-
+    mapfile -t ids < <(docker -H "$host" ps -q --no-trunc)
+    n=${#ids[@]}
+    for ((i = 0; i < n; i++)); do [[ ${ids[i]} != "$id" ]] || break; done
+    if ((i == n)); then
+        log "WARNING: box $box's container is not running"
+        echo "- - -"
+        return 0
+    fi
+    if [[ $host == "$L_HOST" ]]; then
+        for ((tb = 0; tb < ${#L_SEQ[@]}; tb++)); do [[ ${L_SEQ[tb]} != "$id" ]] || break; done
+        ta=$((${#L_SEQ[@]} - tb - 1))
+        order=differs
+        # the same sets: before (listed after it), after (listed before it)
+        if ((tb < ${#L_SEQ[@]})) &&
+            [[ $(printf '%s\n' "${ids[@]:i+1}" | sort) == $(printf '%s\n' "${L_SEQ[@]:0:tb}" | sort) &&
+            $(printf '%s\n' "${ids[@]:0:i}" | sort) == $(printf '%s\n' "${L_SEQ[@]:tb+1}" | sort) ]]; then
+            order=same
+        else
+            log "WARNING: box $box: the engine lists $((n - i - 1)) containers before it and $i after it, the tracked order $tb and $ta, or other ones"
+        fi
+    fi
+    echo "$((n - i - 1)) $i $order"
 }
 
 # "<containers> <volumes>" still carrying box $2's scope label on engine $1.
@@ -311,19 +418,22 @@ run_idiom() {
     if ((rc == 0)); then echo "$(ms "$t0" "$t1") ok"; else echo "$(ms "$t0" "$t1") FAILED:exit-$rc"; fi
 }
 
-# Contender $1 in round $2: makes its box (the round's layout made (a)'s and (e)'s), lets
+# Contender $1 in round $2: makes its box (the layout made (a)'s and (e)'s), lets
 # the daemon settle, times it, checks the box is gone; appends a line to RAW.
 contender() {
-    local c=$1 round=$2 box=$RUN_ID-r$round-$1 host res left others load
+    local c=$1 round=$2
+    local box=$RUN_ID-r$round-$c host res left others load before after order
     case $c in
     a | b | e) host=$L_HOST ;;
     c | d) host=$E_HOST ;;
     esac
     # (a)'s and (e)'s boxes sit in the middle of the unrelated containers
-    # (made by the round's layout); the others are made now.
+    # (made by the layout); the others are made now.
     [[ $c == a || $c == e ]] || create_box "$host" "$box"
     sleep "$SETTLE"
-    others=$(($(docker -H "$host" ps -q | wc -l) - 1))
+    read -r before after order < <(box_neighbours "$host" "$box")
+    others=-
+    [[ $before == - ]] || others=$((before + after))
     load=$(cut -d' ' -f1 /proc/loadavg)
     case $c in
     a | c) res=$(run_sandboxctl "$host" "$box") ;;
@@ -334,10 +444,16 @@ contender() {
     if [[ $left != "0 0" ]]; then
         log "($c) round $round: box $box not gone ($left containers volumes left)"
         res="${res%% *} FAILED:left-${left/ /+}"
-        purge_boxes "$host" || true
+        purge_boxes "$host" "$box" || true
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "${res%% *}" "${res#* }" "$others" "$load" >>"$RAW"
-    log "($c) round $round: ${res%% *} ms, ${res#* }; other running containers $others; load $load"
+    [[ $host != "$L_HOST" ]] || forget_on_L "${BOX_CID[$box]}"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "${res%% *}" "${res#* }" "$others" "$load" \
+        "$before" "$after" "$order" >>"$RAW"
+    log "($c) round $round: ${res%% *} ms, ${res#* }; other running containers $others ($before made before the box, $after after; order ${order/-/not tracked}); load $load"
+    # once: a new unrelated container takes the place of the box among the
+    # containers made after the boxes still to come (not timed; the next
+    # contender lets the daemon settle before its timing).
+    if [[ $LAYOUT == once && ($c == a || $c == e) ]]; then create_unrelated 1; fi
 }
 
 # ------------------------------------------------------------------ engine calls
@@ -454,11 +570,12 @@ count_calls() {
     for k in "${COUNTS[@]}"; do
         box=$RUN_ID-calls-k$k
         log "engine calls: laying out K=$k unrelated containers around box $box"
-        layout "$k" "$box"
+        layout $((k / 2)) $((k - k / 2)) "$box"
         sleep "$SETTLE"
         from=$(wc -l <"$log")
         res=$(run_sandboxctl "$L_HOST" "$box" "unix://$sock")
-        [[ $(box_left "$L_HOST" "$box") == "0 0" ]] || { res="${res%% *} FAILED:box-left"; purge_boxes "$L_HOST" || true; }
+        [[ $(box_left "$L_HOST" "$box") == "0 0" ]] || { res="${res%% *} FAILED:box-left"; purge_boxes "$L_HOST" "$box" || true; }
+        forget_on_L "${BOX_CID[$box]}"
         printf '%s\t%s\t%s\t%s\n' "$k" "${#UNREL[@]}" "${res#* }" \
             "$(tail -n +"$((from + 1))" "$log" | classify)" >>"$CALLS"
         if [[ -n ${BENCH_KEEP_RAW:-} ]]; then
@@ -481,13 +598,27 @@ stats() { # stdin: numbers; prints "min median max"
 }
 
 report() {
-    local c name s runs ok others med_a med_b med_c med_d med_e ver
+    local c name s runs ok others med_a med_b med_c med_d med_e ver ae="(a)" ae_each="(a)" before=$((K / 2)) after=$((K - K / 2))
+    [[ -z $BIN_B ]] || { ae="(a) and (e)"; ae_each="(a)/(e)"; }
     ver=$(docker -H "$L_HOST" version -f '{{.Server.Version}} (API {{.Server.APIVersion}})')
     echo
     echo "One box (running container + named volume), \`sandboxctl destroy BOX\` vs \`docker rm -f C && docker volume rm V\`;"
-    echo "K = $K unrelated unlabeled running containers beside (a) and (b) (half created before the box, half after),"
-    echo "none beside (c) and (d) (a second private dockerd, same set-up, same rounds); $REPEAT rounds, order rotated each round"
-    echo "(the round's churn of K/2 unrelated containers comes first, then ${CHURN_SETTLE} s settling; ${SETTLE} s before each timing)."
+    if [[ $LAYOUT == once ]]; then
+        echo "beside $ae: K = $K running containers on a private dockerd L, $before unrelated unlabeled ones created before the box"
+        echo "and $after after it (unrelated ones, or later rounds' boxes). Layout \"once\": L was laid out one time, before the first"
+        echo "round: $before unrelated containers, then the $L_BOXES boxes of $ae of all rounds, one after the other in the order they"
+        echo "are destroyed (oldest first), then $((after - L_BOXES + 1)) unrelated ones. The later rounds' boxes are labeled, but each box has its own"
+        echo "scope label (ca.sandbox.benchbox), so to sandboxctl they are containers beside the box like the unrelated ones. After"
+        echo "each $ae_each timing one new unrelated container (not timed) keeps the counts; no other container is removed from L"
+        echo "during the rounds. (b) makes its box right before its timing, after all of them. None beside (c) and (d) (a second"
+        echo "private dockerd, same set-up, same rounds); $REPEAT rounds, order rotated each round (${LAYOUT_SETTLE} s settling after the layout;"
+        echo "${SETTLE} s before each timing)."
+    else
+        echo "K = $K unrelated unlabeled running containers beside (a)$([[ -z $BIN_B ]] || echo ", (e)") and (b) ($before created before the box, $after after$([[ -z $BIN_B ]] || echo "; and the round's other box of (a)/(e) until it goes")),"
+        echo "none beside (c) and (d) (a second private dockerd, same set-up, same rounds); $REPEAT rounds, order rotated each round."
+        echo "Layout \"churn\": at the start of each round, the newest unrelated containers on L are dropped down to $before, (a)'s box"
+        echo "$([[ -z $BIN_B ]] || echo "and (e)'s (made first in every other round) are")$([[ -n $BIN_B ]] || echo "is") made, then $after new unrelated ones (${CHURN_SETTLE} s settling after it; ${SETTLE} s before each timing)."
+    fi
     echo "Machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); private dockerds Docker $ver, storage $(docker -H "$L_HOST" info -f '{{.Driver}}'); $("$BIN" --version 2>/dev/null || echo sandboxctl) ($BIN)."
     echo
     echo "| contender | min ms | median ms | max ms | ok | other running containers | runs (ms) |"
@@ -516,6 +647,18 @@ report() {
     [[ -z $BIN_B ]] || awk -v a="$med_a" -v e="$med_e" -v b="$med_b" 'BEGIN {
         printf "- binary B: median(e) / median(a) = %.2f; median(e) / median(b) = %.2f\n", e / a, e / b }'
     awk -F'\t' 'NR == 1 { lo = hi = $6 } { if ($6 < lo) lo = $6; if ($6 > hi) hi = $6 } END { printf "- 1-min load average at the start of the timings: %s..%s\n", lo, hi }' "$RAW"
+    # Before/after counts of the boxes of (a) and (e), as "<before>/<after> xN" per contender.
+    awk -F'\t' -v layout="$LAYOUT" -v want="$before/$after" '
+        $1 == "a" || $1 == "e" { k = $1 " " $7 "/" $8; if (!(k in n)) keys[++nk] = k; n[k]++; if ($7 "/" $8 != want) off++ }
+        $1 == "a" || $1 == "b" || $1 == "e" { l++; if ($9 != "same") diff++ }
+        END {
+            for (i = 2; i <= nk; i++) { x = keys[i]; for (j = i - 1; j >= 1 && keys[j] > x; j--) keys[j + 1] = keys[j]; keys[j + 1] = x }
+            s = ""
+            for (i = 1; i <= nk; i++) { split(keys[i], p, " "); s = s (i > 1 ? ", " : "") "(" p[1] ") " p[2] " x" n[keys[i]] }
+            printf "- containers on L created before/after the box, when each (a)/(e) timing started: %s", s
+            if (layout == "once") printf " (all %s: %s)", want, (off ? "NO, " off " not" : "yes")
+            printf ";\n  by the engine'"'"'s listing order; the creation order the script tracks agreed %s\n", (diff ? "NOT in " diff " of " l " timings on L" : "in all " l " timings on L")
+        }' "$RAW"
     echo "ok: exit 0 and converged with the box's container and volume removed (sandboxctl), exit 0 (idiom), and the box's"
     echo "labels match nothing afterwards. other running containers: on that engine when the timing started (besides the box)."
 
@@ -534,7 +677,7 @@ report() {
 # ------------------------------------------------------------------ main
 
 main() {
-    log "run $RUN_ID: K=$K, $REPEAT rounds, engine-call counts at K = ${COUNTS[*]}; binary $BIN"
+    log "run $RUN_ID: K=$K, $REPEAT rounds, layout $LAYOUT, engine-call counts at K = ${COUNTS[*]}; binary $BIN"
     log "starting the private dockerd L in $L_DIR"
     L_HOST=$(start_engine "$L_DIR")
     log "starting the private dockerd E in $E_DIR"
@@ -542,17 +685,30 @@ main() {
     : >"$RAW"
     : >"$CALLS"
     count_calls
-    local round i c n=${#CONTENDERS[@]} boxes
+    local round i c n=${#CONTENDERS[@]} boxes=()
+    if [[ $LAYOUT == once ]]; then
+        # All rounds' boxes of (a) (and (e)), in the order they will be destroyed;
+        # the later ones count among the K - K/2 made after each.
+        for ((round = 1; round <= REPEAT; round++)); do
+            mapfile -t -O "${#boxes[@]}" boxes < <(round_l_boxes "$round")
+        done
+        log "laying out L once: $((K / 2)) unrelated containers, the ${#boxes[@]} boxes of (a)$([[ -z $BIN_B ]] || echo " and (e)") of all rounds, $((K - K / 2 - ${#boxes[@]} + 1)) unrelated containers"
+        layout $((K / 2)) $((K - K / 2 - ${#boxes[@]} + 1)) "${boxes[@]}"
+        log "letting L settle for $LAYOUT_SETTLE s"
+        sleep "$LAYOUT_SETTLE"
+    fi
     for ((round = 1; round <= REPEAT; round++)); do
-        log "round $round: laying out K=$K unrelated containers around (a)'s box"
-        boxes=("$RUN_ID-r$round-a")
-        # (e)'s box beside (a)'s, made first in every other round (the older
-        # one sees the younger one among the containers made after it).
-        if [[ -n $BIN_B ]]; then
-            if ((round % 2)); then boxes+=("$RUN_ID-r$round-e"); else boxes=("$RUN_ID-r$round-e" "${boxes[@]}"); fi
+        if [[ $LAYOUT == churn ]]; then
+            log "round $round: laying out K=$K unrelated containers around (a)'s box"
+            boxes=("$RUN_ID-r$round-a")
+            # (e)'s box beside (a)'s, made first in every other round (the older
+            # one sees the younger one among the containers made after it).
+            if [[ -n $BIN_B ]]; then
+                if ((round % 2)); then boxes+=("$RUN_ID-r$round-e"); else boxes=("$RUN_ID-r$round-e" "${boxes[@]}"); fi
+            fi
+            layout $((K / 2)) $((K - K / 2)) "${boxes[@]}"
+            sleep "$CHURN_SETTLE"
         fi
-        layout "$K" "${boxes[@]}"
-        sleep "$CHURN_SETTLE"
         for ((i = 0; i < n; i++)); do
             c=${CONTENDERS[(i + round - 1) % n]}
             contender "$c" "$round"
