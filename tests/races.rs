@@ -375,6 +375,65 @@ async fn edited_saved_plan_never_removes_an_unmanaged_container() {
     assert!(sbx.container_exists(&beta.container.id).await);
 }
 
+/// A saved plan opens only with the key it was sealed with: the key file
+/// `plan --out` made (`0600`, in folders made `0700`), or the same
+/// `SANDBOXCTL_PLAN_KEY` where it is carried out. Another user's or
+/// machine's key, and a plan without a seal, are refused before any engine
+/// call.
+trial!(a_saved_plan_opens_only_with_its_key);
+async fn a_saved_plan_opens_only_with_its_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let sbx = Sandbox::new("race-plan-key").await;
+    let doomed = sbx.add_box("doomed", Run::Exited).await;
+    let proxy = Proxy::start();
+    let cli = |key: Option<&str>| {
+        let cli = Cli::new()
+            .docker_host(&proxy.docker_host())
+            .state_toml(&state(&sbx, &[]))
+            .json();
+        match key {
+            Some(key) => cli.env("SANDBOXCTL_PLAN_KEY", key),
+            None => cli,
+        }
+    };
+    let (mine, theirs) = (cli(None), cli(None));
+    let (path, _) = save_plan(&mine);
+    let key = mine.dir().join("state-home/sandboxctl/plan.key");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&key), 0o600);
+    assert_eq!(mode(key.parent().unwrap()), 0o700);
+    let saved = std::fs::read_to_string(&path).unwrap();
+    let refused = |cli: &Cli, text: &str, words: &str| {
+        std::fs::write(&path, text).unwrap();
+        let asked = proxy.count("GET", "");
+        let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
+        out.expect_code(1);
+        assert!(out.stderr.contains(words), "{words}: {}", out.dump());
+        assert_eq!(proxy.count("GET", ""), asked, "{words}: {}", proxy.dump());
+    };
+    // Another key (another user or machine): no key file there yet, then another key.
+    refused(&theirs, &saved, "no plan key at");
+    save_plan(&theirs);
+    refused(&theirs, &saved, "its seal does not match its content");
+    let mut unsealed: Value = serde_json::from_str(&saved).unwrap();
+    unsealed.as_object_mut().unwrap().remove("seal");
+    refused(&mine, &unsealed.to_string(), "it carries no seal");
+    refused(
+        &cli(Some("not a key")),
+        &saved,
+        "SANDBOXCTL_PLAN_KEY is not a key",
+    );
+    assert_eq!(proxy.count("DELETE", ""), 0, "{}", proxy.dump());
+    // The same SANDBOXCTL_PLAN_KEY where the plan is made and where it is carried out.
+    let shared = "5a".repeat(32);
+    let (made, carried) = (cli(Some(&shared)), cli(Some(&shared)));
+    let (path2, _) = save_plan(&made);
+    assert!(!made.dir().join("state-home").exists(), "no key file made");
+    let out = carried.run_with(["apply".as_ref(), path2.as_os_str()]);
+    out.expect_code(0);
+    assert!(!sbx.volume_exists(&doomed.volume).await, "{}", out.dump());
+}
+
 /// Ctrl-C during apply: no new removal starts, the one in flight finishes,
 /// the run still verifies and reports, and exits 130 naming what is left.
 trial!(interrupted_apply_finishes_in_flight_verifies_and_exits_130);
@@ -481,8 +540,10 @@ async fn a_second_ctrl_c_quits_at_once_exits_130_and_says_nothing_was_verified()
 
 /// A saved plan that archives its volumes, edited so that a volume goes
 /// unarchived (its `archive` dropped) or is archived elsewhere (its folder
-/// changed): `apply FILE` refuses as edited and removes nothing; the plan
-/// as saved still applies, archiving the volume.
+/// changed in its step alone, or everywhere at once as `sed` would, the
+/// goal's included), or with its time moved on: `apply FILE` refuses its
+/// seal before any engine call and removes nothing; the plan as saved still
+/// applies, archiving the volume.
 trial!(a_saved_plan_edited_to_skip_or_move_an_archive_is_refused);
 async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
     let sbx = Sandbox::new("race-edited-archive").await;
@@ -503,38 +564,54 @@ async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
     let path = cli.dir().join("plan.json");
     cli.run_with(["plan".as_ref(), "--out".as_ref(), path.as_os_str()])
         .expect_code(0);
-    let saved: Value = serde_json::from_str(&cli.read("plan.json")).unwrap();
+    let text = cli.read("plan.json");
+    let saved: Value = serde_json::from_str(&text).unwrap();
     let volume_step = saved["steps"]
         .as_array()
         .unwrap()
         .iter()
         .position(|s| s["kind"] == "volume")
         .expect("the volume is a step");
-    let edits: [(&str, Value); 2] = [
-        ("archive dropped", Value::Null),
-        (
-            "archive moved",
-            Value::from(elsewhere.path().display().to_string()),
-        ),
+    let folder = dir.path().display().to_string();
+    let other = elsewhere.path().display().to_string();
+    assert!(
+        text.matches(&folder).count() >= 2,
+        "the goal and the step both name the folder: {text}"
+    );
+    let mut dropped = saved.clone();
+    dropped["steps"][volume_step]
+        .as_object_mut()
+        .unwrap()
+        .remove("archive");
+    let mut moved = saved.clone();
+    moved["steps"][volume_step]["archive"] = Value::from(other.as_str());
+    let mut later = saved.clone();
+    later["now"] = Value::from("2099-01-01T00:00:00Z");
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap();
+    let edits = [
+        ("archive dropped", pretty(&dropped)),
+        ("archive moved in its step", pretty(&moved)),
+        ("every archive folder moved", text.replace(&folder, &other)),
+        ("time moved on", pretty(&later)),
     ];
-    for (what, archive) in edits {
-        let mut edited = saved.clone();
-        match archive {
-            Value::Null => {
-                edited["steps"][volume_step]
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("archive");
-            }
-            other => edited["steps"][volume_step]["archive"] = other,
-        }
-        std::fs::write(&path, serde_json::to_string_pretty(&edited).unwrap()).unwrap();
+    for (what, edited) in edits {
+        std::fs::write(&path, edited).unwrap();
+        let asked = proxy.count("GET", "") + proxy.count("POST", "");
         let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
         out.expect_code(1);
         assert!(
-            out.stdout.contains("was it edited?") || out.stderr.contains("was it edited?"),
+            out.stderr.contains("its seal does not match its content"),
             "{what}: {}",
             out.dump()
+        );
+        assert!(out.report().failures[0]
+            .error
+            .contains("its seal does not match its content"));
+        assert_eq!(
+            proxy.count("GET", "") + proxy.count("POST", ""),
+            asked,
+            "{what}: refused before any engine call\n{}",
+            proxy.dump()
         );
         assert_eq!(proxy.count("DELETE", ""), 0, "{what}: {}", proxy.dump());
         assert!(sbx.volume_exists(&doomed.volume).await, "{what}");
@@ -546,7 +623,7 @@ async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
             "{what}: something was written elsewhere"
         );
     }
-    // The plan as saved applies, and archives the volume first.
+    // The plan as saved applies, laid out anew too, and archives the volume first.
     std::fs::write(&path, serde_json::to_string_pretty(&saved).unwrap()).unwrap();
     let out = cli.run_with(["apply".as_ref(), path.as_os_str()]);
     out.expect_code(0);

@@ -587,17 +587,21 @@ fn replace_string(bytes: &[u8], n: usize, with: &str) -> Vec<u8> {
     serde_json::to_vec(&v).unwrap()
 }
 
-/// `apply FILE`'s reader on `bytes`: a plan or an error naming the file.
+/// `apply FILE`'s reader on `bytes`, as found (the seal's reader) and sealed
+/// first (the plan's reader behind it): a plan or an error naming the file.
 fn saved_plan_checked(bytes: &[u8]) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plan.json");
-    std::fs::write(&path, bytes).unwrap();
-    match sandboxctl::exec::saved_plan_problem(&path) {
-        Some(p) if !p.starts_with(&format!("plan file {}: ", path.display())) => {
-            Err(format!("the error does not name the file: {p}"))
+    for seal_it in [false, true] {
+        std::fs::write(&path, bytes).unwrap();
+        match sandboxctl::exec::saved_plan_problem(&path, seal_it) {
+            Some(p) if !p.starts_with(&format!("plan file {}: ", path.display())) => {
+                return Err(format!("the error does not name the file: {p}"))
+            }
+            _ => {}
         }
-        _ => Ok(()),
     }
+    Ok(())
 }
 
 /// `restore`'s manifest reader on `bytes`: a manifest of the supported
@@ -620,7 +624,7 @@ fn the_seeds_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("plan.json"), saved_plan_seed()).unwrap();
     assert_eq!(
-        sandboxctl::exec::saved_plan_problem(&dir.path().join("plan.json")),
+        sandboxctl::exec::saved_plan_problem(&dir.path().join("plan.json"), true),
         None
     );
     std::fs::write(dir.path().join("v.json"), manifest_seed()).unwrap();

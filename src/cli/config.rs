@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cli::{Args, Command, Removal};
 use crate::engine::endpoint::{Endpoint, EndpointInput};
+use crate::exec::seal::KeySource;
 use crate::model::{Labels, Scope};
 use crate::plan::{ArchivePolicy, DeclaredBox, Goal, KeptVolume};
 use crate::render::Format;
@@ -19,11 +20,13 @@ use crate::state::{DesiredState, Expiry, DEFAULT_STATE_PATH};
 /// What to do, fully resolved.
 #[derive(Debug, Clone)]
 pub(crate) enum Job {
-    /// Show the plan; save it to `out`; exit 2 on pending changes when `detailed`.
+    /// Show the plan; save it to `out`, sealed with the key at `key`; exit 2
+    /// on pending changes when `detailed`.
     Plan {
         goal: Goal,
         detailed: bool,
         out: Option<PathBuf>,
+        key: KeySource,
     },
     /// Plan afresh and carry it out (`apply`, `destroy`).
     Converge {
@@ -31,8 +34,8 @@ pub(crate) enum Job {
         /// Box IDs `destroy` named (warned about when nothing carries them).
         named: Vec<String>,
     },
-    /// Carry out a saved plan.
-    ApplySaved { path: PathBuf },
+    /// Carry out a saved plan, its seal opened with the key at `key`.
+    ApplySaved { path: PathBuf, key: KeySource },
     /// List the managed objects (and judge their leases under `max_lease`).
     Inventory { max_lease: Option<u64> },
     /// Explain what the plan does with an object.
@@ -237,10 +240,14 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             goal: reconcile(&desired, grace),
             detailed: detailed_exitcode,
             out,
+            key: KeySource::from_process(),
         },
         Command::Apply {
             plan: Some(path), ..
-        } => Job::ApplySaved { path },
+        } => Job::ApplySaved {
+            path,
+            key: KeySource::from_process(),
+        },
         Command::Apply { plan: None, .. } => Job::Converge {
             goal: reconcile(&desired, grace).with_archive(archive),
             named: vec![],

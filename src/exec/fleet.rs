@@ -6,8 +6,8 @@
 //! (each engine also capped), keeping each engine's result under its name
 //! (`Part`), failing an engine's part alone (an engine that cannot be reached
 //! or listed is a failure of kind `engine` naming that engine, its objects
-//! untouched, while the others still converge), the saved-plan file (read,
-//! checked, and saved through `files`), and handing every part to the one
+//! untouched, while the others still converge), the saved-plan file (its seal opened and
+//! made through `seal`, read, checked, and saved through `files`), and handing every part to the one
 //! merge (`report::merge`), the read-only commands' parts too (`Shown`). Each
 //! engine's own work is exactly `plan_once` / `reconcile_once` / `execute`.
 //! Must not print or decide anything per object.
@@ -24,6 +24,7 @@ use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Ca
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
+use crate::exec::seal::{self, Key};
 use crate::model::Scope;
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan, PLAN_VERSION};
@@ -65,9 +66,10 @@ impl FleetPlan {
         Ok(())
     }
 
-    /// Reads a saved plan: one engine's (`plan --out` without `[[engine]]`) or
-    /// a fleet's. Either is carried out by engine name.
-    pub(crate) fn read(path: &Path) -> Result<FleetPlan, PlanFileError> {
+    /// Reads a saved plan: its seal opened with `key` first (an edited or
+    /// unsealed plan goes no further), then one engine's plan (`plan --out`
+    /// without `[[engine]]`) or a fleet's. Either is carried out by engine name.
+    pub(crate) fn read(path: &Path, key: &Key) -> Result<FleetPlan, PlanFileError> {
         let fail = |detail: String| PlanFileError {
             path: path.to_path_buf(),
             detail,
@@ -78,34 +80,50 @@ impl FleetPlan {
                 path.display()
             ))
         })?;
-        let fleet = match serde_json::from_str::<Plan>(&text) {
+        let not_a_plan = |why: String| {
+            fail(format!(
+                "not a sandboxctl plan ({why}); make a new one with `sandboxctl plan --out {}`",
+                path.display()
+            ))
+        };
+        let value = match seal::open(&text, key) {
+            Ok(Some(value)) => value,
+            // Not a JSON object: say what serde makes of it.
+            Ok(None) => {
+                let why = serde_json::from_str::<Plan>(&text)
+                    .err()
+                    .map_or_else(|| "not a JSON object".to_string(), |e| e.to_string());
+                return Err(not_a_plan(why));
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        let fleet = match serde_json::from_value::<Plan>(value.clone()) {
             Ok(plan) => FleetPlan {
                 version: PLAN_VERSION,
                 engines: vec![plan],
                 failures: vec![],
             },
-            Err(single) => serde_json::from_str::<FleetPlan>(&text).map_err(|_| {
-                fail(format!(
-                    "not a sandboxctl plan ({single}); make a new one with `sandboxctl plan --out {}`",
-                    path.display()
-                ))
-            })?,
+            Err(single) => serde_json::from_value::<FleetPlan>(value)
+                .map_err(|_| not_a_plan(single.to_string()))?,
         };
         fleet.validate().map_err(fail)?;
         Ok(fleet)
     }
 }
 
-/// Saves a plan (`plan --out FILE`): written next to its destination and
-/// renamed into place, so a reader never sees half a plan; the temporary
+/// Saves a plan (`plan --out FILE`), sealed with `key` (`seal`): written
+/// next to its destination and renamed into place, so a reader never sees
+/// half a plan; the temporary
 /// file is created `0600`, never through a link (a name already taken is
 /// passed over), and a link at `path` is replaced, not written through
 /// (`exec::files::replace`).
-pub(crate) fn save(path: &Path, text: &str) -> Result<(), PlanFileError> {
-    crate::exec::files::replace(path, text.as_bytes()).map_err(|e| PlanFileError {
+pub(crate) fn save(path: &Path, text: &str, key: &Key) -> Result<(), PlanFileError> {
+    let fail = |detail: String| PlanFileError {
         path: path.to_path_buf(),
-        detail: e.to_string(),
-    })
+        detail,
+    };
+    let sealed = seal::seal(text, key).map_err(fail)?;
+    crate::exec::files::replace(path, sealed.as_bytes()).map_err(|e| fail(e.to_string()))
 }
 
 /// Lists every engine at once (`inventory`), through the one merge: each

@@ -6,9 +6,9 @@
 //! the one merge and the `Verdict`), `event` (the one event type),
 //! `lease` (taking, renewing and releasing leases), `hold` (holding a box
 //! while a command runs: the command's supervisor), `archive` (a volume's
-//! archive before it goes, and its restore) and `files` (how the files and
+//! archive before it goes, and its restore), `files` (how the files and
 //! folders sandboxctl creates are opened: private, never through a symbolic
-//! link).
+//! link) and `seal` (a saved plan's seal and its key).
 
 pub mod apply;
 pub mod archive;
@@ -21,14 +21,27 @@ pub mod lease;
 pub mod list;
 pub mod reconcile;
 pub mod report;
+pub(crate) mod seal;
 pub mod verify;
 mod walk;
 
 /// Reads and checks a saved plan file as `apply FILE` does before anything
-/// else (one engine's plan or a fleet's; versions, engines, steps): what is
-/// wrong with it, in words, or `None`. For the fuzz target and the property
-/// tests of hostile files; `apply FILE` itself goes on to compare the plan
-/// with the engines.
-pub fn saved_plan_problem(path: &std::path::Path) -> Option<String> {
-    fleet::FleetPlan::read(path).err().map(|e| e.to_string())
+/// else (its seal, then one engine's plan or a fleet's: versions, engines,
+/// steps): what is wrong with it, in words, or `None`. For the fuzz target
+/// and the property tests of hostile files, with a fixed key. With
+/// `seal_it`, a file holding a JSON object is first sealed in place (as
+/// `plan --out` would have sealed it), so that the reader behind the seal is
+/// reached too. `apply FILE` itself goes on to compare the plan with the
+/// engines.
+pub fn saved_plan_problem(path: &std::path::Path, seal_it: bool) -> Option<String> {
+    let key = seal::Key::fixed_for_tests();
+    if seal_it {
+        let text = std::fs::read(path).ok()?;
+        if let Ok(sealed) = seal::seal(&String::from_utf8_lossy(&text), &key) {
+            std::fs::write(path, sealed).ok()?;
+        }
+    }
+    fleet::FleetPlan::read(path, &key)
+        .err()
+        .map(|e| e.to_string())
 }

@@ -2,8 +2,9 @@
 //! every engine at once, one report.
 //!
 //! Owns wiring a converging run: the audit log opened (refused before any
-//! removal when it cannot be), the saved plan read, the observers (progress
-//! view, `destroy ID`'s box IDs, audit log) and the merged report concluded.
+//! removal when it cannot be), the saved plan read (its seal opened
+//! first), the observers (progress view, `destroy ID`'s box IDs, audit log)
+//! and the merged report concluded.
 //! The work is `exec::fleet`'s, the words `render`'s; ends in a `Verdict`.
 
 use crate::cli::config::Job;
@@ -24,7 +25,14 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         Err(failed) => return failed,
     };
     let saved = match &config.job {
-        Job::ApplySaved { path } => match FleetPlan::read(path) {
+        Job::ApplySaved { path, key } => match key
+            .for_opening()
+            .map_err(|e| crate::exec::report::PlanFileError {
+                path: path.clone(),
+                detail: e.to_string(),
+            })
+            .and_then(|key| FleetPlan::read(path, &key))
+        {
             Ok(plan) => Some((path.as_path(), plan)),
             Err(e) => {
                 return fail(

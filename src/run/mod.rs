@@ -169,7 +169,11 @@ async fn run_with(
             goal,
             detailed,
             out,
-        } => plan::plan(&run, goal, *detailed, out.as_deref(), sink).await,
+            key,
+        } => {
+            let out = out.as_deref().map(|path| (path, key));
+            plan::plan(&run, goal, *detailed, out, sink).await
+        }
         Job::Graph { goal } => graph::graph(&run, goal, sink).await,
         Job::Explain { goal, query } => explain::explain(&run, goal, query, sink).await,
         Job::Converge { .. } | Job::ApplySaved { .. } => apply::converge(&run, sink).await,

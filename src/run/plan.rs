@@ -3,30 +3,38 @@
 //!
 //! Owns which warnings it says, the layout (one engine's plan under its
 //! address; a fleet's each under its engine, with the engines that could
-//! not be listed), and saving the plan (`exec::fleet::save`). An engine that
-//! could not be listed fails its part alone (the others still shown); a
-//! listing or inspection that failed fails the plan too (what it could
-//! affect is only blocked, not known). The words are `render`'s; ends in the
+//! not be listed), and saving the plan sealed (`exec::fleet::save`,
+//! `exec::seal`). An engine that could not be listed fails its part alone
+//! (the others still shown); a listing or inspection that failed fails the
+//! plan too (what it could affect is only blocked, not known). The words are `render`'s; ends in the
 //! merged `Verdict` (pending when asked for and there is something to do).
 
 use std::path::Path;
 
 use crate::exec::fleet::{plan_all, save, FleetPlan};
 use crate::exec::report::Verdict;
+use crate::exec::seal::KeySource;
 use crate::plan::Goal;
 use crate::render::{self, Format};
 
 use super::context::{Run, Sink};
 
-/// `plan`; saved to `out` when given; `detailed`: pending changes count.
+/// `plan`; saved to `out` when given, sealed with the key its source gives
+/// (made there if there is none yet; a key that cannot be had fails the run
+/// before any engine call); `detailed`: pending changes count.
 pub(super) async fn plan(
     run: &Run<'_>,
     goal: &Goal,
     detailed: bool,
-    out: Option<&Path>,
+    out: Option<(&Path, &KeySource)>,
     sink: &mut dyn Sink,
 ) -> Verdict {
     let config = run.config;
+    let out = match out.map(|(path, key)| key.for_sealing().map(|key| (path, key))) {
+        None => None,
+        Some(Ok(out)) => Some(out),
+        Some(Err(e)) => return run.fail(sink, "fleet", "plan key", &e.into()),
+    };
     let planned = plan_all(run.engines, goal, &config.scope, config.now).await;
     let shown: Vec<_> = planned
         .parts
@@ -61,12 +69,12 @@ pub(super) async fn plan(
             return run.fail(sink, &f.engine, &f.name, &anyhow::anyhow!("{}", f.error));
         }
     }
-    if let Some(path) = out {
+    if let Some((path, key)) = &out {
         let text = match (config.fleet, fleet.engines.first()) {
             (false, Some(plan)) => render::plan_json(plan),
             _ => render::fleet_plan(&fleet, run.endpoints, Format::Json),
         };
-        if let Err(e) = save(path, &text) {
+        if let Err(e) = save(path, &text, key) {
             return run.fail(sink, "fleet", "plan file", &e.into());
         }
     }

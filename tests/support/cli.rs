@@ -53,16 +53,23 @@ impl Default for Cli {
 }
 
 impl Cli {
-    /// No arguments; runs in a new empty temp dir; `SANDBOXCTL_STATE` and
-    /// `SANDBOXCTL_TIMEOUT` removed, `NO_COLOR=1`; `DOCKER_HOST` inherited.
+    /// No arguments; runs in a new empty temp dir; `SANDBOXCTL_STATE`,
+    /// `SANDBOXCTL_TIMEOUT` and `SANDBOXCTL_PLAN_KEY` removed, `NO_COLOR=1`,
+    /// `XDG_STATE_HOME` in the temp dir (so the saved-plan key is this
+    /// `Cli`'s own: a plan saved by one run opens in the next);
+    /// `DOCKER_HOST` inherited.
     pub fn new() -> Cli {
+        let dir = tempfile::tempdir().expect("create temp dir");
+        let state_home = dir.path().join("state-home");
         Cli {
-            dir: tempfile::tempdir().expect("create temp dir"),
+            dir,
             current_dir: None,
             args: Vec::new(),
             env: vec![
                 ("SANDBOXCTL_STATE".into(), None),
                 ("SANDBOXCTL_TIMEOUT".into(), None),
+                ("SANDBOXCTL_PLAN_KEY".into(), None),
+                ("XDG_STATE_HOME".into(), Some(state_home.into())),
                 ("NO_COLOR".into(), Some("1".into())),
             ],
             deadline: DEFAULT_DEADLINE,

@@ -429,6 +429,10 @@ pub struct Plan {
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
     pub summary: String,
+    /// A saved plan's seal (`hmac-sha256:` and 64 hex digits); absent from
+    /// `plan --format json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
 }
 
 impl Plan {
