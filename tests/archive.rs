@@ -480,6 +480,125 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
     eprintln!("{}", out.stderr);
 }
 
+/// `restore` trusts nothing of a hostile manifest, on the real engine: a
+/// volume name that is not one is refused before any volume call; labels
+/// that would unmanage the volume, move it to another scope or lease it are
+/// not taken (`ca.sandbox=1` and this scope are sandboxctl's, no lease); and
+/// a volume of that name that someone else makes, unlabeled, just before
+/// restore's create (which Docker then answers with that volume) is never
+/// filled nor removed, and restore exits 1.
+trial!(restore_trusts_nothing_of_a_hostile_manifest);
+async fn restore_trusts_nothing_of_a_hostile_manifest() {
+    let sbx = Sandbox::new("archive-hostile-manifest").await;
+    let volume = sbx.volume(VolumeSpec::new().in_box("hostile")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = sbx.cli().state_toml("").run_with([
+        "apply",
+        "--format",
+        "json",
+        "--archive",
+        dir.path().to_str().unwrap(),
+    ]);
+    out.success();
+    let path = out.json()["archived"][0]["path"]
+        .as_str()
+        .expect("an archive")
+        .to_string();
+    assert!(!sbx.volume_exists(&volume).await);
+    let manifest = path.replace(".tar.zst", ".json");
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut m = original.clone();
+        f(&mut m);
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    };
+    let proxy = Proxy::start();
+    let restore = || {
+        sbx.cli()
+            .docker_host(&proxy.docker_host())
+            .run_with(["restore", &path])
+    };
+
+    // A name that is not a volume name (here, a bind mount's source).
+    edit(&|m| m["volume"] = "/etc:/host".into());
+    let out = restore();
+    out.expect_code(1);
+    assert!(out.stderr.contains("/etc:/host"), "{}", out.dump());
+    for method in ["POST", "PUT", "DELETE"] {
+        assert_eq!(proxy.count(method, ""), 0, "{}", proxy.dump());
+    }
+    assert_eq!(proxy.count("GET", "/volumes"), 0, "{}", proxy.dump());
+
+    // Labels that would unmanage it, move it to another scope and lease it.
+    edit(&|m| {
+        m["labels"] = serde_json::json!({
+            "ca.sandbox": "0",
+            "ca.sandbox.lease.ttl": "24h",
+            "ca.sandbox.test": "someone-else",
+            "team": "a",
+        })
+    });
+    restore().success();
+    let labels = sbx
+        .docker()
+        .inspect_volume(&volume)
+        .await
+        .expect("restored")
+        .labels;
+    assert_eq!(labels.get("ca.sandbox").map(String::as_str), Some("1"));
+    assert_eq!(
+        labels.get("ca.sandbox.test").map(String::as_str),
+        Some(sbx.scope_value())
+    );
+    assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+    assert!(!labels.contains_key("ca.sandbox.lease.ttl"), "{labels:?}");
+    sbx.docker()
+        .remove_volume(
+            &volume,
+            None::<bollard::query_parameters::RemoveVolumeOptions>,
+        )
+        .await
+        .expect("remove the restored volume");
+
+    // Someone else makes the volume, unlabeled, just before restore's create.
+    edit(&|_| {});
+    sbx.adopt_volume(&volume);
+    let asked = |method: &str, path: &str| proxy.count(method, path);
+    let before = (
+        asked("DELETE", ""),
+        asked("PUT", ""),
+        asked("POST", "/containers/create"),
+    );
+    proxy
+        .on("POST", "/volumes/create")
+        .actor_first_with(&format!("{{\"Name\":\"{volume}\"}}"));
+    let out = restore();
+    out.expect_code(1);
+    assert!(
+        proxy.rules_left().iter().all(|(_, _, left)| *left == 0),
+        "the create was raced: {}",
+        proxy.dump()
+    );
+    let theirs = sbx
+        .docker()
+        .inspect_volume(&volume)
+        .await
+        .expect("their volume is still there");
+    assert!(theirs.labels.is_empty(), "untouched: {:?}", theirs.labels);
+    assert_eq!(
+        (
+            asked("DELETE", ""),
+            asked("PUT", ""),
+            asked("POST", "/containers/create")
+        ),
+        before,
+        "never filled (no helper made, nothing put) nor removed: {}",
+        proxy.dump()
+    );
+    assert!(out.stderr.contains(&volume), "{}", out.dump());
+}
+
 /// A volume of box `box_id` holding `mib` MiB of random bytes and nothing
 /// else (no container: it was filled through one, then removed); returns
 /// the volume and what it holds.

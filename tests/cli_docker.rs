@@ -411,13 +411,22 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
         .await
         .success();
     let saved = crate::support::report::read_plan(&cli.read("saved-plan.json"));
+    assert!(
+        saved
+            .seal
+            .as_deref()
+            .is_some_and(|s| s.starts_with("hmac-sha256:") && s.len() == 12 + 64),
+        "a saved plan is sealed: {:?}",
+        saved.seal
+    );
     assert_eq!(
         Plan {
             now: plan.now.clone(),
+            seal: None,
             ..saved
         },
         plan,
-        "the saved plan is the plan --format json prints (made a moment later)"
+        "the saved plan is the plan --format json prints (made a moment later), and its seal"
     );
     // A saved plan carries its own scope: --scope with it is a usage error.
     inv.run(&cli, &["apply", "saved-plan.json"])

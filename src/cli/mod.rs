@@ -99,13 +99,15 @@ pub(crate) enum Command {
         /// Exit 0 when there is nothing to do, 2 when changes are pending, 1 on error.
         #[arg(long)]
         detailed_exitcode: bool,
-        /// Also save the plan (JSON) to FILE, for `apply FILE`.
+        /// Also save the plan (JSON) to FILE, for `apply FILE`, sealed with the
+        /// user's plan key (made on first use; or SANDBOXCTL_PLAN_KEY).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
     /// Remove every managed object the desired state does not keep, then verify.
     Apply {
-        /// A plan saved by `plan --out`: carry out exactly it, or refuse if stale.
+        /// A plan saved by `plan --out`: carry out exactly it, or refuse if
+        /// stale, edited, or sealed with another key (SANDBOXCTL_PLAN_KEY).
         #[arg(value_name = "PLAN_FILE")]
         plan: Option<PathBuf>,
         #[command(flatten)]

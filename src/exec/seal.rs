@@ -9,7 +9,8 @@
 //! `docs/decisions/0009-sealed-plans.md`.
 //!
 //! Owns the key: where it is ([`KeySource`]: `SANDBOXCTL_PLAN_KEY`, 64 hex
-//! digits, else the file `$XDG_STATE_HOME/sandboxctl/plan.key`, else
+//! digits, when set and not empty, else the file
+//! `$XDG_STATE_HOME/sandboxctl/plan.key`, else
 //! `~/.local/state/sandboxctl/plan.key`), what a valid one is (64 hex digits;
 //! a file that is regular, its user's own, without group or other
 //! permissions, and never read through a link), and making one (only when
@@ -122,7 +123,8 @@ impl KeySource {
         state_home: Option<OsString>,
         home: Option<OsString>,
     ) -> KeySource {
-        if let Some(v) = variable {
+        // Set but empty is not set (a CI secret that was never given).
+        if let Some(v) = variable.filter(|v| !v.is_empty()) {
             return KeySource::Variable(v.to_string_lossy().into_owned());
         }
         let state = state_home
@@ -183,9 +185,9 @@ pub(crate) enum SealError {
     BadFile { path: PathBuf, problem: String },
     #[error("cannot make the plan key {}: {error}; check that folder, or set {KEY_VARIABLE}", path.display())]
     CannotMake { path: PathBuf, error: io::Error },
-    #[error("it carries no seal, so it was not saved by `sandboxctl plan --out` (or was made by a version before seals); make a new plan with `sandboxctl plan --out FILE`")]
+    #[error("it carries no seal (was it edited? `sandboxctl plan --out` seals every plan it saves; one saved before seals has none); nothing was removed: make a new plan with `sandboxctl plan --out FILE`")]
     Unsealed,
-    #[error("its seal does not match its content: it was edited after `sandboxctl plan --out` saved it, or sealed with another key (another machine or user, or another {KEY_VARIABLE}); nothing was done: make a new plan with `sandboxctl plan --out FILE`")]
+    #[error("its seal does not match its content (was it edited? or sealed with another key: another machine or user, or another {KEY_VARIABLE}); nothing was removed: make a new plan with `sandboxctl plan --out FILE`")]
     Mismatch,
 }
 
@@ -327,7 +329,7 @@ pub(crate) fn open(text: &str, key: &Key) -> Result<Option<Value>, SealError> {
     };
     let tag = tag
         .strip_prefix(PREFIX)
-        .and_then(|hex| Key::from_hex(hex))
+        .and_then(Key::from_hex)
         .ok_or(SealError::Mismatch)?;
     key.mac(&canonical(&value))
         .verify_slice(&tag.0)
@@ -405,6 +407,11 @@ mod tests {
             KeySource::File("/h/.local/state/sandboxctl/plan.key".into())
         );
         assert_eq!(KeySource::resolve(None, None, None), KeySource::Nowhere);
+        assert_eq!(
+            KeySource::resolve(some(""), None, some("/h")),
+            KeySource::File("/h/.local/state/sandboxctl/plan.key".into()),
+            "set but empty is not set"
+        );
         let hex = "0123456789abcdefABCDEF0123456789abcdef0123456789abcdef0123456789";
         assert!(KeySource::Variable(hex.into()).for_opening().is_ok());
         for bad in ["", "00", &hex[1..], &format!("{}g", &hex[1..])] {

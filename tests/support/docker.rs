@@ -648,6 +648,12 @@ impl Sandbox {
         name
     }
 
+    /// Records a volume someone else makes (a proxy's actor, a command the
+    /// test runs) under `name`, so that cleanup removes it too.
+    pub fn adopt_volume(&self, name: &str) {
+        self.created.lock().unwrap().volumes.push(name.to_string());
+    }
+
     /// Creates a network as `spec` says (bridge, internal, no fixed subnet).
     pub async fn network(&self, spec: NetworkSpec) -> Network {
         let name = spec.name.unwrap_or_else(|| self.next('n'));

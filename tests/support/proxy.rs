@@ -89,6 +89,10 @@ pub enum Action {
     /// it completes; then the client's request is forwarded and gets the
     /// engine's real answer (e.g. a genuine 404 for a removal).
     ActorFirst,
+    /// As `ActorFirst`, but the other actor's request carries this body in
+    /// place of the client's (e.g. the same volume create without its
+    /// labels: someone else made a volume of that name first).
+    ActorFirstWith { body: String },
     /// Another actor sends the same request on its own connection and is not
     /// waited for; after a short head start the client gets this answer (e.g.
     /// Docker's 409 "removal of container ... is already in progress").
@@ -491,6 +495,13 @@ impl When<'_> {
         })
     }
 
+    /// See [`Action::ActorFirstWith`].
+    pub fn actor_first_with(self, body: &str) {
+        self.add(Action::ActorFirstWith {
+            body: body.to_string(),
+        })
+    }
+
     /// See [`Action::ActorConcurrently`].
     pub fn actor_concurrently(self, status: u16, message: &str) {
         self.add(Action::ActorConcurrently {
@@ -807,6 +818,15 @@ impl Request {
 
     fn target(&self) -> &str {
         &self.head.first[1]
+    }
+
+    /// The same request with `body` in place of its own, framed by a
+    /// `Content-Length` that fits it.
+    fn with_body(&self, body: &[u8]) -> io::Result<Request> {
+        Ok(Request {
+            head: Head::parse(shifted_head(&self.head, 0, Some(body.len())))?,
+            body: body.to_vec(),
+        })
     }
 
     fn bytes(&self) -> Vec<u8> {
@@ -1227,6 +1247,7 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
             Action::ForwardThenClose => "forward-then-close",
             Action::Delay(_) => "delay",
             Action::ActorFirst => "actor-first",
+            Action::ActorFirstWith { .. } => "actor-first-with",
             Action::ActorConcurrently { .. } => "actor-concurrently",
             Action::Cut => "cut",
             Action::BodyThen { stall: true, .. } => "stall-body",
@@ -1270,6 +1291,10 @@ async fn serve(client: UnixStream, shared: Arc<Shared>) {
                 continue;
             }
             Action::ActorFirst => actor(req.clone(), Arc::clone(&shared)).await,
+            Action::ActorFirstWith { ref body } => match req.with_body(body.as_bytes()) {
+                Ok(other) => actor(other, Arc::clone(&shared)).await,
+                Err(e) => eprintln!("fault proxy: actor's request: {e}"),
+            },
             Action::Delay(by) => {
                 let gave_up = tokio::select! {
                     _ = tokio::time::sleep(by) => false,
