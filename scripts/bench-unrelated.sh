@@ -168,12 +168,18 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # ------------------------------------------------------------------ clean-up
 
+# Seconds any one docker call of the clean-up may take: a private dockerd
+# 20.10 can deadlock in its network store under `docker rm -f` churn (seen
+# 2026-12-02, in this clean-up), and then nothing answers; the engines are
+# stopped by pid after it either way.
+CALL_LIMIT=60
+
 # Removes containers $2.. from engine $1, 25 per `docker rm -f`, 4 at a time.
 remove_containers() {
     local host=$1
     shift
     (($#)) || return 0
-    printf '%s\n' "$@" | xargs -P 4 -n 25 docker -H "$host" rm -f >/dev/null 2>&1 || true
+    printf '%s\n' "$@" | xargs -P 4 -n 25 timeout "$CALL_LIMIT" docker -H "$host" rm -f >/dev/null 2>&1 || true
 }
 
 # Removes this run's boxes (containers, then volumes) from engine $1; only box
@@ -185,12 +191,12 @@ purge_boxes() {
         what="box $2"
     fi
     for attempt in 1 2 3; do
-        mapfile -t ids < <(docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
-        if ((${#ids[@]})); then docker -H "$host" rm -f "${ids[@]}" >/dev/null 2>&1 || true; fi
-        mapfile -t vols < <(docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
-        if ((${#vols[@]})); then docker -H "$host" volume rm "${vols[@]}" >/dev/null 2>&1 || true; fi
-        mapfile -t ids < <(docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
-        mapfile -t vols < <(docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
+        mapfile -t ids < <(timeout "$CALL_LIMIT" docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
+        if ((${#ids[@]})); then timeout "$CALL_LIMIT" docker -H "$host" rm -f "${ids[@]}" >/dev/null 2>&1 || true; fi
+        mapfile -t vols < <(timeout "$CALL_LIMIT" docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
+        if ((${#vols[@]})); then timeout "$CALL_LIMIT" docker -H "$host" volume rm "${vols[@]}" >/dev/null 2>&1 || true; fi
+        mapfile -t ids < <(timeout "$CALL_LIMIT" docker -H "$host" ps -aq "${f[@]}" 2>/dev/null)
+        mapfile -t vols < <(timeout "$CALL_LIMIT" docker -H "$host" volume ls -q "${f[@]}" 2>/dev/null)
         ((${#ids[@]} + ${#vols[@]} == 0)) && return 0
         sleep "$attempt"
     done
@@ -224,7 +230,7 @@ cleanup() {
         purge_boxes "$L_HOST" || rc=1
         remove_containers "$L_HOST" "${UNREL[@]}"
         # Any of our names a killed batch created but did not report.
-        mapfile -t stray < <(docker -H "$L_HOST" ps -aq --filter "name=^/$RUN_ID-u-" 2>/dev/null)
+        mapfile -t stray < <(timeout "$CALL_LIMIT" docker -H "$L_HOST" ps -aq --filter "name=^/$RUN_ID-u-" 2>/dev/null)
         remove_containers "$L_HOST" "${stray[@]}"
     fi
     if [[ -n $E_HOST ]]; then

@@ -190,6 +190,46 @@ async fn every_request_carries_the_negotiated_version() {
     assert_eq!(proxy.count("GET", "/containers/json"), 1);
 }
 
+/// Over a unix socket the client keeps its connections (`engine::unix`):
+/// requests one after the other share one, requests at once take one each
+/// and leave them open for the next; bollard's own unix client connected
+/// once per request.
+trial!(a_unix_engine_keeps_its_connections);
+async fn a_unix_engine_keeps_its_connections() {
+    engine_version();
+    let proxy = Proxy::start_to(&engine_socket());
+    let ep = resolve(&docker_host(&proxy.docker_host())).unwrap();
+    let docker = connect(&ep, TIMEOUT).await.unwrap();
+    let negotiated = proxy.connections();
+    assert_eq!(
+        negotiated,
+        1,
+        "the /_ping of the negotiation: {}",
+        proxy.dump()
+    );
+    for _ in 0..10 {
+        docker.ping().await.unwrap();
+    }
+    assert_eq!(
+        proxy.connections(),
+        negotiated + 1,
+        "10 requests one after the other on one connection: {}",
+        proxy.dump()
+    );
+    let at_once = futures_util::future::join_all((0..8).map(|_| docker.ping())).await;
+    assert!(at_once.iter().all(Result::is_ok));
+    let after_burst = proxy.connections();
+    assert!(after_burst <= negotiated + 8, "{after_burst} connections");
+    let again = futures_util::future::join_all((0..8).map(|_| docker.ping())).await;
+    assert!(again.iter().all(Result::is_ok));
+    assert_eq!(
+        proxy.connections(),
+        after_burst,
+        "a second burst finds its connections open: {}",
+        proxy.dump()
+    );
+}
+
 /// A loopback TCP listener that forwards each connection to a unix socket,
 /// optionally terminating TLS first. Counts connections, plain-HTTP ones and
 /// TLS failures.

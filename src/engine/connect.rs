@@ -239,7 +239,7 @@ fn has_version_prefix(target: &str) -> bool {
     digits(major) && digits(minor)
 }
 
-/// The bollard client for `ep`, not yet connected (bollard connects per request).
+/// The bollard client for `ep`, not yet connected (it connects on its first request).
 fn open(
     ep: &Endpoint,
     secs: u64,
@@ -263,7 +263,8 @@ fn open(
     let docker = match scheme.as_str() {
         "unix" => {
             refuse_tls("a unix socket cannot carry TLS")?;
-            Docker::connect_with_unix(host, secs, version)
+            // Kept connections (`engine::unix`), not bollard's one per request.
+            crate::engine::unix::client(unix_path(host).unwrap_or(host), secs, version)
         }
         "ssh" => {
             refuse_tls("ssh:// connections are encrypted by ssh, not TLS")?;

@@ -27,6 +27,7 @@ pub(crate) mod lazy;
 #[cfg(any(test, feature = "testing"))]
 pub mod memory;
 pub(crate) mod ssh;
+pub(crate) mod unix;
 
 /// Where a helper container mounts the volume it reads or fills.
 pub const HELPER_MOUNT: &str = "/ca-sbx-volume";

@@ -473,7 +473,8 @@ async fn try_master(shared: &Shared) -> Result<Master, SshFailure> {
     }
 }
 
-type Body = http_body_util::Either<
+/// A request's body as bollard sends it (also the unix transport's).
+pub(crate) type Body = http_body_util::Either<
     http_body_util::Full<bytes::Bytes>,
     http_body_util::StreamBody<
         Pin<

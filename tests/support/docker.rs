@@ -768,6 +768,27 @@ impl Sandbox {
             let mut wait = self.docker.wait_container(&id, Some(options));
             let waited = tokio::time::timeout(CALL_TIMEOUT, wait.next()).await;
             assert!(waited.is_ok(), "container {name} did not exit");
+            // dockerd answers the wait when the container stops, and updates
+            // the view its listings read a moment later (seen on 26.1: a
+            // `status=running` listing right after the wait still held it).
+            let filters = HashMap::from([("id", vec![id.as_str()]), ("status", vec!["exited"])]);
+            let listed = ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build();
+            let deadline = Instant::now() + CALL_TIMEOUT;
+            while self
+                .docker
+                .list_containers(Some(listed.clone()))
+                .await
+                .map_or(true, |l| l.is_empty())
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "container {name} never listed as exited"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
         Container { id, name }
     }

@@ -56,7 +56,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -168,6 +168,8 @@ struct Shared {
     /// Seconds every time the engine reports is moved by (0: none); see
     /// [`Proxy::shift_clock`].
     clock_shift: AtomicI64,
+    /// Client connections accepted so far.
+    accepted: AtomicUsize,
 }
 
 impl Shared {
@@ -253,6 +255,7 @@ impl Proxy {
             seen: Mutex::new(Vec::new()),
             cut: AtomicBool::new(false),
             clock_shift: AtomicI64::new(0),
+            accepted: AtomicUsize::new(0),
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let state = Arc::clone(&shared);
@@ -270,6 +273,7 @@ impl Proxy {
                         loop {
                             match listener.accept().await {
                                 Ok((client, _)) => {
+                                    state.accepted.fetch_add(1, Ordering::SeqCst);
                                     tokio::spawn(serve(client, Arc::clone(&state)));
                                 }
                                 Err(e) => {
@@ -380,6 +384,11 @@ impl Proxy {
     /// How many client requests matched `method` and `path`.
     pub fn count(&self, method: &str, path: &str) -> usize {
         self.requests(method, path).len()
+    }
+
+    /// How many client connections the proxy accepted so far.
+    pub fn connections(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
     }
 
     /// Every request, one per line, for assertion messages.
