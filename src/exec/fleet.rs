@@ -6,9 +6,10 @@
 //! (each engine also capped), keeping each engine's result under its name
 //! (`Part`), failing an engine's part alone (an engine that cannot be reached
 //! or listed is a failure of kind `engine` naming that engine, its objects
-//! untouched, while the others still converge), the saved-plan file (its seal opened and
-//! made through `seal`, read, checked, and saved through `files`), and handing every part to the one
-//! merge (`report::merge`), the read-only commands' parts too (`Shown`). Each
+//! untouched, while the others still converge), the saved-plan file (its
+//! seal opened and made through `seal`, read, checked, and saved through
+//! `files`), and handing every part to the one merge (`report::merge`), the
+//! read-only commands' parts too (`Shown`). Each
 //! engine's own work is exactly `plan_once` / `reconcile_once` / `execute`.
 //! Must not print or decide anything per object.
 
@@ -24,7 +25,7 @@ use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Ca
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
-use crate::exec::seal::{self, Key};
+use crate::exec::seal::{self, Key, SealError};
 use crate::model::Scope;
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan, PLAN_VERSION};
@@ -66,10 +67,15 @@ impl FleetPlan {
         Ok(())
     }
 
-    /// Reads a saved plan: its seal opened with `key` first (an edited or
-    /// unsealed plan goes no further), then one engine's plan (`plan --out`
-    /// without `[[engine]]`) or a fleet's. Either is carried out by engine name.
-    pub(crate) fn read(path: &Path, key: &Key) -> Result<FleetPlan, PlanFileError> {
+    /// Reads a saved plan: its seal opened with the key `key` gives first
+    /// (asked once the file is read, so that a wrong path is said as one; an
+    /// edited or unsealed plan goes no further), then one engine's plan
+    /// (`plan --out` without `[[engine]]`) or a fleet's. Either is carried
+    /// out by engine name.
+    pub(crate) fn read(
+        path: &Path,
+        key: impl FnOnce() -> Result<Key, SealError>,
+    ) -> Result<FleetPlan, PlanFileError> {
         let fail = |detail: String| PlanFileError {
             path: path.to_path_buf(),
             detail,
@@ -86,7 +92,8 @@ impl FleetPlan {
                 path.display()
             ))
         };
-        let value = match seal::open(&text, key) {
+        let key = key().map_err(|e| fail(e.to_string()))?;
+        let value = match seal::open(&text, &key) {
             Ok(Some(value)) => value,
             // Not a JSON object: say what serde makes of it.
             Ok(None) => {
@@ -113,10 +120,9 @@ impl FleetPlan {
 
 /// Saves a plan (`plan --out FILE`), sealed with `key` (`seal`): written
 /// next to its destination and renamed into place, so a reader never sees
-/// half a plan; the temporary
-/// file is created `0600`, never through a link (a name already taken is
-/// passed over), and a link at `path` is replaced, not written through
-/// (`exec::files::replace`).
+/// half a plan; the temporary file is created `0600`, never through a link
+/// (a name already taken is passed over), and a link at `path` is replaced,
+/// not written through (`exec::files::replace`).
 pub(crate) fn save(path: &Path, text: &str, key: &Key) -> Result<(), PlanFileError> {
     let fail = |detail: String| PlanFileError {
         path: path.to_path_buf(),

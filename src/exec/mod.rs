@@ -41,7 +41,7 @@ pub fn saved_plan_problem(path: &std::path::Path, seal_it: bool) -> Option<Strin
             std::fs::write(path, sealed).ok()?;
         }
     }
-    fleet::FleetPlan::read(path, &key)
+    fleet::FleetPlan::read(path, || Ok(key))
         .err()
         .map(|e| e.to_string())
 }

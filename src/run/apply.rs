@@ -25,14 +25,7 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         Err(failed) => return failed,
     };
     let saved = match &config.job {
-        Job::ApplySaved { path, key } => match key
-            .for_opening()
-            .map_err(|e| crate::exec::report::PlanFileError {
-                path: path.clone(),
-                detail: e.to_string(),
-            })
-            .and_then(|key| FleetPlan::read(path, &key))
-        {
+        Job::ApplySaved { path, key } => match FleetPlan::read(path, || key.for_opening()) {
             Ok(plan) => Some((path.as_path(), plan)),
             Err(e) => {
                 return fail(

@@ -6,8 +6,9 @@
 //! not be listed), and saving the plan sealed (`exec::fleet::save`,
 //! `exec::seal`). An engine that could not be listed fails its part alone
 //! (the others still shown); a listing or inspection that failed fails the
-//! plan too (what it could affect is only blocked, not known). The words are `render`'s; ends in the
-//! merged `Verdict` (pending when asked for and there is something to do).
+//! plan too (what it could affect is only blocked, not known). The words
+//! are `render`'s; ends in the merged `Verdict` (pending when asked for and
+//! there is something to do).
 
 use std::path::Path;
 
