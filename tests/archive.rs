@@ -434,12 +434,11 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
     assert_eq!(manifest["sha256"].as_str(), Some(sha.as_str()));
 }
 
-/// A restore whose engine stops answering during the upload fails within the
-/// call deadline (it does not hang), and takes back the volume it created.
-trial!(a_restore_the_engine_never_answers_fails_by_the_deadline);
-async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
-    let sbx = Sandbox::new("archive-restore-deadline").await;
-    let volume = sbx.volume(VolumeSpec::new().in_box("slow")).await;
+/// An empty volume of box `box_id`, archived by `apply --archive` into a
+/// new folder and removed: the volume's name, the folder (gone when
+/// dropped) and the archive's path.
+async fn archived_alone(sbx: &Sandbox, box_id: &str) -> (String, tempfile::TempDir, String) {
+    let volume = sbx.volume(VolumeSpec::new().in_box(box_id)).await;
     let dir = tempfile::tempdir().unwrap();
     let out = sbx.cli().state_toml("").run_with([
         "apply",
@@ -454,6 +453,15 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
         .expect("an archive")
         .to_string();
     assert!(!sbx.volume_exists(&volume).await);
+    (volume, dir, path)
+}
+
+/// A restore whose engine stops answering during the upload fails within the
+/// call deadline (it does not hang), and takes back the volume it created.
+trial!(a_restore_the_engine_never_answers_fails_by_the_deadline);
+async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
+    let sbx = Sandbox::new("archive-restore-deadline").await;
+    let (volume, _dir, path) = archived_alone(&sbx, "slow").await;
     let proxy = Proxy::start();
     proxy
         .on("PUT", "/archive")
@@ -490,21 +498,7 @@ async fn a_restore_the_engine_never_answers_fails_by_the_deadline() {
 trial!(restore_trusts_nothing_of_a_hostile_manifest);
 async fn restore_trusts_nothing_of_a_hostile_manifest() {
     let sbx = Sandbox::new("archive-hostile-manifest").await;
-    let volume = sbx.volume(VolumeSpec::new().in_box("hostile")).await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = sbx.cli().state_toml("").run_with([
-        "apply",
-        "--format",
-        "json",
-        "--archive",
-        dir.path().to_str().unwrap(),
-    ]);
-    out.success();
-    let path = out.json()["archived"][0]["path"]
-        .as_str()
-        .expect("an archive")
-        .to_string();
-    assert!(!sbx.volume_exists(&volume).await);
+    let (volume, _dir, path) = archived_alone(&sbx, "hostile").await;
     let manifest = path.replace(".tar.zst", ".json");
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();

@@ -39,7 +39,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bollard::errors::Error as BollardError;
-use bollard::{BollardRequest, ClientVersion, Docker};
+use bollard::{ClientVersion, Docker};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -473,26 +473,13 @@ async fn try_master(shared: &Shared) -> Result<Master, SshFailure> {
     }
 }
 
-/// A request's body as bollard sends it (also the unix transport's).
-pub(crate) type Body = http_body_util::Either<
-    http_body_util::Full<bytes::Bytes>,
-    http_body_util::StreamBody<
-        Pin<
-            Box<
-                dyn futures_util::Stream<Item = Result<hyper::body::Frame<bytes::Bytes>, io::Error>>
-                    + Send,
-            >,
-        >,
-    >,
->;
-
 /// The connections to one remote engine: a hyper client whose every
 /// connection is a `docker system dial-stdio` session, kept alive between
 /// requests. Clones share the connections; the last one dropped ends every
 /// process.
 #[derive(Clone)]
 pub(crate) struct SshPool {
-    client: Arc<Client<SshConnector, Body>>,
+    client: Arc<Client<SshConnector, crate::engine::unix::Body>>,
 }
 
 impl SshPool {
@@ -526,22 +513,7 @@ impl SshPool {
         secs: u64,
         version: &ClientVersion,
     ) -> Result<Docker, BollardError> {
-        let client = self.client.clone();
-        Docker::connect_with_custom_transport(
-            move |req: BollardRequest| {
-                let client = client.clone();
-                async move {
-                    client
-                        .request(req)
-                        .await
-                        .map_err(|err| BollardError::HyperLegacyError { err })
-                }
-            },
-            // Where the engine is, is ssh's business; this only names the pool.
-            Some("ssh://docker"),
-            secs,
-            version,
-        )
+        crate::engine::unix::over(self.client.clone(), "ssh://docker", secs, version)
     }
 }
 

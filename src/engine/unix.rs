@@ -9,8 +9,9 @@
 //! Here at most [`IDLE`] connections wait between requests, each for at most
 //! [`IDLE_FOR`]; a connection the engine closed is dropped by hyper, not used.
 //!
-//! Owns connecting to the socket. Must not decide versions, deadlines or
-//! what an answer means (`connect`, `docker`).
+//! Owns connecting to the socket, and handing bollard a pooled hyper client
+//! (`over`, which the ssh transport uses too). Must not decide versions,
+//! deadlines or what an answer means (`connect`, `docker`).
 
 use std::future::Future;
 use std::io;
@@ -27,8 +28,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
-
-use crate::engine::ssh::Body;
 
 /// Connections kept between requests: more than the inspections a run has
 /// in flight at once, so a burst of them finds its connections open.
@@ -51,9 +50,38 @@ pub(crate) fn client(
     builder
         .pool_max_idle_per_host(IDLE)
         .pool_idle_timeout(IDLE_FOR);
-    let client: Arc<Client<UnixConnector, Body>> = Arc::new(builder.build(UnixConnector {
+    let client = builder.build(UnixConnector {
         path: Arc::new(PathBuf::from(path)),
-    }));
+    });
+    over(Arc::new(client), "unix://docker", secs, version)
+}
+
+/// A request's body as bollard sends it.
+pub(crate) type Body = http_body_util::Either<
+    http_body_util::Full<bytes::Bytes>,
+    http_body_util::StreamBody<
+        Pin<
+            Box<
+                dyn futures_util::Stream<Item = Result<hyper::body::Frame<bytes::Bytes>, io::Error>>
+                    + Send,
+            >,
+        >,
+    >,
+>;
+
+/// A bollard client whose every request goes through `client` (this
+/// transport's, or the ssh transport's); `secs` is its per-request timeout.
+/// `name` only names the pool in bollard's URLs: where the engine is, is
+/// the connector's business.
+pub(crate) fn over<C>(
+    client: Arc<Client<C, Body>>,
+    name: &str,
+    secs: u64,
+    version: &ClientVersion,
+) -> Result<Docker, BollardError>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
     Docker::connect_with_custom_transport(
         move |req: BollardRequest| {
             let client = client.clone();
@@ -64,8 +92,7 @@ pub(crate) fn client(
                     .map_err(|err| BollardError::HyperLegacyError { err })
             }
         },
-        // Where the engine is, is the connector's business; this only names the pool.
-        Some("unix://docker"),
+        Some(name),
         secs,
         version,
     )
