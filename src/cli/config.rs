@@ -173,6 +173,11 @@ pub fn now() -> i64 {
         .unwrap_or_default()
 }
 
+/// The time of a log line (watch, hold, a signal's note): now, RFC 3339.
+pub(crate) fn log_time() -> String {
+    crate::plan::rfc3339(now())
+}
+
 impl Config {
     /// True for commands that end with a report (so a failure before it still
     /// prints one in JSON mode).

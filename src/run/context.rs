@@ -136,8 +136,3 @@ pub(super) fn open_audit(config: &Config) -> anyhow::Result<Option<AuditObserver
         None => Ok(None),
     }
 }
-
-/// The time of a log line (watch, hold): now, RFC 3339.
-pub(super) fn log_time() -> String {
-    crate::plan::rfc3339(crate::cli::config::now())
-}

@@ -9,11 +9,11 @@
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::cli::config::Job;
+use crate::cli::config::{log_time, Job};
 use crate::exec::report::Verdict;
 use crate::render;
 
-use super::context::{failed, log_time, Run, Sink};
+use super::context::{failed, Run, Sink};
 use super::signals::terminate_on_cancel;
 
 /// `hold`: takes the lease, runs the command, releases; `signals`: the

@@ -12,13 +12,13 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 
-use crate::cli::config::{Config, Job};
+use crate::cli::config::{log_time, Config, Job};
 use crate::exec::event::{Event, Observer};
 use crate::exec::report::{FleetReport, Verdict};
 use crate::observe::audit::AuditObserver;
 use crate::render::{self, Format, Progress};
 
-use super::context::{log_time, Sink};
+use super::context::Sink;
 
 /// What a converge or a watch prints as it goes: each engine's plan (human
 /// format) before any removal, progress, watch's log lines, warnings; then

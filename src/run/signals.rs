@@ -97,9 +97,7 @@ impl Signals {
                     Signal::Terminate => "SIGTERM",
                     Signal::Interrupt => "SIGINT",
                 };
-                // The time of a log line, as `context::log_time` (which
-                // sits above this module: `Run` holds the `Stop`).
-                let time = crate::plan::rfc3339(crate::cli::config::now());
+                let time = crate::cli::config::log_time();
                 render::stderr(&render::watch_stopping(format, &time, name));
             } else {
                 if int.recv().await.is_none() {

@@ -10,13 +10,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cli::config::Job;
+use crate::cli::config::{log_time, Job};
 use crate::exec::event::{Fanout, Observer};
 use crate::exec::report::{merge, Verdict};
 use crate::observe::metrics::Metrics;
 use crate::render;
 
-use super::context::{log_time, Run, Sink};
+use super::context::{Run, Sink};
 use super::printer::Printer;
 /// `watch`: cycles until the run is cancelled (or once), logging, serving
 /// metrics, writing the audit log; ends with the last cycle's report and
