@@ -299,9 +299,16 @@ pub(crate) fn seal(text: &str, key: &Key) -> Result<String, String> {
     let object = value
         .as_object_mut()
         .ok_or("the plan is not a JSON object")?;
-    object.remove(MEMBER);
+    let resealed = object.remove(MEMBER).is_some();
     let tag = key.mac(&canonical(&value)).finalize().into_bytes();
     let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    if resealed {
+        // Its old seal cannot stay beside the new one: laid out anew.
+        if let Some(object) = value.as_object_mut() {
+            object.insert(MEMBER.into(), Value::String(format!("{PREFIX}{tag}")));
+        }
+        return Ok(serde_json::to_string_pretty(&value).expect("a JSON value serializes") + "\n");
+    }
     // Added as text, so the plan keeps the order `render` printed it in.
     let body = text.trim_end();
     let body = body
@@ -356,8 +363,10 @@ mod tests {
         let value: Value = serde_json::from_str(&sealed).unwrap();
         let compact = serde_json::to_string(&value).unwrap();
         assert!(open(&compact, &key).unwrap().is_some());
-        // Sealing a sealed plan seals it afresh.
-        assert!(open(&seal(&sealed, &key).unwrap(), &key).unwrap().is_some());
+        // Sealing a sealed plan seals it afresh, with one seal.
+        let again = seal(&sealed, &key).unwrap();
+        assert_eq!(again.matches("\"seal\"").count(), 1, "{again}");
+        assert!(open(&again, &key).unwrap().is_some());
         assert!(seal("{}", &key).unwrap().starts_with("{\n  \"seal\""));
     }
 
