@@ -25,7 +25,7 @@ use bollard::errors::Error as BollardError;
 use bollard::{BollardRequest, ClientVersion, Docker};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
 
@@ -49,7 +49,10 @@ pub(crate) fn client(
     let mut builder = Client::builder(TokioExecutor::new());
     builder
         .pool_max_idle_per_host(IDLE)
-        .pool_idle_timeout(IDLE_FOR);
+        .pool_idle_timeout(IDLE_FOR)
+        // Closes idle connections when their time is up, not only when the
+        // pool is next asked (a watch may not ask for minutes).
+        .pool_timer(TokioTimer::new());
     let client = builder.build(UnixConnector {
         path: Arc::new(PathBuf::from(path)),
     });
