@@ -345,6 +345,43 @@ mod tests {
             .collect()
     }
 
+    /// The name carries the time to the second: an archive of the same
+    /// volume in the same second (a run right after a killed one) takes the
+    /// next free `<base>-N`, and never the name of an archive that stands.
+    #[test]
+    fn an_archive_in_a_taken_second_takes_the_next_free_name_and_never_an_existing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = Place::new(dir.path(), "default", Some("b"));
+        let at = folder(dir.path(), "default", Some("b"));
+        let base = "v-20260101T000000Z";
+        let chosen = || Pending::begin(&place, base).map(|(pending, _)| pending.base.clone());
+        assert_eq!(chosen().unwrap(), base);
+        let take = |name: &str| {
+            std::fs::write(at.join(format!("{name}.tar.zst")), b"an archive").unwrap();
+            let manifest = manifest_naming(&format!("{name}.tar.zst"));
+            std::fs::write(at.join(format!("{name}.json")), manifest).unwrap();
+        };
+        take(base);
+        assert_eq!(chosen().unwrap(), format!("{base}-1"));
+        take(&format!("{base}-1"));
+        assert_eq!(chosen().unwrap(), format!("{base}-2"));
+        for n in 2..MAX_SAME_SECOND {
+            take(&format!("{base}-{n}"));
+        }
+        let e = chosen().unwrap_err().to_string();
+        assert!(e.contains("names after it already exist"), "{e}");
+        // What stood there is untouched, and nothing else is left.
+        assert_eq!(
+            std::fs::read(at.join(format!("{base}.tar.zst"))).unwrap(),
+            b"an archive"
+        );
+        assert_eq!(
+            std::fs::read_dir(&at).unwrap().count(),
+            2 * MAX_SAME_SECOND,
+            "only the archives and their manifests"
+        );
+    }
+
     #[test]
     fn a_held_temporary_file_is_never_swept_and_a_dead_one_is() {
         let dir = tempfile::tempdir().unwrap();
