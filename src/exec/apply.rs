@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError, ErrorKind};
-use crate::exec::archive::{archive_through, archive_volume, Archived};
+use crate::exec::archive::{archive_through, archive_volume, ArchiveError, Archived};
 use crate::exec::event::{Event, Observer};
 use crate::exec::walk::{walk, Walked};
 use crate::model::Outcome;
@@ -316,6 +316,12 @@ async fn read_through(
                 read.lock().unwrap().insert(v);
                 archived.push((v, a));
             }
+            // The engine found no such path in the container (Docker 20.10
+            // once said "Could not find the file /v/0" of a stopped box
+            // right after the daemon restarted), or the container went: not
+            // read, so the volume's own step archives it through a helper,
+            // which mounts the volume itself. Nothing goes unarchived.
+            Err(ArchiveError::Engine(e)) if e.is_not_found() => continue,
             Err(e) => {
                 return Err(Outcome::ArchiveFailed(format!(
                     "volume {} (read at {} of this container): {e}",

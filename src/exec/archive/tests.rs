@@ -249,6 +249,29 @@ async fn a_container_gone_before_its_read_leaves_the_volume_to_a_helper() {
     assert_eq!(m.root, "ca-sbx-volume");
 }
 
+/// The engine finds no mount at the read's path (Docker 20.10 once said
+/// "Could not find the file /v/0" of a stopped box right after a restart):
+/// the volume is archived through a helper instead, and the run converges.
+#[tokio::test]
+async fn a_read_that_finds_no_path_leaves_the_volume_to_a_helper() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_through(vec![image()]);
+    let missing = EngineError::new(
+        String::from("read /data of container c1"),
+        ErrorKind::NotFound {
+            message: "Could not find the file /data in container c1".into(),
+        },
+    );
+    engine.inject(Op::Download, Some("c1"), FaultAction::Fail(missing), 1);
+    let report = run(&engine, &goal(dir.path())).await;
+    assert!(report.converged, "{report:?}");
+    assert_eq!(report.archived.len(), 1, "never removed unarchived");
+    assert!(engine.calls().iter().any(|c| c == "CreateHelper v"));
+    let m = read_manifest(Path::new(&report.archived[0].path)).unwrap();
+    assert_eq!(m.root, "ca-sbx-volume", "read through the helper");
+    assert!(engine.world().volumes.is_empty() && engine.world().containers.is_empty());
+}
+
 #[tokio::test]
 async fn a_volume_two_containers_mount_is_read_through_a_helper() {
     let dir = tempfile::tempdir().unwrap();
