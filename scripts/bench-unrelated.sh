@@ -96,6 +96,11 @@
 #   BENCH_LAYOUT_SETTLE  once: seconds to let it settle after the layout  [30]
 #   BENCH_CHURN_SETTLE   churn: seconds to let it settle after each round's
 #                    churn                                                 [5]
+#   BENCH_MEMO       fresh: every sandboxctl run starts with no memo of
+#                    earlier inspections (an empty XDG_STATE_HOME of its
+#                    own: the first destroy on a machine); keep: each binary
+#                    keeps its memo on each engine from round to round (what
+#                    a user's later destroys see; decision 11)      [fresh]
 #   BENCH_BOX_ARGS   extra `docker run` arguments for the box's container
 #                    [--network none]
 #   SANDBOXCTL_B     a second sandboxctl binary: adds contender (e), as (a)
@@ -117,6 +122,7 @@ read -r -a COUNTS <<<"${BENCH_COUNTS:-0 50 150 300}"
 CREATE_P=${BENCH_CREATE_P:-8}
 SETTLE=${BENCH_SETTLE:-1}
 LAYOUT=${BENCH_LAYOUT:-once}
+MEMO=${BENCH_MEMO:-fresh}
 LAYOUT_SETTLE=${BENCH_LAYOUT_SETTLE:-30}
 CHURN_SETTLE=${BENCH_CHURN_SETTLE:-5}
 read -r -a BOX_ARGS <<<"${BENCH_BOX_ARGS:---network none}"
@@ -132,6 +138,7 @@ PYTHON=$(command -v /usr/bin/python3 || command -v python3 || true)
 [[ $K =~ ^[0-9]+$ && $K -le 2000 ]] || { echo "BENCH_K: 0..2000" >&2; exit 2; }
 [[ $REPEAT =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_REPEAT: a positive number" >&2; exit 2; }
 [[ $LAYOUT == once || $LAYOUT == churn ]] || { echo "BENCH_LAYOUT: once or churn" >&2; exit 2; }
+[[ $MEMO == fresh || $MEMO == keep ]] || { echo "BENCH_MEMO: fresh or keep" >&2; exit 2; }
 [[ $LAYOUT_SETTLE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "BENCH_LAYOUT_SETTLE: seconds" >&2; exit 2; }
 # The boxes of (a) (and (e)) of all rounds; once: the boxes after the first one
 # count among its K - floor(K/2) later containers.
@@ -397,9 +404,15 @@ ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (b - a) * 1000 }'; }
 # sandboxctl destroy of box $2 on host $1 (URL sandboxctl uses: $3, default $1;
 # binary: $4, default $BIN). Prints "<ms> <ok|FAILED:...>".
 run_sandboxctl() {
-    local host=$1 box=$2 via=${3:-$1} bin=${4:-$BIN} out=$WORK/$2.out err=$WORK/$2.err rc=0 t0 t1 verdict
+    local host=$1 box=$2 via=${3:-$1} bin=${4:-$BIN} out=$WORK/$2.out err=$WORK/$2.err rc=0 t0 t1 verdict state
+    # Its own state folder per binary and engine (never the caller's): with
+    # BENCH_MEMO=fresh emptied before each run, so no answer of an earlier
+    # run's inspections is known (decision 11); with keep, kept across rounds.
+    state=$WORK/state-$(printf '%s %s' "$bin" "$via" | md5sum | cut -c1-12)
+    [[ $MEMO == keep ]] || rm -rf "$state"
+    mkdir -p "$state"
     t0=$EPOCHREALTIME
-    "$bin" --host "$via" --state "$WORK/$box.toml" --format json destroy "$box" >"$out" 2>"$err" || rc=$?
+    XDG_STATE_HOME=$state "$bin" --host "$via" --state "$WORK/$box.toml" --format json destroy "$box" >"$out" 2>"$err" || rc=$?
     t1=$EPOCHREALTIME
     verdict=$(jq -r --arg b "$box" '
         if .converged != true then "not-converged"
@@ -625,7 +638,8 @@ report() {
         echo "Layout \"churn\": at the start of each round, the newest unrelated containers on L are dropped down to $before, (a)'s box"
         echo "$([[ -z $BIN_B ]] || echo "and (e)'s (made first in every other round) are")$([[ -n $BIN_B ]] || echo "is") made, then $after new unrelated ones (${CHURN_SETTLE} s settling after it; ${SETTLE} s before each timing)."
     fi
-    echo "Machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); private dockerds Docker $ver, storage $(docker -H "$L_HOST" info -f '{{.Driver}}'); $("$BIN" --version 2>/dev/null || echo sandboxctl) ($BIN)."
+    echo "Machine: $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); private dockerds Docker $ver, storage $(docker -H "$L_HOST" info -f '{{.Driver}}'); $("$BIN" --version 2>/dev/null || echo sandboxctl) ($BIN).
+Memo of inspections (BENCH_MEMO): $MEMO ($([[ $MEMO == keep ]] && echo "each binary's memo on each engine kept from round to round" || echo "every sandboxctl run started with none"))."
     echo
     echo "| contender | min ms | median ms | max ms | ok | other running containers | runs (ms) |"
     echo "|---|---:|---:|---:|---|---|---|"

@@ -10,7 +10,9 @@
 //!   locked container as holder and its volume `waitsForBlocked`; a locked
 //!   container made before the box is never inspected and blocks nothing; a
 //!   declared box being copied from does not stop `apply` from removing an
-//!   undeclared one; `watch` keeps reaping beside a locked container;
+//!   undeclared one; `watch` keeps reaping beside a locked container; a
+//!   container one run inspected is not asked again by the next (the memo
+//!   of decision 11), not even locked, unless the memo file is unusable;
 //! * a hung call through the fault proxy (`support::proxy`): the network
 //!   listing (the box's container and volume go, the listing is named), the
 //!   container listing (nothing goes, the volume is named `listingFailed`),
@@ -35,6 +37,7 @@
 //! reasons do that).
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{InspectContainerOptions, ListContainersOptionsBuilder};
@@ -427,6 +430,75 @@ async fn a_locked_container_made_before_the_box_blocks_nothing() {
     );
     assert!(!w.sbx.volume_exists(&b.volume).await, "{}", out.dump());
     release(lock, TEST);
+    w.assert_untouched(&x, &mark).await;
+}
+
+/// What one run's inspection taught is kept for the next (decision 11): a
+/// running unrelated container made after two boxes is inspected by the
+/// first box's destroy and not by the second's, not even while it is locked
+/// by then (its namespace joins cannot have changed): the second box goes,
+/// fast, with the default call deadline. A memo file that others may read is
+/// ignored: the third box's destroy asks the container again.
+trial!(a_container_one_run_inspected_is_not_asked_again_by_the_next);
+async fn a_container_one_run_inspected_is_not_asked_again_by_the_next() {
+    const TEST: &str = "a_container_one_run_inspected_is_not_asked_again_by_the_next";
+    let w = World::new("degraded-memo").await;
+    let first = w.sbx.add_box("first", Run::Running).await;
+    let second = w.sbx.add_box("second", Run::Running).await;
+    let third = w.sbx.add_box("third", Run::Running).await;
+    let boxes_made = Instant::now();
+    gap_after(boxes_made).await;
+    let x = w.outsider().await;
+    for b in [&first, &second, &third] {
+        w.assert_created_before(&b.container, &x).await;
+    }
+    let mark = w.untouched_mark(&x).await;
+    // One Cli: one XDG_STATE_HOME for all three runs.
+    let cli = w.cli();
+    let memo = cli.state_home().join("sandboxctl/joins.json");
+
+    let out = cli.run_with(["destroy", "first"]);
+    report_of(&out, TEST);
+    out.expect_code(0);
+    assert_eq!(w.inspects_of(&x.id), 1, "{}", w.proxy.dump());
+    let mode = std::fs::metadata(&memo)
+        .unwrap_or_else(|e| panic!("no memo at {}: {e}\n{}", memo.display(), out.dump()))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "memo {}", memo.display());
+
+    let Some(lock) = w.lock(TEST, &x) else {
+        return;
+    };
+    let out = cli.run_with(["destroy", "second"]);
+    let report = report_of(&out, TEST);
+    out.expect_code(0);
+    assert_within(&out, Duration::from_secs(8));
+    assert!(report.is_clean(), "{}", out.dump());
+    assert_eq!(w.inspects_of(&x.id), 1, "asked again\n{}", w.proxy.dump());
+    assert!(
+        !w.sbx.container_exists(&second.container.id).await,
+        "{}",
+        out.dump()
+    );
+    assert!(!w.sbx.volume_exists(&second.volume).await, "{}", out.dump());
+    release(lock, TEST);
+
+    std::fs::set_permissions(&memo, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = cli.run_with(["destroy", "third"]);
+    report_of(&out, TEST);
+    out.expect_code(0);
+    assert_eq!(
+        w.inspects_of(&x.id),
+        2,
+        "not asked again\n{}",
+        w.proxy.dump()
+    );
+    assert_eq!(
+        std::fs::metadata(&memo).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the ignored memo was not replaced"
+    );
     w.assert_untouched(&x, &mark).await;
 }
 

@@ -110,6 +110,10 @@ pub struct Config {
     pub(crate) audit: Option<PathBuf>,
     /// The clock, read once: plans are judged at this time (Unix seconds).
     pub(crate) now: i64,
+    /// The memo of inspections kept across runs (`exec::memo`), in the
+    /// state folder; `None`: no folder (neither an absolute `XDG_STATE_HOME`
+    /// nor `HOME`), each run inspects afresh.
+    pub(crate) memo_file: Option<PathBuf>,
 }
 
 /// One engine of a fleet: its name in the state file and where it is.
@@ -358,6 +362,10 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         parallelism,
         audit,
         now: now(),
+        memo_file: crate::exec::memo::path_in(state_folder(
+            std::env::var_os("XDG_STATE_HOME"),
+            std::env::var_os("HOME"),
+        )),
     })
 }
 
@@ -642,4 +650,21 @@ fn fleet_of(args: &Args, desired: &DesiredState) -> anyhow::Result<Vec<EngineTar
             })
         })
         .collect()
+}
+
+/// sandboxctl's state folder's parent, as the XDG rules place it: an
+/// absolute `XDG_STATE_HOME` (a relative one is ignored), else
+/// `HOME/.local/state`; `None` when neither is set and absolute.
+pub(crate) fn state_folder(
+    state_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    state_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            home.map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })
 }

@@ -1,6 +1,6 @@
 //! Files and folders sandboxctl creates on disk: archives, manifests and
 //! their temporary files (`archive`), saved plans (`plan --out`), the audit
-//! log (`--audit`).
+//! log (`--audit`), the memo of inspections (`memo`).
 //!
 //! Owns how they are opened and made: a file is never opened through a
 //! symbolic link (its last element is opened `O_NOFOLLOW`; a new file is
@@ -90,10 +90,21 @@ const TEMPORARY_TRIES: u32 = 16;
 /// link) is passed over for the next; the temporary file is removed on any
 /// failure.
 pub(crate) fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(path, bytes, true)
+}
+
+/// [`replace`] without the sync: for a cache, which a crash may leave
+/// empty or cut (its reader then ignores it), where the run should not wait
+/// for the disk.
+pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_with(path, bytes, false)
+}
+
+fn replace_with(path: &Path, bytes: &[u8], sync: bool) -> io::Result<()> {
     let (temporary, mut file) = create_beside(path)?;
     let written = file
         .write_all(bytes)
-        .and_then(|()| file.sync_all())
+        .and_then(|()| if sync { file.sync_all() } else { Ok(()) })
         .and_then(|()| std::fs::rename(&temporary, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);

@@ -10,7 +10,7 @@
 //! seal opened and made through `seal`, read, checked, and saved through
 //! `files`), and handing every part to the one merge (`report::merge`), the
 //! read-only commands' parts too (`Shown`). Each
-//! engine's own work is exactly `plan_once` / `reconcile_once` / `execute`.
+//! engine's own work is exactly `plan_with` / `reconcile_once` / `execute`.
 //! Must not print or decide anything per object.
 
 use std::path::Path;
@@ -21,7 +21,7 @@ use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Engine;
-use crate::exec::reconcile::{check_saved, execute, plan_once, reconcile_once, Carry};
+use crate::exec::reconcile::{check_saved, execute, plan_with, reconcile_once, Carry};
 use crate::exec::report::{
     merge, Early, Failure, FleetReport, Part, PartError, PlanFileError, Report, Shown,
 };
@@ -165,9 +165,11 @@ pub(crate) async fn plan_all(
     goal: &Goal,
     scope: &Scope,
     now: i64,
+    memo: &crate::exec::list::Memo,
 ) -> FleetReport<Shown<(Inventory, Plan)>> {
     show_all(engines, |e| async move {
-        let (inventory, plan) = plan_once(e, goal, scope, now)
+        memo.begin(e.name());
+        let (inventory, plan) = plan_with(e, goal, scope, now, memo)
             .await
             .map_err(|e| PartError::Early(Early::Listing(e)))?;
         Ok(Shown {
@@ -408,7 +410,9 @@ mod tests {
         let b = engine("b", &["y"]);
         let engines: Vec<Arc<dyn Engine>> = vec![a.clone(), b.clone()];
         let goal = Goal::nothing_declared();
-        let saved = FleetPlan::of(&plan_all(&engines, &goal, &Scope::default(), 0).await);
+        let saved = FleetPlan::of(
+            &plan_all(&engines, &goal, &Scope::default(), 0, &Default::default()).await,
+        );
         saved.validate().unwrap();
         // Engine b as it is now: another actor made box z since the plan.
         let b = engine("b", &["y", "z"]);

@@ -31,6 +31,8 @@ use crate::model::{Kind, Listing, Object, ObjectKey, Scope, IMAGE_REFERENCE};
 use crate::plan::inventory::Inventory;
 use crate::plan::{Goal, Plan};
 
+pub use crate::exec::memo::Memo;
+
 /// Discovery that saw nothing: every listing of a managed kind failed.
 #[derive(Debug, Clone)]
 pub struct InventoryError {
@@ -244,39 +246,6 @@ pub async fn skew_ms(engine: &dyn Engine) -> Result<i64, EngineError> {
     Ok(raw.signum() * (raw.abs() - half).max(0))
 }
 
-/// What inspections taught, by container: the namespaces it shares and
-/// whether its ipc namespace is shareable (neither ever changes for a
-/// container ID), and which inspections failed in this run. A run's
-/// verification and, in `watch`, every later cycle ask no container whose
-/// answer is known; a failed inspection is asked again only by the next
-/// run or cycle (`begin`). Holds only containers the last discovery listed.
-#[derive(Debug, Default)]
-pub struct Memo(std::sync::Mutex<Learnt>);
-
-#[derive(Debug, Default)]
-struct Learnt {
-    joins: std::collections::HashMap<ObjectKey, (Vec<crate::model::Join>, Option<bool>)>,
-    failed: std::collections::HashMap<ObjectKey, EngineError>,
-}
-
-impl Memo {
-    fn learnt(&self) -> std::sync::MutexGuard<'_, Learnt> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// A new run or cycle on `engine`: its failed inspections are tried again.
-    pub(crate) fn begin(&self, engine: &str) {
-        self.learnt().failed.retain(|k, _| k.engine != engine);
-    }
-
-    /// How many containers' answers are known (for tests and benchmarks).
-    pub fn known(&self) -> usize {
-        self.learnt().joins.len()
-    }
-}
-
 /// Inspects `keys` (at most `INSPECT_CONCURRENCY` at once, each within
 /// its own deadline) for the namespaces they share, and gives the answers
 /// to the inventory: a container gone meanwhile holds nothing; one whose
@@ -295,11 +264,11 @@ async fn inspect_joins(
         let learnt = memo.learnt();
         for key in &keys {
             let listed = inventory.container(key);
-            match (learnt.joins.get(key), learnt.failed.get(key), listed) {
-                (Some((joins, ipc)), _, Some(listed)) => {
+            match (learnt.get(key), learnt.failed.get(key), listed) {
+                (Some(known), _, Some(listed)) => {
                     let mut o = listed.clone();
-                    o.joins.clone_from(joins);
-                    o.ipc_shareable = *ipc;
+                    o.joins.clone_from(&known.joins);
+                    o.ipc_shareable = known.ipc_shareable;
                     found.push(o);
                 }
                 (None, Some(error), _) => failed.push((key.clone(), error.clone())),
@@ -320,7 +289,7 @@ async fn inspect_joins(
         for (key, answer) in answers {
             match answer {
                 Ok(o) => {
-                    learnt.joins.insert(key, (o.joins.clone(), o.ipc_shareable));
+                    learnt.learn(key, o.joins.clone(), o.ipc_shareable);
                     found.push(o);
                 }
                 Err(e) if e.is_not_found() => {}
@@ -398,12 +367,9 @@ pub async fn plan_with(
         inspect_joins(engine, &mut inventory, keys, memo).await;
         plan = Plan::build(goal, &inventory, now);
     }
-    // Forget containers of this engine that are gone (watch runs for long).
-    {
-        let mut learnt = memo.learnt();
-        let listed = |k: &ObjectKey| k.engine != engine.name() || inventory.container(k).is_some();
-        learnt.joins.retain(|k, _| listed(k));
-    }
+    // An answer is kept though its container was not listed: the listings
+    // are filtered, so that does not mean it is gone. The memo is bounded
+    // instead (`memo::MAX_ENTRIES`, the oldest go first).
     Ok((inventory, plan))
 }
 

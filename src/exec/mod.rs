@@ -19,6 +19,7 @@ pub(crate) mod fleet;
 pub mod hold;
 pub mod lease;
 pub mod list;
+pub mod memo;
 pub mod reconcile;
 pub mod report;
 pub(crate) mod seal;

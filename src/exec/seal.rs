@@ -127,15 +127,7 @@ impl KeySource {
         if let Some(v) = variable.filter(|v| !v.is_empty()) {
             return KeySource::Variable(v.to_string_lossy().into_owned());
         }
-        let state = state_home
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| {
-                home.map(PathBuf::from)
-                    .filter(|p| p.is_absolute())
-                    .map(|h| h.join(".local/state"))
-            });
-        match state {
+        match crate::cli::config::state_folder(state_home, home) {
             Some(state) => KeySource::File(state.join("sandboxctl").join("plan.key")),
             None => KeySource::Nowhere,
         }

@@ -43,12 +43,17 @@ pub(super) struct Run<'a> {
     pub(super) engines: &'a [Arc<dyn Engine>],
     pub(super) endpoints: &'a [(String, String)],
     pub(super) stop: &'a Stop,
+    /// What inspections taught: read from `config.memo_file` before the
+    /// command, written back after it.
+    pub(super) memo: Arc<crate::exec::list::Memo>,
 }
 
 impl Run<'_> {
-    /// The removal budget (`--parallelism`, shared) and per-engine cap.
+    /// The removal budget (`--parallelism`, shared), per-engine cap, and
+    /// the run's memo.
     pub(super) fn options(&self) -> ApplyOptions {
         ApplyOptions {
+            memo: self.memo.clone(),
             parallelism: self.config.engine_parallelism,
             budget: Some(Arc::new(tokio::sync::Semaphore::new(
                 self.config.parallelism,

@@ -16,7 +16,7 @@ use super::context::{Run, Sink};
 /// `graph`: one plan per engine, drawn.
 pub(super) async fn graph(run: &Run<'_>, goal: &Goal, sink: &mut dyn Sink) -> Verdict {
     let config = run.config;
-    let planned = plan_all(run.engines, goal, &config.scope, config.now).await;
+    let planned = plan_all(run.engines, goal, &config.scope, config.now, &run.memo).await;
     for part in &planned.parts {
         match &part.result {
             Ok(shown) => {

@@ -157,11 +157,16 @@ async fn run_with(
         .iter()
         .map(|t| (t.name.clone(), t.endpoint.to_string()))
         .collect();
+    let memo = Arc::new(match &config.memo_file {
+        Some(path) => crate::exec::list::Memo::read(path),
+        None => crate::exec::list::Memo::default(),
+    });
     let run = Run {
         config,
         engines: &engines,
         endpoints: &endpoints,
         stop,
+        memo: memo.clone(),
     };
     let verdict = match &config.job {
         Job::Inventory { max_lease } => inventory::inventory(&run, max_lease, sink).await,
@@ -182,6 +187,10 @@ async fn run_with(
         Job::Restore { .. } => restore::restore(&run, sink).await,
         Job::Hold { .. } => hold::hold(&run, signals, sink).await,
     };
+    // A cache: one that cannot be written costs the next run inspections.
+    if let Some(path) = &config.memo_file {
+        let _ = memo.write(path);
+    }
     ended(verdict, stop, matches!(config.job, Job::Watch { .. }))
 }
 

@@ -36,7 +36,7 @@ pub(super) async fn plan(
         Some(Ok(out)) => Some(out),
         Some(Err(e)) => return run.fail(sink, "fleet", "plan key", &e.into()),
     };
-    let planned = plan_all(run.engines, goal, &config.scope, config.now).await;
+    let planned = plan_all(run.engines, goal, &config.scope, config.now, &run.memo).await;
     let shown: Vec<_> = planned
         .parts
         .iter()

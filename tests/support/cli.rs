@@ -60,7 +60,7 @@ impl Cli {
     /// `DOCKER_HOST` inherited.
     pub fn new() -> Cli {
         let dir = tempfile::tempdir().expect("create temp dir");
-        let state_home = dir.path().join("state-home");
+        let state_home = dir.path().join("state-home"); // `state_home()`
         Cli {
             dir,
             current_dir: None,
@@ -75,6 +75,12 @@ impl Cli {
             deadline: DEFAULT_DEADLINE,
             nofile: None,
         }
+    }
+
+    /// This `Cli`'s `XDG_STATE_HOME` (its plan key and memo of inspections
+    /// live in `sandboxctl/` under it; made by the first run that needs it).
+    pub fn state_home(&self) -> PathBuf {
+        self.dir.path().join("state-home")
     }
 
     /// Appends one argument.
