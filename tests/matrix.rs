@@ -3218,7 +3218,13 @@ mod memory {
                 .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
                 .into_args()
                 .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-            sandboxctl::cli::config::resolve(args).unwrap_or_else(|e| panic!("{argv:?}: {e:#}"))
+            sandboxctl::cli::config::resolve(args)
+                .unwrap_or_else(|e| panic!("{argv:?}: {e:#}"))
+                // The cell's own plan key (never the user's), and no memo of
+                // inspections: each run of a cell meets its fault afresh, and
+                // the in-memory engines of all cells share their IDs.
+                .with_state_folder(self.path("state-home").into())
+                .without_memo()
         }
 
         /// The engines the run's config names: in a fleet of two, a command

@@ -428,7 +428,10 @@ async fn a_saved_plan_opens_only_with_its_key() {
     let shared = "5a".repeat(32);
     let (made, carried) = (cli(Some(&shared)), cli(Some(&shared)));
     let (path2, _) = save_plan(&made);
-    assert!(!made.dir().join("state-home").exists(), "no key file made");
+    assert!(
+        !made.dir().join("state-home/sandboxctl/plan.key").exists(),
+        "no key file made"
+    );
     let out = carried.run_with(["apply".as_ref(), path2.as_os_str()]);
     out.expect_code(0);
     assert!(!sbx.volume_exists(&doomed.volume).await, "{}", out.dump());

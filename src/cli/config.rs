@@ -183,6 +183,27 @@ pub(crate) fn log_time() -> String {
 }
 
 impl Config {
+    /// This config with `state` as the state folder's parent in place of
+    /// the one `XDG_STATE_HOME` or `HOME` gave: the plan key's (unless
+    /// `SANDBOXCTL_PLAN_KEY` gives it) and the memo of inspections'. For a
+    /// program that embeds the run, or a test that keeps its runs apart.
+    pub fn with_state_folder(mut self, state: PathBuf) -> Config {
+        self.memo_file = crate::exec::memo::path_in(Some(state.clone()));
+        if let Job::Plan { key, .. } | Job::ApplySaved { key, .. } = &mut self.job {
+            if !matches!(key, KeySource::Variable(_)) {
+                *key = KeySource::resolve(None, Some(state.into()), None);
+            }
+        }
+        self
+    }
+
+    /// This config without a memo of inspections: every container is
+    /// inspected afresh, and nothing is kept for later runs.
+    pub fn without_memo(mut self) -> Config {
+        self.memo_file = None;
+        self
+    }
+
     /// True for commands that end with a report (so a failure before it still
     /// prints one in JSON mode).
     pub(crate) fn reports(&self) -> bool {
@@ -362,7 +383,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         parallelism,
         audit,
         now: now(),
-        memo_file: crate::exec::memo::path_in(state_folder(
+        memo_file: crate::exec::memo::path_in(crate::exec::files::state_folder(
             std::env::var_os("XDG_STATE_HOME"),
             std::env::var_os("HOME"),
         )),
@@ -650,21 +671,4 @@ fn fleet_of(args: &Args, desired: &DesiredState) -> anyhow::Result<Vec<EngineTar
             })
         })
         .collect()
-}
-
-/// sandboxctl's state folder's parent, as the XDG rules place it: an
-/// absolute `XDG_STATE_HOME` (a relative one is ignored), else
-/// `HOME/.local/state`; `None` when neither is set and absolute.
-pub(crate) fn state_folder(
-    state_home: Option<std::ffi::OsString>,
-    home: Option<std::ffi::OsString>,
-) -> Option<PathBuf> {
-    state_home
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            home.map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".local/state"))
-        })
 }

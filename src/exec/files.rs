@@ -13,6 +13,8 @@
 //! planted (or swapped in) at any level below `DIR` is refused, never
 //! followed.
 //!
+//! Also where the XDG rules put sandboxctl's state folder (`state_folder`).
+//!
 //! Must not decide names, what a file holds or when it goes, print, or swallow
 //! an error: every failure is returned as the OS gave it (a refused link as
 //! `ELOOP`, see [`is_link`]) and the caller names the file.
@@ -367,6 +369,24 @@ impl Folder {
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.dir.sync_all()
     }
+}
+
+/// The parent of sandboxctl's state folder (`<it>/sandboxctl/`: the plan
+/// key, the memo of inspections), as the XDG rules place it: an
+/// absolute `XDG_STATE_HOME` (a relative one is ignored), else
+/// `HOME/.local/state`; `None` when neither is set and absolute.
+pub(crate) fn state_folder(
+    state_home: Option<std::ffi::OsString>,
+    home: Option<std::ffi::OsString>,
+) -> Option<PathBuf> {
+    state_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            home.map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })
 }
 
 #[cfg(test)]

@@ -41,8 +41,8 @@ use crate::model::{Join, Kind, ObjectKey};
 const VERSION: u32 = 1;
 /// A larger file is not read (about 40,000 entries).
 const MAX_BYTES: u64 = 8 << 20;
-/// At most this many answers are kept (in memory, and in the file); the
-/// oldest go first.
+/// At most this many answers are kept in the file (in memory, an eighth
+/// more before they are pruned); the oldest go first.
 pub(crate) const MAX_ENTRIES: usize = 20_000;
 /// An answer older than this (seconds) is dropped when the file is written:
 /// the containers of a busy engine come and go, and a later run asks again.
@@ -89,7 +89,8 @@ impl Learnt {
         };
         self.known.insert(key, known);
         self.changed = true;
-        if self.known.len() > MAX_ENTRIES {
+        // Pruned in steps, not at every answer past the bound.
+        if self.known.len() > MAX_ENTRIES + MAX_ENTRIES / 8 {
             self.keep_newest(MAX_ENTRIES);
         }
     }

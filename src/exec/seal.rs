@@ -127,7 +127,7 @@ impl KeySource {
         if let Some(v) = variable.filter(|v| !v.is_empty()) {
             return KeySource::Variable(v.to_string_lossy().into_owned());
         }
-        match crate::cli::config::state_folder(state_home, home) {
+        match crate::exec::files::state_folder(state_home, home) {
             Some(state) => KeySource::File(state.join("sandboxctl").join("plan.key")),
             None => KeySource::Nowhere,
         }

@@ -157,10 +157,18 @@ async fn run_with(
         .iter()
         .map(|t| (t.name.clone(), t.endpoint.to_string()))
         .collect();
-    let memo = Arc::new(match &config.memo_file {
-        Some(path) => crate::exec::list::Memo::read(path),
-        None => crate::exec::list::Memo::default(),
+    // The commands that inspect containers read the memo and write it back.
+    let memo_file = config.memo_file.as_deref().filter(|_| {
+        matches!(
+            config.job,
+            Job::Plan { .. }
+                | Job::Graph { .. }
+                | Job::Converge { .. }
+                | Job::ApplySaved { .. }
+                | Job::Watch { .. }
+        )
     });
+    let memo = Arc::new(memo_file.map_or_else(Default::default, crate::exec::list::Memo::read));
     let run = Run {
         config,
         engines: &engines,
@@ -188,7 +196,7 @@ async fn run_with(
         Job::Hold { .. } => hold::hold(&run, signals, sink).await,
     };
     // A cache: one that cannot be written costs the next run inspections.
-    if let Some(path) = &config.memo_file {
+    if let Some(path) = memo_file {
         let _ = memo.write(path);
     }
     ended(verdict, stop, matches!(config.job, Job::Watch { .. }))

@@ -52,16 +52,10 @@ fn resolved(state: &str, argv: &[&str]) -> (tempfile::TempDir, anyhow::Result<Co
     // This test's own state folder: the plan key and the memo are never the
     // machine user's.
     let state = dir.path().join("state-home");
-    let config = resolve(args).map(|mut config| {
-        config.memo_file = crate::exec::memo::path_in(Some(state.clone()));
-        if let crate::cli::config::Job::Plan { key, .. }
-        | crate::cli::config::Job::ApplySaved { key, .. } = &mut config.job
-        {
-            *key = crate::exec::seal::KeySource::resolve(None, Some(state.into()), None);
-        }
-        config
-    });
-    (dir, config)
+    (
+        dir,
+        resolve(args).map(|config| config.with_state_folder(state)),
+    )
 }
 
 /// A config for `argv` (after the program name) with a state file of `state`.
