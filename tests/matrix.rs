@@ -427,6 +427,7 @@ impl Command {
                 Fault::CreateHelper,
                 Fault::Download,
                 Fault::DownloadCut,
+                Fault::DownloadThenShutdown,
                 Fault::NoImage,
             ],
             Command::Plan | Command::Graph | Command::Explain => READ_ONLY,
@@ -612,6 +613,10 @@ pub enum Fault {
     Download,
     /// `--archive`'s download is cut mid-stream.
     DownloadCut,
+    /// `--archive`'s download ends well, but the engine then answers no new
+    /// connection (a dockerd shutting down, which leaves out of the stream
+    /// what it unmounts meanwhile).
+    DownloadThenShutdown,
     /// No `ca-sbx:*` image is present (none is pulled): no helper can be made.
     NoImage,
     /// Listing the Swarm services fails (a swarm manager's, with a 500).
@@ -641,7 +646,7 @@ impl Fault {
     /// The faults of the calls only a swarm manager's world makes.
     pub const SWARM: [Fault; 2] = [Fault::ListServices, Fault::ServiceRemoval];
 
-    pub const ALL: [Fault; 21] = [
+    pub const ALL: [Fault; 22] = [
         Fault::Unreachable,
         Fault::ListContainers,
         Fault::ListVolumes,
@@ -660,6 +665,7 @@ impl Fault {
         Fault::HelperRemoval,
         Fault::Download,
         Fault::DownloadCut,
+        Fault::DownloadThenShutdown,
         Fault::NoImage,
         Fault::ListServices,
         Fault::ServiceRemoval,
@@ -685,6 +691,9 @@ impl Fault {
             Fault::HelperRemoval => "removing the helper fails",
             Fault::Download => "the download fails",
             Fault::DownloadCut => "the download is cut mid-stream",
+            Fault::DownloadThenShutdown => {
+                "the engine answers no new connection after the download"
+            }
             Fault::NoImage => "no retained image",
             Fault::ListServices => "listing services fails",
             Fault::ServiceRemoval => "a service removal fails",
@@ -1576,7 +1585,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
     let all = Cell::all();
     assert_eq!(
         all.len(),
-        6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 4) + 3 * (7 + 6 + 7 + 7)
+        6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 5) + 3 * (7 + 6 + 7 + 7)
     );
     assert!(REAL_SLICE.iter().all(|c| all.contains(&Cell::new(
         c.command,
@@ -3051,6 +3060,7 @@ mod memory {
                 FaultAction::CutAfter(CUT, failure("read the helper", fault)),
                 usize::MAX,
             ),
+            Fault::DownloadThenShutdown => fail(Op::Ping, "ping the engine on a new connection"),
             Fault::Deadline => {
                 engine.inject(Op::Upload, None, FaultAction::Delay(HELD), usize::MAX)
             }

@@ -127,7 +127,7 @@ pub(crate) async fn connect_versioned(
 }
 
 /// The socket path of a `unix://` address.
-fn unix_path(host: &str) -> Option<&str> {
+pub(crate) fn unix_path(host: &str) -> Option<&str> {
     let scheme = host.get(..7)?;
     scheme
         .eq_ignore_ascii_case("unix://")
@@ -138,7 +138,7 @@ fn unix_path(host: &str) -> Option<&str> {
 /// Asks the unix socket at `path` for `GET /_ping` and reads what its
 /// headers say. `Ok(None)`: it answered, but named no API version (a proxy,
 /// an odd engine): the caller asks `/version` instead.
-async fn ping(path: &str) -> Result<Option<Server>, String> {
+pub(crate) async fn ping(path: &str) -> Result<Option<Server>, String> {
     use http_body_util::Empty;
     use hyper_util::rt::TokioIo;
     let failed = |e: &(dyn std::error::Error + 'static)| {

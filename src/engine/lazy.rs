@@ -195,6 +195,12 @@ impl Engine for LazyEngine {
             .await
     }
 
+    async fn answers_anew(&self) -> Result<(), EngineError> {
+        self.shared
+            .through(|e| async move { e.answers_anew().await })
+            .await
+    }
+
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
         self.shared
             .through(|e| async move { e.create_volume(name, labels).await })

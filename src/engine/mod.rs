@@ -104,6 +104,15 @@ pub trait Engine: Send + Sync {
     /// `SystemTime`). Leases are judged by it, never by this machine's clock.
     async fn clock(&self) -> Result<i64, EngineError>;
 
+    /// Whether the engine answers a request on a connection made now, not
+    /// one kept from before. A dockerd that is shutting down first closes
+    /// its listener, then goes on serving the connections it has while it
+    /// unmounts what its containers mount: a tar stream it was sending then
+    /// ends well but without the files that went (dockerd skips a file it
+    /// cannot read). An archive whose stream ended before such an answer
+    /// was read whole (`exec::archive::pipeline`).
+    async fn answers_anew(&self) -> Result<(), EngineError>;
+
     /// Creates the named volume with exactly `labels` and returns it as the
     /// engine stamped it (its creation time is the engine's). The only thing
     /// sandboxctl creates: a lease. Docker answers an existing name with that

@@ -144,6 +144,36 @@ impl Engine for DockerEngine {
         })
     }
 
+    async fn answers_anew(&self) -> Result<(), EngineError> {
+        let call = String::from("ping the engine on a new connection");
+        match crate::engine::connect::unix_path(&self.endpoint) {
+            // bollard's pool would hand out a kept connection: a new one.
+            Some(path) => {
+                match tokio::time::timeout(self.read_timeout, crate::engine::connect::ping(path))
+                    .await
+                {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(detail)) => Err(EngineError::new(
+                        call,
+                        ErrorKind::Unreachable {
+                            endpoint: self.endpoint.clone(),
+                            detail,
+                        },
+                    )),
+                    Err(_) => Err(EngineError::new(
+                        call,
+                        ErrorKind::Timeout {
+                            seconds: whole_seconds(self.read_timeout),
+                        },
+                    )),
+                }
+            }
+            // tcp and TLS: bollard's clients keep no connection, so each
+            // request is on a new one; ssh: a session of the transport's.
+            None => self.read(call, || self.docker.ping()).await.map(|_| ()),
+        }
+    }
+
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
         let options = bollard::models::VolumeCreateRequest {
             name: Some(name.to_string()),

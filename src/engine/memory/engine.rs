@@ -181,6 +181,10 @@ impl Engine for MemoryEngine {
         self.call(Op::Clock, "", |w| Ok(engine_now_ms(w))).await
     }
 
+    async fn answers_anew(&self) -> Result<(), EngineError> {
+        self.call(Op::Ping, "", |_| Ok(())).await
+    }
+
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
         let engine = self.name.as_str();
         let created = self

@@ -53,6 +53,8 @@ pub enum Op {
     Download,
     /// Putting a tar stream into a container (target: the container).
     Upload,
+    /// Asking the engine on a new connection whether it still serves.
+    Ping,
 }
 
 /// What a scripted fault does when its call arrives.
@@ -380,6 +382,7 @@ fn call_name(op: Op, target: &str) -> String {
         Op::Stop => format!("stop container {target}"),
         Op::Download => format!("read {HELPER_MOUNT} of container {target}"),
         Op::Upload => format!("fill / of container {target}"),
+        Op::Ping => "ping the engine on a new connection".into(),
     }
 }
 

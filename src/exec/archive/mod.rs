@@ -102,6 +102,12 @@ pub enum ArchiveError {
         "volume {0} vanished or was recreated while its helper container was made; left alone"
     )]
     Changed(String),
+    /// The stream ended well, but the engine did not answer on a new
+    /// connection right after (`Engine::answers_anew`): it may have been
+    /// shutting down while it sent the stream, and dockerd then leaves out
+    /// the files it can no longer read. The archive is not kept.
+    #[error("{0}, after its tar stream had ended: the engine did not answer on a new connection, so it may have been shutting down while it sent the stream (dockerd then leaves out what it can no longer read); the archive is not kept")]
+    Unconfirmed(EngineError),
     /// The stream ended but was not a tar stream that ended well.
     #[error("the engine's tar stream was cut or malformed: {0}")]
     Tar(String),

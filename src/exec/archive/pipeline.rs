@@ -4,7 +4,10 @@
 //! 2 MiB jobs) and writes the compressed bytes, hashed, to the temporary
 //! archive, whose writeback starts as it is written; then fsync and the
 //! manifest. Memory stays flat whatever the volume's size (docs/archive.md
-//! measures it).
+//! measures it). A stream that ended well is finished only once the engine
+//! answered on a new connection after it (`Engine::answers_anew`): a dockerd
+//! that began to shut down meanwhile sends a well-ended tar without the
+//! files it unmounted, and such an archive is not kept.
 //!
 //! Owns the stream's way from the engine to the file and the numbers of
 //! the manifest (SHA-256, sizes, entries); the files themselves, their
@@ -96,11 +99,25 @@ pub(super) async fn stream_to_file(
     // main thread, for `apply`): one thread fewer to wake for every chunk.
     let stream = engine.download(container, path);
     let pump = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(pump(stream, tx)));
-    let failed = pump.await.unwrap_or_else(|e| {
-        Some(ArchiveError::Tar(format!(
+    let pumped = pump.await.unwrap_or_else(|e| {
+        Err(Some(ArchiveError::Tar(format!(
             "the stream's reader did not finish: {e}"
-        )))
+        ))))
     });
+    // The stream ended well: the file is finished (its renames) only if the
+    // engine still answers on a new connection, so that it was not shutting
+    // down (and unmounting what it read from) while it sent the stream.
+    let failed = match pumped {
+        Ok(tx) => match engine.answers_anew().await {
+            Ok(()) => {
+                let _ = tx.send(Chunk::End).await;
+                None
+            }
+            // `tx` dropped without the end: the writer removes its file.
+            Err(e) => Some(ArchiveError::Unconfirmed(e)),
+        },
+        Err(failed) => failed,
+    };
     let written = writer.await.unwrap_or_else(|e| {
         Err(ArchiveError::Tar(format!(
             "the writer thread did not finish: {e}"
@@ -113,14 +130,15 @@ pub(super) async fn stream_to_file(
 }
 
 /// Copies the engine's stream into blocks of a pool of `BLOCKS` and hands
-/// each full one to the writer; `End` once the stream ended well. Each chunk
-/// of the engine is dropped as soon as it is copied, so the HTTP client can
-/// reuse its read buffer. Returns the engine's error if its stream failed;
-/// `None` also when the writer stopped first (its own error says why).
+/// each full one to the writer; once the stream ended well, gives the
+/// channel back (the caller sends `End`, or drops it). Each chunk of the
+/// engine is dropped as soon as it is copied, so the HTTP client can reuse
+/// its read buffer. Fails with the engine's error if its stream failed;
+/// with `None` when the writer stopped first (its own error says why).
 async fn pump(
     mut stream: crate::engine::TarStream,
     tx: tokio::sync::mpsc::Sender<Chunk>,
-) -> Option<ArchiveError> {
+) -> Result<tokio::sync::mpsc::Sender<Chunk>, Option<ArchiveError>> {
     let (home, mut pool) = tokio::sync::mpsc::channel::<Vec<u8>>(BLOCKS);
     for _ in 0..BLOCKS {
         let _ = home.try_send(Vec::new());
@@ -141,24 +159,23 @@ async fn pump(
     while let Some(chunk) = stream.next().await {
         let mut data = match chunk {
             Ok(data) => data,
-            Err(e) => return Some(ArchiveError::Engine(e)),
+            Err(e) => return Err(Some(ArchiveError::Engine(e))),
         };
         while !data.is_empty() {
             let n = (BLOCK - block.data.len()).min(data.len());
             block.data.extend_from_slice(&data.split_to(n));
             if block.data.len() == BLOCK {
                 if tx.send(Chunk::Data(block)).await.is_err() {
-                    return None;
+                    return Err(None);
                 }
                 block = next().await;
             }
         }
     }
     if !block.data.is_empty() && tx.send(Chunk::Data(block)).await.is_err() {
-        return None;
+        return Err(None);
     }
-    let _ = tx.send(Chunk::End).await;
-    None
+    Ok(tx)
 }
 
 /// A writer that hashes and counts what goes through it.

@@ -670,3 +670,28 @@ async fn a_leftover_helper_is_planned_before_its_volume_even_within_grace() {
     assert_eq!(plan.steps[0].why, Reason::ArchiveHelper);
     assert_eq!(plan.steps[1].waits_for, vec![1]);
 }
+
+/// A stream that ended well while the engine stopped answering new
+/// connections (a dockerd shutting down sends a well-ended tar without the
+/// files it unmounted meanwhile): no archive is kept, not even its partial
+/// file, the volume stays, and the run fails naming why.
+#[tokio::test]
+async fn an_archive_whose_engine_then_answers_no_new_connection_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(vec![image()]);
+    engine.inject(Op::Ping, None, FaultAction::Fail(boom()), 1);
+    let report = run(&engine, &goal(dir.path())).await;
+    assert!(!report.converged, "{report:?}");
+    assert!(report.archived.is_empty(), "{report:?}");
+    assert_eq!(files(dir.path()), Vec::<String>::new());
+    assert_eq!(engine.world().volumes.len(), 1, "the volume stays");
+    let text = format!("{report:?}");
+    assert!(
+        text.contains("did not answer on a new connection"),
+        "{text}"
+    );
+    // The same stream with the engine answering: archived and removed.
+    let report = run(&engine, &goal(dir.path())).await;
+    assert!(report.converged, "{report:?}");
+    assert_eq!(report.archived.len(), 1);
+}
