@@ -210,6 +210,15 @@ impl World {
         assert_eq!(&after, before, "{} was touched", c.name);
     }
 
+    /// Fails the test, showing the run `out`, unless a box's `container`
+    /// and `volume` are gone.
+    async fn assert_gone(&self, container: &Container, volume: &str, out: &Output) {
+        let left = self.sbx.container_exists(&container.id).await;
+        assert!(!left, "{} is left\n{}", container.name, out.dump());
+        let left = self.sbx.volume_exists(volume).await;
+        assert!(!left, "{volume} is left\n{}", out.dump());
+    }
+
     /// Client requests that inspected container `id`.
     fn inspects_of(&self, id: &str) -> usize {
         self.proxy.count("GET", &format!("/containers/{id}/json"))
@@ -347,12 +356,7 @@ async fn a_stopped_box_goes_while_an_unrelated_container_is_locked() {
     out.expect_code(0);
     assert_within(&out, Duration::from_secs(8));
     assert!(report.is_clean(), "{}", out.dump());
-    assert!(
-        !w.sbx.container_exists(&b.container.id).await,
-        "{}",
-        out.dump()
-    );
-    assert!(!w.sbx.volume_exists(&b.volume).await, "{}", out.dump());
+    w.assert_gone(&b.container, &b.volume, &out).await;
     release(lock, TEST);
     w.assert_untouched(&x, &mark).await;
 }
@@ -423,12 +427,7 @@ async fn a_locked_container_made_before_the_box_blocks_nothing() {
         "the locked container was inspected\n{}",
         w.proxy.dump()
     );
-    assert!(
-        !w.sbx.container_exists(&b.container.id).await,
-        "{}",
-        out.dump()
-    );
-    assert!(!w.sbx.volume_exists(&b.volume).await, "{}", out.dump());
+    w.assert_gone(&b.container, &b.volume, &out).await;
     release(lock, TEST);
     w.assert_untouched(&x, &mark).await;
 }
@@ -476,12 +475,7 @@ async fn a_container_one_run_inspected_is_not_asked_again_by_the_next() {
     assert_within(&out, Duration::from_secs(8));
     assert!(report.is_clean(), "{}", out.dump());
     assert_eq!(w.inspects_of(&x.id), 1, "asked again\n{}", w.proxy.dump());
-    assert!(
-        !w.sbx.container_exists(&second.container.id).await,
-        "{}",
-        out.dump()
-    );
-    assert!(!w.sbx.volume_exists(&second.volume).await, "{}", out.dump());
+    w.assert_gone(&second.container, &second.volume, &out).await;
     release(lock, TEST);
 
     std::fs::set_permissions(&memo, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -567,12 +561,7 @@ async fn a_hung_network_listing_removes_the_box_and_names_the_listing() {
     assert!(!report.converged, "{}", out.dump());
     engine_failure(&report, "could not list networks", &out);
     assert!(w.proxy.count("GET", "/networks") >= 1, "{}", w.proxy.dump());
-    assert!(
-        !w.sbx.container_exists(&b.container.id).await,
-        "{}",
-        out.dump()
-    );
-    assert!(!w.sbx.volume_exists(&b.volume).await, "{}", out.dump());
+    w.assert_gone(&b.container, &b.volume, &out).await;
     assert!(
         report
             .removed
@@ -662,12 +651,7 @@ async fn a_hung_inspect_blocks_only_what_it_could_hold() {
     engine_failure(&report, "could not inspect container", &out);
     assert_holder_unknown(&report, &a.container, &x, &out);
     assert_waits_for_blocked(&report, &a.volume, &a.container, &out);
-    assert!(
-        !w.sbx.container_exists(&b.container.id).await,
-        "{}",
-        out.dump()
-    );
-    assert!(!w.sbx.volume_exists(&b.volume).await, "{}", out.dump());
+    w.assert_gone(&b.container, &b.volume, &out).await;
     assert!(w.sbx.container_exists(&a.container.id).await);
     assert!(w.sbx.volume_exists(&a.volume).await);
     w.assert_untouched(&x, &mark).await;

@@ -23,7 +23,7 @@ use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The mode of every file sandboxctl creates: its user's alone.
@@ -368,6 +368,70 @@ impl Folder {
     /// disk.
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.dir.sync_all()
+    }
+}
+
+/// Why a file sandboxctl keeps for its user alone (the plan key, the memo)
+/// cannot be read as one.
+#[derive(Debug)]
+pub(crate) enum NotPrivate {
+    /// Nothing stands there.
+    Missing,
+    /// A symbolic link stands there (never followed).
+    Link,
+    /// It could not be opened or its metadata read.
+    Io(io::Error),
+    NotRegular,
+    /// It belongs to this other user.
+    Owner(u32),
+    /// Its mode lets group or others in.
+    Mode(u32),
+}
+
+impl std::fmt::Display for NotPrivate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPrivate::Missing => write!(f, "it does not exist"),
+            NotPrivate::Link => write!(f, "a symbolic link stands there"),
+            NotPrivate::Io(e) => write!(f, "cannot open or read it: {e}"),
+            NotPrivate::NotRegular => write!(f, "it is not a regular file"),
+            NotPrivate::Owner(uid) => {
+                // SAFETY: geteuid has no preconditions and cannot fail.
+                let me = unsafe { libc::geteuid() };
+                write!(f, "it belongs to user {uid}, not to this user ({me})")
+            }
+            NotPrivate::Mode(mode) => write!(
+                f,
+                "its mode {mode:04o} lets others read or change it (it must be 0600)"
+            ),
+        }
+    }
+}
+
+/// Opens `path` for reading only if it is the user's own private file: never
+/// through a link (`O_NOFOLLOW`), a regular file, owned by this user, with
+/// no group or other permission. Also its length.
+pub(crate) fn open_private(path: &Path) -> Result<(File, u64), NotPrivate> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => NotPrivate::Missing,
+            _ if e.raw_os_error() == Some(libc::ELOOP) => NotPrivate::Link,
+            _ => NotPrivate::Io(e),
+        })?;
+    let meta = file.metadata().map_err(NotPrivate::Io)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.file_type().is_file() {
+        Err(NotPrivate::NotRegular)
+    } else if meta.uid() != me {
+        Err(NotPrivate::Owner(meta.uid()))
+    } else if meta.mode() & 0o077 != 0 {
+        Err(NotPrivate::Mode(meta.mode() & 0o7777))
+    } else {
+        Ok((file, meta.len()))
     }
 }
 

@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -235,22 +235,11 @@ impl Entry {
 
 /// The answers in `path`; `None` when there is no file or it cannot be used.
 fn read_file(path: &Path) -> Option<HashMap<ObjectKey, Known>> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if !meta.file_type().is_file()
-        || meta.uid() != me
-        || meta.mode() & 0o077 != 0
-        || meta.len() > MAX_BYTES
-    {
+    let (mut file, len) = crate::exec::files::open_private(path).ok()?;
+    if len > MAX_BYTES {
         return None;
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let mut bytes = Vec::with_capacity(len as usize);
     (&mut file)
         .take(MAX_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -287,9 +276,8 @@ fn parse(bytes: &[u8], now: u64) -> Option<HashMap<ObjectKey, Known>> {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    let ms = crate::model::time::unix_ms(std::time::SystemTime::now());
+    u64::try_from(ms / 1000).unwrap_or(0)
 }
 
 #[cfg(test)]

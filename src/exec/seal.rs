@@ -22,13 +22,15 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::Sha256;
+
+use crate::exec::files::NotPrivate;
 
 /// The environment variable that holds a key (64 hex digits) in place of the file.
 pub(crate) const KEY_VARIABLE: &str = "SANDBOXCTL_PLAN_KEY";
@@ -190,44 +192,20 @@ fn read_key_file(path: &Path) -> Result<Key, SealError> {
         path: path.to_path_buf(),
         problem,
     };
-    let mut file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+    let mut file = match crate::exec::files::open_private(path) {
+        Ok((file, _)) => file,
+        Err(NotPrivate::Missing) => {
             return Err(SealError::NoKey {
                 path: path.to_path_buf(),
             })
         }
-        Err(e) if crate::exec::files::is_link(&e) || e.raw_os_error() == Some(libc::ELOOP) => {
+        Err(NotPrivate::Link) => {
             return Err(bad(
                 "a symbolic link stands there, and a key is never read through one".into(),
             ))
         }
-        Err(e) => return Err(bad(format!("cannot open it: {e}"))),
+        Err(e) => return Err(bad(e.to_string())),
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if !meta.file_type().is_file() {
-        return Err(bad("it is not a regular file".into()));
-    }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(bad(format!(
-            "it belongs to user {}, not to this user ({me})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(bad(format!(
-            "its mode {:04o} lets others read or change it (it must be 0600)",
-            meta.mode() & 0o7777
-        )));
-    }
     let mut text = String::new();
     (&mut file)
         .take(80)
