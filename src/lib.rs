@@ -8,7 +8,8 @@
 //! (the only place that makes text, with `text` escaping what engines
 //! return). `model` holds the nouns, `engine` the engines; `run` (a file per
 //! command) dispatches a command and ends it in the one result that
-//! `cli::exit` turns into the exit status.
+//! `cli::exit` turns into the exit status. `schema` generates the published
+//! schema of every JSON document (docs/schema/).
 
 pub mod cli;
 pub mod engine;
@@ -18,6 +19,7 @@ mod observe;
 pub mod plan;
 pub mod render;
 pub mod run;
+pub mod schema;
 pub mod state;
 mod text;
 mod watch;

@@ -13,7 +13,6 @@ use bollard::query_parameters::{
     UploadToContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 
 use crate::support::docker::{ContainerSpec, Run, Sandbox, VolumeSpec};
 use crate::support::files::random_bytes;
@@ -115,7 +114,7 @@ async fn read_back(sbx: &Sandbox, container: &str) -> BTreeMap<String, Meta> {
                     .unwrap()
                     .map(|l| l.to_string_lossy().into_owned()),
                 size: data.len() as u64,
-                sha256: format!("{:x}", Sha256::digest(&data)),
+                sha256: crate::support::files::sha256_hex(&data),
             },
         );
     }
@@ -199,6 +198,8 @@ async fn round_trip(test: &str, box_container: bool) {
     );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    let what = manifest_path.display().to_string();
+    crate::support::schema::check("manifest", &manifest, &what);
     // Through the box's container, rooted at its mount, with no helper made;
     // else through a helper.
     let root = if box_container { "0" } else { "ca-sbx-volume" };
@@ -430,7 +431,7 @@ async fn sigkill_mid_archive_leaves_the_volume_and_a_labeled_helper_the_next_run
         .unwrap(),
     )
     .unwrap();
-    let sha = format!("{:x}", Sha256::digest(std::fs::read(&path).unwrap()));
+    let sha = crate::support::files::sha256_hex(std::fs::read(&path).unwrap());
     assert_eq!(manifest["sha256"].as_str(), Some(sha.as_str()));
 }
 
@@ -502,6 +503,7 @@ async fn restore_trusts_nothing_of_a_hostile_manifest() {
     let manifest = path.replace(".tar.zst", ".json");
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    crate::support::schema::check("manifest", &original, &manifest);
     let edit = |f: &dyn Fn(&mut serde_json::Value)| {
         let mut m = original.clone();
         f(&mut m);

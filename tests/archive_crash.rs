@@ -50,7 +50,6 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::RwLock;
 
 use crate::support::cli::Cli;
@@ -101,7 +100,7 @@ fn box_id(j: usize) -> String {
 }
 
 fn sha_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
+    crate::support::files::sha256_hex(bytes)
 }
 
 /// What a volume holds: file name -> SHA-256 of its bytes.
@@ -223,6 +222,8 @@ fn check_archive(path: &Path, expected: &BTreeMap<String, Expected>) -> String {
             .unwrap_or_else(|e| panic!("the manifest of {}: {e}", path.display())),
     )
     .unwrap_or_else(|e| panic!("manifest {}: {e}", manifest_path.display()));
+    let what = manifest_path.display().to_string();
+    crate::support::schema::check("manifest", &manifest, &what);
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(
         manifest["sha256"].as_str(),
@@ -302,6 +303,8 @@ fn audit_lines(path: &Path) -> Vec<Value> {
                 )
             });
             assert!(v.is_object(), "audit line {}: {line}", n + 1);
+            let what = format!("{}:{}", path.display(), n + 1);
+            crate::support::schema::check("audit", &v, &what);
             v
         })
         .collect()
@@ -560,6 +563,7 @@ impl World {
             let v: Value = serde_json::from_slice(&std::fs::read(m).unwrap())
                 .unwrap_or_else(|e| panic!("manifest {}: {e}", m.display()));
             assert!(v["sha256"].is_string(), "{}", m.display());
+            crate::support::schema::check("manifest", &v, &m.display().to_string());
         }
         per_volume
     }

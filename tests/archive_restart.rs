@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, UploadToContainerOptionsBuilder};
 use futures_util::StreamExt;
-use sha2::{Digest, Sha256};
 
 use crate::support::cli::Cli;
 use crate::support::engines::{alive, processes_naming, Corner, Engine, SecondDockerd};
@@ -122,10 +121,12 @@ fn check_archive(path: &Path, volume_index: &BTreeMap<String, usize>) -> String 
             .unwrap_or_else(|e| panic!("manifest {}: {e}", manifest_path.display())),
     )
     .unwrap_or_else(|e| panic!("manifest {}: {e}", manifest_path.display()));
+    let what = manifest_path.display().to_string();
+    crate::support::schema::check("manifest", &manifest, &what);
     let bytes = std::fs::read(path).unwrap();
     assert_eq!(
         manifest["sha256"].as_str(),
-        Some(format!("{:x}", Sha256::digest(&bytes)).as_str()),
+        Some(crate::support::files::sha256_hex(&bytes).as_str()),
         "{} does not match its manifest's sha256",
         path.display()
     );

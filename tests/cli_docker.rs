@@ -644,6 +644,8 @@ async fn destroy_by_id_keep_volume_and_prune() {
         name: name.to_string(),
         box_id: Some("a".into()),
         outcome: Outcome::Removed,
+        // Not measured without --reclaimed.
+        reclaimed_bytes: None,
     };
     assert_eq!(
         r.removed.containers,

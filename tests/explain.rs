@@ -168,7 +168,7 @@ fn with_state(sbx: &Sandbox, declared: &[&str]) -> Cli {
 #[track_caller]
 fn only(out: &Output) -> Value {
     let doc = out.json();
-    let list = doc.as_array().expect("a JSON list");
+    let list = doc["explanations"].as_array().expect("a JSON list");
     assert_eq!(list.len(), 1, "{}", out.dump());
     list[0].clone()
 }
@@ -264,7 +264,7 @@ async fn explain_kept_removed_and_blocked_objects() {
     let doc = t
         .explain(&["--format", "json"], &format!("box:{}", gone.id), 0)
         .json();
-    let kinds: Vec<&str> = doc
+    let kinds: Vec<&str> = doc["explanations"]
         .as_array()
         .unwrap()
         .iter()
@@ -389,7 +389,7 @@ async fn explain_ambiguous_and_unknown_names_fail_with_candidates() {
             0,
         )
         .json();
-    assert_eq!(doc.as_array().map(Vec::len), Some(2));
+    assert_eq!(doc["explanations"].as_array().map(Vec::len), Some(2));
 
     // No match: exit 1; names that contain the query are offered.
     let out = t.explain(&[], &sbx.unique("twi"), 1);

@@ -32,9 +32,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "schema",
+        &["model", "plan", "exec", "engine", "render", "observe"],
+    ),
+    (
         "run",
         &[
-            "model", "plan", "exec", "engine", "state", "text", "watch", "render", "observe", "cli",
+            "model", "plan", "exec", "engine", "state", "text", "watch", "render", "observe",
+            "cli", "schema",
         ],
     ),
 ];

@@ -457,7 +457,12 @@ async fn a_docker_cli_lease_keeps_its_box_through_apply_until_it_is_removed() {
     });
     let out = cli.run_with(["explain", &format!("container:{}", b.container.name)]);
     let explained: serde_json::Value = out.success().parse("explain JSON");
-    assert_eq!(explained[0]["leases"][0], want, "{}", out.dump());
+    assert_eq!(
+        explained["explanations"][0]["leases"][0],
+        want,
+        "{}",
+        out.dump()
+    );
     let out = cli.run_with(["inventory"]);
     let listed: serde_json::Value = out.success().parse("inventory JSON");
     let leases: Vec<&serde_json::Value> = listed["boxes"]
@@ -697,11 +702,9 @@ async fn destroy_removes_a_leased_box_and_its_lease_and_says_it_was_leased() {
         out.dump()
     );
 
-    let lines: Vec<Value> = std::fs::read_to_string(&audit)
-        .expect("read the audit log")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("an audit line is JSON"))
-        .collect();
+    let text = std::fs::read_to_string(&audit).expect("read the audit log");
+    let lines: Vec<Value> =
+        crate::support::schema::check_audit(&text, &audit.display().to_string());
     let names: BTreeSet<&str> = lines.iter().map(|l| l["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,

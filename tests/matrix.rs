@@ -505,6 +505,23 @@ impl Command {
             .collect()
     }
 
+    /// The MCP tool that is this command's twin, with its arguments (none
+    /// for the commands an agent is not given: apply, a saved plan, watch,
+    /// hold, restore, graph).
+    pub fn tool(self) -> Option<(&'static str, serde_json::Value)> {
+        use serde_json::json;
+        Some(match self {
+            Command::DestroyId => ("destroy", json!({ "ids": [BOX] })),
+            Command::DestroyPrune => ("prune", json!({})),
+            Command::Lease => ("lease", json!({ "ids": [BOX], "ttl": "10m" })),
+            Command::Release => ("lease", json!({ "ids": [BOX], "release": true })),
+            Command::Plan => ("plan", json!({})),
+            Command::Inventory => ("inventory", json!({})),
+            Command::Explain => ("explain", json!({ "object": "box:doomed" })),
+            _ => return None,
+        })
+    }
+
     /// True when the leaked volume is to go too (every converging command
     /// but `destroy ID`; the lease commands remove leases only).
     pub fn removes_leaks(self) -> bool {
@@ -840,6 +857,9 @@ pub struct LeaseRunSeen {
 pub struct LeaseSeen {
     pub json: LeaseRunSeen,
     pub human: LeaseRunSeen,
+    /// Through the MCP surface: one tool call, judged as the JSON run
+    /// (`human` is a copy of it, not judged).
+    pub mcp: bool,
 }
 
 /// The lease volume a lease command's world holds for the box before the run
@@ -869,7 +889,12 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
     } else {
         ["json", "human"]
     };
-    for (format, run) in formats.into_iter().zip([&seen.json, &seen.human]) {
+    let runs = if seen.mcp { 1 } else { 2 };
+    for (format, run) in formats
+        .into_iter()
+        .zip([&seen.json, &seen.human])
+        .take(runs)
+    {
         let mut problem = |p: String| problems.push(format!("{format} run: {p}"));
         if run.exit != Some(1) {
             problem(format!("exit {:?}, not 1", run.exit));
@@ -1199,6 +1224,9 @@ pub struct ReadOnlySeen {
     pub json: ReadOnlyRunSeen,
     pub human: ReadOnlyRunSeen,
     pub touched: Vec<String>,
+    /// Through the MCP surface: one tool call, judged as the JSON run
+    /// (`human` is a copy of it, not judged).
+    pub mcp: bool,
 }
 
 /// Every way a read-only command's runs break the cell's promises. Both
@@ -1217,7 +1245,12 @@ pub fn read_only_verdict(cell: Cell, seen: &ReadOnlySeen) -> Vec<String> {
     } else {
         ["json", "human"]
     };
-    for (format, run) in formats.into_iter().zip([&seen.json, &seen.human]) {
+    let runs = if seen.mcp { 1 } else { 2 };
+    for (format, run) in formats
+        .into_iter()
+        .zip([&seen.json, &seen.human])
+        .take(runs)
+    {
         let mut p = |m: String| problems.push(format!("{format} run: {m}"));
         if run.exit != Some(1) {
             p(format!("exit {:?}, not 1", run.exit));
@@ -2433,6 +2466,7 @@ mod real {
         human.inject();
         let (json_run, human_run) = (json.start(), human.start());
         let (json_out, human_out) = (json_run.wait(), human_run.wait());
+        crate::support::schema::check_output(&json_out);
         let mut problems = Vec::new();
         for (world, out) in [(&json, &json_out), (&human, &human_out)] {
             problems.extend(world.ssh_left().await);
@@ -2473,6 +2507,7 @@ mod real {
         let (json_before, human_before) = tokio::join!(json.all_volumes(), human.all_volumes());
         let (json_run, human_run) = (json.start(), human.start());
         let (json_out, human_out) = (json_run.wait(), human_run.wait());
+        crate::support::schema::check_output(&json_out);
         let mut problems = Vec::new();
         let mut runs = Vec::new();
         for (world, out, before) in [
@@ -2510,6 +2545,7 @@ mod real {
             lease: Some(LeaseSeen {
                 json: json_seen,
                 human: human_seen,
+                mcp: false,
             }),
             dump,
         };
@@ -2561,6 +2597,7 @@ mod real {
         }
         terminate(&running);
         let out = running.wait();
+        crate::support::schema::check_output(&out);
         watch.log = super::json_lines(&out.stderr);
         problems.extend(world.ssh_left().await);
         problems.extend(world.fault_missed(&out.stderr));
@@ -2682,6 +2719,47 @@ async fn memory_command(command: Command) {
         failing.len(),
         Shape::ALL.len() * command.faults().len(),
         command.name(),
+        failing.join("\n")
+    );
+}
+
+/// The MCP surface: every command with a tool twin ([`Command::tool`]), on
+/// every shape, under every fault of its calls, through one tool call to
+/// the MCP server (`run::mcp_on`) on the cell's in-memory engines. Judged
+/// as the command's JSON run ([`verdict`], [`lease_verdict`],
+/// [`read_only_verdict`]): the call's `isError` stands for exit 1 (false:
+/// exit 0, a failure of the cell), its structured content for stdout, its
+/// text (the summary and what the run said on stderr) for stderr and, for
+/// a report, the human words that must claim no convergence.
+trial!(memory_mcp);
+async fn memory_mcp() {
+    let mut failing = Vec::new();
+    let mut cells = 0;
+    for command in Command::ALL.into_iter().filter(|c| c.tool().is_some()) {
+        for shape in Shape::ALL {
+            for &fault in command.faults() {
+                let cell = Cell::new(command, shape, fault);
+                cells += 1;
+                let (seen, mut problems, healthy) = memory::run_mcp(cell).await;
+                problems.extend(verdict(cell, &seen, Some(&healthy)));
+                eprintln!(
+                    "matrix cell {cell} (memory, through MCP): {}",
+                    if problems.is_empty() { "ok" } else { "FAILS" }
+                );
+                if !problems.is_empty() {
+                    failing.push(format!(
+                        "cell {cell} through MCP:\n  - {}\n{}",
+                        problems.join("\n  - "),
+                        seen.dump
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failing.is_empty(),
+        "{} of {cells} in-memory cells through MCP fail:\n{}",
+        failing.len(),
         failing.join("\n")
     );
 }
@@ -3340,6 +3418,7 @@ mod memory {
             let mut sink = Shared::default();
             let exit = run_on(&config, engines, CancellationToken::new(), &mut sink).await;
             assert_eq!(exit, Exit::Success, "{}{}", sink.stdout(), sink.stderr());
+            crate::support::schema::check_stdout(&args, &sink.stdout());
             let archive = files(std::path::Path::new(&made))
                 .into_iter()
                 .find(|f| {
@@ -3441,6 +3520,7 @@ mod memory {
                 let mut sink = Shared::default();
                 let exit =
                     run_on(&config, self.engines(), CancellationToken::new(), &mut sink).await;
+                crate::support::schema::check_stdout(&plan, &sink.stdout());
                 assert_eq!(
                     exit,
                     Exit::Success,
@@ -3656,7 +3736,11 @@ mod memory {
             watch: None,
             restore: None,
             read_only: None,
-            lease: Some(LeaseSeen { json, human }),
+            lease: Some(LeaseSeen {
+                json,
+                human,
+                mcp: false,
+            }),
             dump,
         };
         (seen, problems, Removals::default())
@@ -3826,10 +3910,156 @@ mod memory {
                 json,
                 human,
                 touched,
+                mcp: false,
             }),
             dump,
         };
         (seen, problems, Removals::default())
+    }
+
+    /// A cell's command as its tool twin, called once through the MCP
+    /// server on the cell's engines ([`super::memory_mcp`]): what the call
+    /// answered, as the JSON run of the command would show it.
+    pub async fn run_mcp(cell: Cell) -> (Seen, Vec<String>, Removals) {
+        let (tool, arguments) = cell.command.tool().expect("a tool twin");
+        let setup = Setup::new(cell);
+        setup.prepare().await;
+        let before = world();
+        // The server's own flags: `--engine faulty` where the command needs
+        // one engine (taking a lease in a fleet of two).
+        let args = setup.args();
+        let mut server: Vec<String> = match args.first().map(String::as_str) {
+            Some("--engine") => args[..2].to_vec(),
+            _ => vec![],
+        };
+        server.push("mcp".into());
+        let config = setup.config("json", &server);
+        let (client, served) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(served);
+        let mut sink = Shared::default();
+        let call = [(
+            "tools/call",
+            serde_json::json!({ "name": tool, "arguments": arguments }),
+        )];
+        let (exit, (answers, _)) = tokio::join!(
+            sandboxctl::run::mcp_on(
+                &config,
+                setup.engines(),
+                read,
+                write,
+                CancellationToken::new(),
+                &mut sink
+            ),
+            crate::support::mcp::exchange(client, &call),
+        );
+        let answer = &answers[0];
+        let result = &answer["result"];
+        let is_error = result["isError"].as_bool();
+        let exit_code = match is_error {
+            Some(true) => Some(1),
+            Some(false) => Some(0),
+            None => None,
+        };
+        let structured = result.get("structuredContent").filter(|v| !v.is_null());
+        if let Some(doc) = structured {
+            crate::support::schema::check(
+                crate::support::mcp::document_of(tool),
+                doc,
+                &format!("the {tool} tool's structured content ({cell})"),
+            );
+        }
+        let stdout = structured
+            .map(|v| serde_json::to_string_pretty(v).unwrap() + "\n")
+            .unwrap_or_default();
+        let text: String = result["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["text"].as_str())
+            .collect();
+        let mut problems = Vec::new();
+        if exit != Exit::Success {
+            problems.push(format!(
+                "the server exited {exit:?} at the end of input, not 0"
+            ));
+        }
+        if is_error.is_none() {
+            problems.push(format!("no tool result: {answer}"));
+        }
+        problems.extend(setup.fault_missed(&format!("{stdout}{text}")));
+        let dump = format!(
+            "=== through MCP: {tool} {arguments}\n--- answer\n{}\n--- server's stderr\n{}",
+            serde_json::to_string_pretty(answer).unwrap_or_default(),
+            sink.stderr()
+        );
+        let mut seen = Seen {
+            exit: exit_code,
+            report: Err("no report".into()),
+            human: None,
+            watch: None,
+            lease: None,
+            restore: None,
+            read_only: None,
+            dump,
+        };
+        if cell.command.leases() {
+            problems.extend(setup.lease_touched_outside());
+            let run = LeaseRunSeen {
+                exit: exit_code,
+                stdout,
+                stderr: text,
+                volumes: setup.volumes(),
+                ran: false,
+                old_lease: OLD_LEASE.to_string(),
+            };
+            seen.lease = Some(LeaseSeen {
+                json: run.clone(),
+                human: run,
+                mcp: true,
+            });
+            return (seen, problems, Removals::default());
+        }
+        if cell.command.read_only() {
+            let mut touched = Vec::new();
+            for engine in std::iter::once(&setup.faulty).chain(setup.healthy.as_ref()) {
+                let name = engine.name();
+                for call in engine.calls() {
+                    if call.starts_with("Remove") || call.starts_with("Create") {
+                        touched.push(format!("engine {name}: {call}"));
+                    }
+                }
+                let now = engine.world();
+                if (now.containers.len(), now.volumes.len(), now.networks.len())
+                    != (
+                        before.containers.len(),
+                        before.volumes.len(),
+                        before.networks.len(),
+                    )
+                {
+                    touched.push(format!("engine {name}: the world changed"));
+                }
+            }
+            let run = super::ReadOnlyRunSeen {
+                exit: exit_code,
+                stdout,
+                stderr: text,
+            };
+            seen.read_only = Some(super::ReadOnlySeen {
+                json: run.clone(),
+                human: run,
+                touched,
+                mcp: true,
+            });
+            return (seen, problems, Removals::default());
+        }
+        problems.extend(setup.touched_outside());
+        problems.extend(setup.healthy_left());
+        seen.report = match structured {
+            Some(doc) => serde_json::from_value(doc.clone()).map_err(|e| e.to_string()),
+            None => Err("no structured content".into()),
+        };
+        seen.human = Some(text);
+        (seen, problems, removals(cell.command))
     }
 
     async fn once(setup: &Setup, format: &str) -> (Exit, Shared) {
@@ -3842,6 +4072,9 @@ mod memory {
             &mut sink,
         )
         .await;
+        if format == "json" {
+            crate::support::schema::check_stdout(&setup.args(), &sink.stdout());
+        }
         (exit, sink)
     }
 
@@ -3886,6 +4119,7 @@ mod memory {
             healthz
         };
         let (exit, healthz) = tokio::join!(run, observe);
+        crate::support::schema::check_stdout(&setup.args(), &sink.stdout());
         let log = super::json_lines(&sink.stderr());
         let missed = setup.fault_missed(&(sink.stdout() + &sink.stderr()));
         let seen = Seen {

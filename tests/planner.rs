@@ -18,6 +18,8 @@ use sandboxctl::model::Outcome;
 use sandboxctl::model::{Kind, Reason, Scope};
 use sandboxctl::plan::{DeclaredBox, Goal, Plan};
 use sandboxctl::render;
+
+use crate::support::schema::check_text;
 use sandboxctl::state::DesiredState;
 use tokio_util::sync::CancellationToken;
 
@@ -73,15 +75,14 @@ async fn plan_from_listing(engine: &MemoryEngine, desired: &DesiredState) -> Pla
     Plan::build(&goal_of(desired), &inventory, NOW)
 }
 
+/// Applies `plan` measuring what it reclaims (`--reclaimed`: the fixture's
+/// `[sizes]`), then verifies.
 async fn apply_and_verify(engine: &MemoryEngine, plan: &Plan) -> Report {
-    let applied = apply(
-        engine,
-        plan,
-        &ApplyOptions::default(),
-        &CancellationToken::new(),
-        &Silent,
-    )
-    .await;
+    let options = ApplyOptions {
+        reclaimed: true,
+        ..ApplyOptions::default()
+    };
+    let applied = apply(engine, plan, &options, &CancellationToken::new(), &Silent).await;
     verify(engine, plan, &applied).await
 }
 
@@ -140,12 +141,15 @@ fn example_plans_and_reports() {
             let plan_human = render::plan_human(&plan);
             assert_terminal_safe("plan", &plan_human);
             insta::assert_snapshot!("plan_human", plan_human);
-            insta::assert_snapshot!("plan_json", render::plan_json(&plan));
+            let plan_json = render::plan_json(&plan);
+            let what = path.display().to_string();
+            insta::assert_snapshot!("plan_json", check_text("plan", &plan_json, &what));
             let report = rt.block_on(apply_and_verify(&engine, &plan));
             let report_human = render::report_human(&report);
             assert_terminal_safe("report", &report_human);
             insta::assert_snapshot!("report_human", report_human);
-            insta::assert_snapshot!("report_json", render::report_json(&report));
+            let report_json = render::report_json(&report);
+            insta::assert_snapshot!("report_json", check_text("report", &report_json, &what));
         });
     });
 }

@@ -295,14 +295,11 @@ async fn sleep_until(since: Instant, at: Duration) {
     tokio::time::sleep((since + at).saturating_duration_since(Instant::now())).await;
 }
 
-/// The audit log's lines, each parsed (failing the test on a line that is not JSON).
+/// The audit log's lines, each parsed and checked against the audit schema
+/// (failing the test on a line that is not JSON or does not match).
 fn audit_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line is not JSON: {e}: {l}"))
-        })
-        .collect()
+    crate::support::schema::check_audit(&text, &path.display().to_string())
 }
 
 /// `cycle` lines that removed at least one object, as `(trigger, removed containers)`.
@@ -975,14 +972,18 @@ const METRICS_CONNECTION_CAP: usize = 32;
 /// The longest a flood runs, whatever the test does.
 const FLOOD_DEADLINE: Duration = Duration::from_secs(90);
 
-/// Keeps [`FLOOD_CONNECTIONS`] idle connections open to `addr` (loopback
-/// only), opening again each one the server closed, until `stop` or
-/// [`FLOOD_DEADLINE`], at most 20 connects per connection in all. `open`
+/// Keeps `connections` idle connections open to `addr` (loopback only),
+/// opening again each one the server closed (looked at every 0.2 s), until
+/// `stop` or [`FLOOD_DEADLINE`], at most 20 connects per connection in all. `open`
 /// counts those open now. Returns the number of connects made.
-async fn flood(addr: std::net::SocketAddr, stop: Arc<AtomicBool>, open: Arc<AtomicU64>) -> usize {
+async fn flood(
+    addr: std::net::SocketAddr,
+    connections: usize,
+    stop: Arc<AtomicBool>,
+    open: Arc<AtomicU64>,
+) -> usize {
     assert!(addr.ip().is_loopback(), "the flood goes to loopback only");
-    let mut streams: Vec<Option<tokio::net::TcpStream>> =
-        (0..FLOOD_CONNECTIONS).map(|_| None).collect();
+    let mut streams: Vec<Option<tokio::net::TcpStream>> = (0..connections).map(|_| None).collect();
     let (started, mut connects) = (Instant::now(), 0);
     let mut buf = [0u8; 512];
     while !stop.load(Ordering::SeqCst) && started.elapsed() < FLOOD_DEADLINE {
@@ -999,7 +1000,7 @@ async fn flood(addr: std::net::SocketAddr, stop: Arc<AtomicBool>, open: Arc<Atom
                 None => true,
             })
             .map(|(i, _)| i)
-            .take((20 * FLOOD_CONNECTIONS).saturating_sub(connects))
+            .take((20 * connections).saturating_sub(connects))
             .collect();
         connects += closed.len();
         let opened = futures_util::future::join_all(closed.iter().map(|_| async {
@@ -1075,8 +1076,9 @@ fn open_fds(pid: u32) -> usize {
 
 /// `watch --metrics` under `ulimit -n 256`, with hundreds of idle connections
 /// kept open to its metrics port for 13 s: the endpoint holds at most its
-/// cap of them (the rest wait in the listen backlog) and closes the idle
-/// ones at its 10 s header timeout, every cycle still reaches the engine,
+/// cap of them (those past it, or past its idle share, it closes at once)
+/// and closes the idle ones at its 2 s first-request deadline, every cycle
+/// still reaches the engine,
 /// and a leak made during the flood is reaped in time (grace 2 s, within
 /// 15 s). After the flood the endpoint answers again.
 trial!(idle_metrics_connections_under_ulimit_256_never_stop_the_reaping);
@@ -1105,7 +1107,12 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
         Arc::new(AtomicU64::new(0)),
     );
     let flood_started = Instant::now();
-    let flooding = tokio::spawn(flood(socket, Arc::clone(&stop), Arc::clone(&open)));
+    let flooding = tokio::spawn(flood(
+        socket,
+        FLOOD_CONNECTIONS,
+        Arc::clone(&stop),
+        Arc::clone(&open),
+    ));
     let until = Instant::now() + Duration::from_secs(30);
     while open.load(Ordering::SeqCst) < FLOOD_CONNECTIONS as u64 {
         assert!(
@@ -1137,8 +1144,8 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
         tokio::time::sleep(POLL).await;
     };
     let flooded = open.load(Ordering::SeqCst);
-    // Past the endpoint's 10 s header timeout: the idle connections it held
-    // are closed, the flood opens them again, the cap still holds.
+    // Several first-request deadlines: the idle connections it held are
+    // closed, the flood opens them again, the cap still holds.
     while flood_started.elapsed() < Duration::from_secs(13) {
         held_max = held_max.max(held_on_port(pid, socket.port()));
         fds_max = fds_max.max(open_fds(pid));
@@ -1152,7 +1159,7 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
     );
     assert!(
         connects > FLOOD_CONNECTIONS,
-        "no idle connection was closed by the header timeout ({connects} connects)"
+        "no idle connection was closed by the server ({connects} connects)"
     );
     assert!(
         watcher.events("cycleFailed").is_empty(),
@@ -1177,6 +1184,210 @@ async fn idle_metrics_connections_under_ulimit_256_never_stop_the_reaping() {
     eprintln!(
         "leak reaped {took:?} after it was made, under {flooded} idle metrics connections ({connects} connects); watch held at most {held_max} of them and {fds_max} descriptors ({before} before the flood; ulimit -n {FLOOD_NOFILE})"
     );
+}
+
+/// Idle connections a new user's tool holds open to the metrics port in the
+/// probe test.
+const PROBE_FLOOD_CONNECTIONS: usize = 400;
+/// How long `/healthz` and `/metrics` may take to answer under that flood.
+const PROBE_WITHIN: Duration = Duration::from_secs(2);
+/// How long the probes go on under the flood: past the endpoint's first-
+/// request and keep-alive deadlines several times over, so the flood's
+/// connections are closed and opened again while the probes run.
+const PROBE_FLOOD_FOR: Duration = Duration::from_secs(14);
+
+/// `GET path` on a fresh connection to `addr`, given `within` to answer in
+/// full: `(status, how long it took)`, or what went wrong.
+async fn timed_get(
+    addr: std::net::SocketAddr,
+    path: &str,
+    within: Duration,
+) -> Result<(u16, Duration), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let answer = tokio::time::timeout(within, async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    })
+    .await
+    .map_err(|_| format!("GET {path}: no answer within {within:?}"))?
+    .map_err(|e| format!("GET {path}: {e} after {:?}", started.elapsed()))?;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("GET {path}: no status line in {text:?}"))?;
+    Ok((status, started.elapsed()))
+}
+
+/// What a new user tried: `watch --metrics 127.0.0.1:0` (the address read
+/// from its `started` line) with 400 idle connections held open to the
+/// metrics port, every one the server closes opened again at once. Fresh
+/// `/healthz` and `/metrics` requests, four a second for 14 s, each answer
+/// in full within 2 s: a connection that sends no request is closed at its
+/// short first-request deadline, one past the cap at once, and the health
+/// probe still finds a slot. The watch holds at most its cap of the flood's
+/// connections and no cycle fails.
+trial!(healthz_and_metrics_answer_within_2s_under_400_idle_connections);
+async fn healthz_and_metrics_answer_within_2s_under_400_idle_connections() {
+    let sbx = Sandbox::new("watch-metrics-probe-flood").await;
+    let cli = watch_cli(&sbx, &sbx.scope_toml()).args(["--grace", "2s"]);
+    let debounce = format!("{}s", DEBOUNCE.as_secs());
+    let watcher = Watcher::start(
+        &cli,
+        &[
+            "--debounce",
+            &debounce,
+            "--resync",
+            RESYNC,
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let started = watcher
+        .wait_for("started", |_| true, Duration::from_secs(30))
+        .await;
+    let addr = started["metrics"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metrics address in {started}"))
+        .to_string();
+    wait_healthy(&watcher, &addr).await;
+    let socket: std::net::SocketAddr = addr.parse().expect("metrics address");
+    let pid = watcher.pid();
+
+    let (stop, open) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let flooding = tokio::spawn(flood(
+        socket,
+        PROBE_FLOOD_CONNECTIONS,
+        Arc::clone(&stop),
+        Arc::clone(&open),
+    ));
+    let until = Instant::now() + Duration::from_secs(30);
+    while open.load(Ordering::SeqCst) < PROBE_FLOOD_CONNECTIONS as u64 {
+        assert!(
+            Instant::now() < until,
+            "only {} connections opened",
+            open.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(POLL).await;
+    }
+
+    let probing = Instant::now();
+    let (mut slowest, mut probes, mut held_max) = (Duration::ZERO, 0, 0);
+    let mut failures = Vec::new();
+    while probing.elapsed() < PROBE_FLOOD_FOR {
+        for path in ["/healthz", "/metrics"] {
+            probes += 1;
+            match timed_get(socket, path, PROBE_WITHIN).await {
+                Ok((200, took)) => slowest = slowest.max(took),
+                Ok((status, took)) => failures.push(format!(
+                    "{:?} in: GET {path}: {status} after {took:?}",
+                    probing.elapsed()
+                )),
+                Err(e) => failures.push(format!("{:?} in: {e}", probing.elapsed())),
+            }
+        }
+        held_max = held_max.max(held_on_port(pid, socket.port()));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let flooded = open.load(Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
+    let connects = flooding.await.expect("flood task");
+    assert!(
+        failures.is_empty(),
+        "{} of {probes} probes under {flooded} idle connections got no 200 within {PROBE_WITHIN:?}:\n{}\n--- stderr\n{}",
+        failures.len(),
+        failures.join("\n"),
+        watcher.stderr()
+    );
+    assert!(
+        held_max <= METRICS_CONNECTION_CAP,
+        "watch held {held_max} metrics connections"
+    );
+    assert!(
+        connects > PROBE_FLOOD_CONNECTIONS,
+        "the server closed none of the idle connections ({connects} connects)"
+    );
+    assert!(
+        watcher.events("cycleFailed").is_empty(),
+        "a cycle failed under the flood\n--- stderr\n{}",
+        watcher.stderr()
+    );
+    assert!(watcher.alive(), "watch exited\n{}", watcher.stderr());
+    watcher.terminate().success();
+    eprintln!(
+        "{probes} probes answered 200 under {flooded} idle metrics connections ({connects} connects), the slowest in {slowest:?}; watch held at most {held_max} of them"
+    );
+}
+
+/// `health` asks a running watch's `/healthz`: exit 0 and `healthy: ...`
+/// while it converges, with the address from `SANDBOXCTL_METRICS`, which
+/// the watch serves too (as in the image), or given as ADDR; exit 1 and
+/// what to do when nothing listens; exit 2 for an invalid invocation (no
+/// address at all, a bad one, a zero deadline). It needs no engine: the
+/// runs point `DOCKER_HOST` at nothing.
+trial!(health_exits_0_on_a_healthy_watch_1_when_nothing_answers_2_when_invalid);
+async fn health_exits_0_on_a_healthy_watch_1_when_nothing_answers_2_when_invalid() {
+    let sbx = Sandbox::new("watch-health").await;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cli = watch_cli(&sbx, &sbx.scope_toml())
+        .args(["--grace", "2s"])
+        .env("SANDBOXCTL_METRICS", &addr);
+    let debounce = format!("{}s", DEBOUNCE.as_secs());
+    let watcher = Watcher::start(&cli, &["--debounce", &debounce, "--resync", RESYNC]);
+    wait_healthy(&watcher, &addr).await;
+
+    let health = || Cli::new().unreachable_docker();
+    let out = health()
+        .env("SANDBOXCTL_METRICS", &addr)
+        .run_with(["health"]);
+    out.success();
+    assert!(
+        out.stdout.starts_with("healthy: last cycle converged ")
+            && out
+                .stdout
+                .ends_with(&format!("(http://{addr}/healthz: 200)\n")),
+        "{}",
+        out.dump()
+    );
+    let out = health().json().run_with(["health", &addr]);
+    out.success();
+    let answer = out.json();
+    assert_eq!(answer["healthy"], true, "{answer}");
+    assert_eq!(answer["degraded"], false, "{answer}");
+    assert_eq!(answer["status"], 200, "{answer}");
+
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let out = health().run_with(["health", &nobody]);
+    out.expect_code(1);
+    assert!(
+        out.stdout
+            .starts_with(&format!("unhealthy: nothing listens on {nobody}")),
+        "{}",
+        out.dump()
+    );
+    for invalid in [
+        vec!["health"],
+        vec!["health", "localhost:9464"],
+        vec!["health", &addr, "--deadline", "0s"],
+    ] {
+        let out = health().run_with(&invalid);
+        out.expect_code(2);
+        assert!(out.stdout.is_empty(), "{}", out.dump());
+    }
+    watcher.terminate().success();
 }
 
 // ----- 10. no grace; --once ---------------------------------------------------------

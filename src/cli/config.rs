@@ -71,6 +71,11 @@ pub(crate) enum Job {
     },
     /// Remove every lease of each box, on every engine.
     Release { boxes: Vec<String> },
+    /// Serve the Model Context Protocol: each tool call is `template` with
+    /// the tool's command in place of `mcp`, resolved when it comes (the
+    /// clock, the state file's boxes), its engines and scope checked
+    /// against the server's.
+    Mcp { template: Box<Args> },
     /// Hold a box with a lease while a command runs (one engine).
     Hold {
         box_id: String,
@@ -108,6 +113,8 @@ pub struct Config {
     pub(crate) parallelism: usize,
     /// `--audit FILE`.
     pub(crate) audit: Option<PathBuf>,
+    /// `--reclaimed`: measure what the removals give back.
+    pub(crate) reclaimed: bool,
     /// The clock, read once: plans are judged at this time (Unix seconds).
     pub(crate) now: i64,
     /// The memo of inspections kept across runs (`exec::memo`), in the
@@ -227,6 +234,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             | Command::Graph
     );
     let saved = matches!(args.command, Command::Apply { plan: Some(_), .. });
+    let template = matches!(args.command, Command::Mcp { .. }).then(|| Box::new(args.clone()));
     // A saved plan carries its own goal and scope; the state file, if any,
     // still names the fleet's engines.
     let desired = DesiredState::load_or_default(args.state.as_deref())?;
@@ -254,6 +262,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
     let Removal {
         audit,
         archive: archive_flag,
+        reclaimed,
         ..
     } = args.command.removal();
     let archive = archive_policy(archive_flag.as_deref(), &desired);
@@ -321,8 +330,14 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             one_engine("restore", &engines)?;
             Job::Restore { archive, volume }
         }
-        Command::Completions { .. } | Command::Man | Command::Validate { .. } => {
-            unreachable!("run answers completions, man and validate before resolving")
+        Command::Mcp { .. } => Job::Mcp {
+            template: template.expect("the template of an mcp invocation"),
+        },
+        Command::Completions { .. }
+        | Command::Man
+        | Command::Validate { .. }
+        | Command::Health { .. } => {
+            unreachable!("run answers completions, man, validate and health before resolving")
         }
         Command::Explain { object } => Job::Explain {
             goal: reconcile(&desired, grace),
@@ -382,6 +397,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         call_timeout: args.call_timeout,
         parallelism,
         audit,
+        reclaimed,
         now: now(),
         memo_file: crate::exec::memo::path_in(crate::exec::files::state_folder(
             std::env::var_os("XDG_STATE_HOME"),

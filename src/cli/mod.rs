@@ -75,8 +75,8 @@ pub struct Cli {
 }
 
 /// The flags of a command that removes: how many removals at once, the
-/// audit log, the archive folder. (`watch` declares its own, in the order
-/// its help shows them.)
+/// audit log, the archive folder, whether to measure what is reclaimed.
+/// (`watch` declares its own, in the order its help shows them.)
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct Removal {
     /// Removals in flight at once [default: 12, per engine in a fleet].
@@ -90,6 +90,13 @@ pub(crate) struct Removal {
     /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
     #[arg(long, value_name = "DIR")]
     pub(crate) archive: Option<PathBuf>,
+    /// Measure what each removed container and volume gives back
+    /// (reclaimedBytes): one GET /system/df per engine before the first
+    /// removal, under --call-timeout; it walks every container layer and
+    /// volume of the engine (about 5 s for 200 boxes: raise --call-timeout
+    /// on a large engine). Without it only an archived volume is measured.
+    #[arg(long)]
+    pub(crate) reclaimed: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -141,10 +148,12 @@ pub(crate) enum Command {
         /// A full cycle at least this often, events or not.
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
         resync: Duration,
-        /// Serve Prometheus metrics on http://ADDR/metrics and health on /healthz.
-        /// ADDR is IP:PORT: use loopback (127.0.0.1:9464); any other address
-        /// is warned about. At most 32 connections at once, 10 s to send a request.
-        #[arg(long, value_name = "ADDR")]
+        /// Serve Prometheus metrics on http://ADDR/metrics and health on /healthz
+        /// (`sandboxctl health` asks it). ADDR is IP:PORT: use loopback
+        /// (127.0.0.1:9464); any other address is warned about. At most 32
+        /// connections at once (one past them is closed at once), 2 s to
+        /// begin a request, 5 s to send its headers.
+        #[arg(long, value_name = "ADDR", env = "SANDBOXCTL_METRICS")]
         metrics: Option<std::net::SocketAddr>,
         /// Append one JSON line per removal attempt to FILE (created 0600).
         #[arg(long, value_name = "FILE")]
@@ -157,6 +166,14 @@ pub(crate) enum Command {
         /// fails stays (archiveFailed, exit 1). Overrides [policy] archive.
         #[arg(long, value_name = "DIR")]
         archive: Option<PathBuf>,
+        /// Measure what each removed container and volume gives back
+        /// (reclaimedBytes): one GET /system/df per engine before a cycle's
+        /// first removal, under --call-timeout; it walks every container
+        /// layer and volume of the engine (about 5 s for 200 boxes: raise
+        /// --call-timeout on a large engine). Without it only an archived
+        /// volume is measured.
+        #[arg(long)]
+        reclaimed: bool,
     },
     /// Restore a volume from an archive that --archive wrote.
     ///
@@ -209,6 +226,24 @@ pub(crate) enum Command {
     ///
     /// Generated from these definitions; needs no engine and no state file.
     Man,
+    /// Ask a running watch's /healthz (`watch --metrics ADDR`): exit 0 when it
+    /// answers 200 (its cycles converge, or it is degraded and still reaping),
+    /// 1 otherwise (503, no answer within --deadline, nothing listening).
+    ///
+    /// For a container's HEALTHCHECK: needs no shell, no curl, no engine and no
+    /// state file. One line on stdout says what the watch answered. A
+    /// connection the endpoint closes unanswered (past its connection cap) is
+    /// tried again until the deadline. Exit 2: an invalid invocation (no ADDR
+    /// and no SANDBOXCTL_METRICS, a bad address or deadline).
+    Health {
+        /// The watch's metrics address, IP:PORT (the image sets
+        /// SANDBOXCTL_METRICS=127.0.0.1:9464, which watch serves too).
+        #[arg(value_name = "ADDR", env = "SANDBOXCTL_METRICS")]
+        addr: std::net::SocketAddr,
+        /// How long to wait for the whole answer (over zero).
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_deadline)]
+        deadline: Duration,
+    },
     /// Print the plan as a graph: `sandboxctl graph | dot -Tsvg > plan.svg`
     /// (--format dot, the default, or mermaid).
     Graph,
@@ -239,6 +274,22 @@ pub(crate) enum Command {
         /// Remove every lease of the boxes instead of taking one.
         #[arg(long)]
         release: bool,
+    },
+    /// Serve the Model Context Protocol on stdin and stdout, for an agent host.
+    ///
+    /// Tools: plan, destroy, prune, inventory, explain and lease, each the
+    /// twin of the command of that name with --format json: the tool's
+    /// structured result is that JSON, and a call whose command would exit
+    /// non-zero is an error result with the whole report. The engines, the
+    /// scope and the state file are fixed when the server starts (these
+    /// flags, the environment, the state file); no tool argument can change
+    /// them. A cancelled call stops starting removals, verifies and answers
+    /// with its report, as Ctrl-C does. stdout carries only the protocol; a
+    /// line per call goes to stderr. Ends on EOF, SIGTERM or Ctrl-C once the
+    /// calls in flight are verified and answered.
+    Mcp {
+        #[command(flatten)]
+        removal: Removal,
     },
     /// Hold a box with a lease while COMMAND runs, then release it and exit
     /// with COMMAND's status.
@@ -271,20 +322,24 @@ pub(crate) enum Command {
 }
 
 impl Command {
-    /// The `--parallelism`, `--audit` and `--archive` given to apply,
-    /// destroy or watch (none for any other command).
+    /// The `--parallelism`, `--audit`, `--archive` and `--reclaimed` given
+    /// to apply, destroy or watch (none for any other command).
     pub(crate) fn removal(&self) -> Removal {
         match self {
-            Command::Apply { removal, .. } | Command::Destroy { removal, .. } => removal.clone(),
+            Command::Apply { removal, .. }
+            | Command::Destroy { removal, .. }
+            | Command::Mcp { removal } => removal.clone(),
             Command::Watch {
                 parallelism,
                 audit,
                 archive,
+                reclaimed,
                 ..
             } => Removal {
                 parallelism: *parallelism,
                 audit: audit.clone(),
                 archive: archive.clone(),
+                reclaimed: *reclaimed,
             },
             _ => Removal::default(),
         }
@@ -316,6 +371,26 @@ pub struct Args {
     pub(crate) command: Command,
 }
 
+impl Args {
+    /// The invocation a tool call of `mcp` stands for: this one's global
+    /// flags (engines, scope, state file, deadlines) and its `--audit`,
+    /// `--archive` and `--parallelism`, with `command` in place of `mcp`
+    /// and JSON output. Only box IDs and the like come from the call.
+    pub(crate) fn for_tool(&self, command: Command) -> Args {
+        Args {
+            format: Format::Json,
+            command,
+            ..self.clone()
+        }
+    }
+
+    /// `mcp`'s `--audit`, `--archive` and `--parallelism` (the removal
+    /// flags of every tool call).
+    pub(crate) fn removal(&self) -> Removal {
+        self.command.removal()
+    }
+}
+
 /// A duration like `30s`, `10m`, `8h`, `2d` (a bare number is refused: say the unit).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::state::parse_duration(s)
@@ -323,7 +398,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A lease's ttl: whole seconds, over zero (the ceiling, `[policy]
 /// max_lease`, is the state file's: `config::resolve` checks it).
-fn check_ttl(ttl: Duration) -> Result<(), String> {
+pub(crate) fn check_ttl(ttl: Duration) -> Result<(), String> {
     if ttl.is_zero() {
         return Err("--ttl 0s: a lease must hold for some time; give e.g. --ttl 15m".into());
     }
@@ -334,6 +409,16 @@ fn check_ttl(ttl: Duration) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `health --deadline`: a duration over zero.
+fn parse_deadline(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() => {
+            Err("a deadline of 0s leaves the watch no time to answer; give e.g. 5s".into())
+        }
+        d => Ok(d),
+    }
 }
 
 fn parse_parallelism(s: &str) -> Result<usize, String> {

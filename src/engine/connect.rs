@@ -183,6 +183,52 @@ pub(crate) async fn ping(path: &str) -> Result<Option<Server>, String> {
     })
 }
 
+/// `GET target` on a new connection to the unix socket at `path`: the
+/// answer's status and its body, at most `limit` bytes (a longer one is an
+/// error). For a request whose answer bollard cannot read (`/system/df` of
+/// API 1.41, whose shape bollard 0.21's model no longer has). No deadline:
+/// the caller's.
+pub(crate) async fn get(
+    path: &str,
+    target: &str,
+    limit: usize,
+) -> Result<(u16, bytes::Bytes), String> {
+    use http_body_util::{BodyExt, Empty, Limited};
+    use hyper_util::rt::TokioIo;
+    let stream = tokio::net::UnixStream::connect(path)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| error_chain(&e))?;
+    let request = http::Request::get(target)
+        .header(http::header::HOST, "docker")
+        .body(Empty::<bytes::Bytes>::new())
+        .map_err(|e| error_chain(&e))?;
+    // As for `ping`: the connection is driven beside the request and goes with it.
+    let drive = async {
+        let _ = connection.await;
+        std::future::pending::<()>().await
+    };
+    let read = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| error_chain(&e))?;
+        let status = response.status().as_u16();
+        let body = Limited::new(response.into_body(), limit)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+            .to_bytes();
+        Ok::<_, String>((status, body))
+    };
+    tokio::select! {
+        answer = read => answer,
+        () = drive => unreachable!("driving the connection never ends"),
+    }
+}
+
 /// `1.41` as a client version.
 fn parse_api_version(text: &str) -> Option<ClientVersion> {
     let (major, minor) = text.trim().split_once('.')?;

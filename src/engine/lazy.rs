@@ -232,6 +232,12 @@ impl Engine for LazyEngine {
             .await
     }
 
+    async fn disk_usage(&self) -> Result<crate::engine::DiskUsage, EngineError> {
+        self.shared
+            .through(|e| async move { e.disk_usage().await })
+            .await
+    }
+
     async fn inspect(&self, key: &ObjectKey) -> Result<Object, EngineError> {
         self.shared
             .through(|e| async move { e.inspect(key).await })

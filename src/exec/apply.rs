@@ -3,13 +3,15 @@
 //! Owns what one step does (remove; a volume is re-checked just before, and
 //! archived first when its step says so: removed only once its archive stands
 //! under its final name; a container whose step reads volumes is stopped,
-//! they are archived through it, then it is removed) and
+//! they are archived through it, then it is removed; with `--reclaimed`, the
+//! engine measures what every object holds once, before the first removal,
+//! and each removed object carries its figure: what it gave back) and
 //! the error policy as a pure function (`next`: a typed engine error in, what
 //! to do next out: the shape of kube-rs's error policy). The scheduling is the
 //! generic walk in `walk.rs`. Must not remove anything the plan does not name,
 //! retry a failed removal, or print.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,6 +48,11 @@ pub struct ApplyOptions {
     /// discoveries of one run (its verification asks no container again) and,
     /// in `watch`, by every later cycle (see `list::Memo`).
     pub memo: Arc<crate::exec::list::Memo>,
+    /// `--reclaimed`: before the first removal, ask the engine what every
+    /// container and volume holds (one `GET /system/df`, under the read
+    /// deadline), so that each one removed carries what it gave back. Off:
+    /// only an archived volume's figure is known (its tar stream's files).
+    pub reclaimed: bool,
 }
 
 impl Default for ApplyOptions {
@@ -56,6 +63,7 @@ impl Default for ApplyOptions {
             poll_interval: Duration::from_millis(100),
             budget: None,
             memo: Arc::default(),
+            reclaimed: false,
         }
     }
 }
@@ -99,6 +107,62 @@ pub struct Applied {
     /// The archives written, with the index of the volume's step (whose
     /// removal they preceded).
     pub archived: Vec<(usize, Archived)>,
+    /// What each step's object gave back, in bytes, in plan order: known
+    /// only for an object this run removed (`Outcome::Removed`) and
+    /// measured before: by the engine (`--reclaimed`) or, for a volume, by
+    /// its archive's stream. `None`: not known.
+    pub reclaimed: Vec<Option<u64>>,
+}
+
+/// What one step did: its outcome, the archives written before its
+/// removal (with their volume's step index), and what the object gave back
+/// when it was removed and measured.
+#[derive(Debug, Clone)]
+struct Done {
+    outcome: Outcome,
+    archived: Vec<(usize, Archived)>,
+    reclaimed: Option<u64>,
+}
+
+impl Done {
+    fn with(outcome: Outcome, archived: Vec<(usize, Archived)>) -> Done {
+        Done {
+            outcome,
+            archived,
+            reclaimed: None,
+        }
+    }
+}
+
+/// True for the kinds that hold space the engine measures: containers
+/// (their writable layer) and volumes.
+pub(crate) fn holds_space(kind: Kind) -> bool {
+    matches!(kind, Kind::Container | Kind::Volume)
+}
+
+/// With `--reclaimed` and something in the plan that holds space: what the
+/// engine measured of every container and volume, asked once before the
+/// first removal. A failed or late answer leaves every figure unknown; it
+/// is told (`Event::Unmeasured`), never a failure of a removal.
+async fn measure(
+    engine: &dyn Engine,
+    plan: &Plan,
+    options: &ApplyOptions,
+    observer: &dyn Observer,
+) -> crate::engine::DiskUsage {
+    if !options.reclaimed || !plan.steps.iter().any(|s| holds_space(s.object.kind)) {
+        return crate::engine::DiskUsage::default();
+    }
+    match engine.disk_usage().await {
+        Ok(sizes) => sizes,
+        Err(error) => {
+            observer.on(&Event::Unmeasured {
+                engine: engine.name(),
+                error: &error,
+            });
+            crate::engine::DiskUsage::default()
+        }
+    }
 }
 
 /// Carries out `plan`. A step starts once every step it waits for succeeded;
@@ -116,13 +180,15 @@ pub async fn apply(
 ) -> Applied {
     let scope = plan.scope();
     let name = engine.name();
-    // Volume steps already archived through their container.
-    let read = Mutex::new(BTreeSet::new());
+    let sizes = measure(engine, plan, options, observer).await;
+    // Volume steps already archived through their container, with what
+    // their files hold.
+    let read = Mutex::new(BTreeMap::new());
     let walked = walk(
         &plan.dependencies(),
         options.parallelism,
         |i| (plan.steps[i].object.kind == Kind::Container, i),
-        |(o, _): &(Outcome, Vec<(usize, Archived)>)| o.is_success(),
+        |done: &Done| done.outcome.is_success(),
         || cancel.is_cancelled(),
         |i| {
             observer.on(&Event::Started {
@@ -131,7 +197,10 @@ pub async fn apply(
             })
         },
         |i, w| {
-            if let Walked::Ran((_, archives)) = w {
+            if let Walked::Ran(Done {
+                archived: archives, ..
+            }) = w
+            {
                 for (v, archived) in archives {
                     observer.on(&Event::Archived {
                         engine: name,
@@ -140,53 +209,87 @@ pub async fn apply(
                     });
                 }
             }
-            let outcome = as_outcome(w.clone());
+            let (outcome, reclaimed) = as_outcome(w.clone());
             observer.on(&Event::Finished {
                 engine: name,
                 step: &plan.steps[i],
                 outcome: &outcome,
+                reclaimed,
             });
         },
-        |i| remove(engine, plan, i, &scope, options, &read),
+        |i| remove(engine, plan, i, &scope, options, &read, &sizes),
     )
     .await;
     let interrupted = walked.iter().any(|w| matches!(w, Walked::Cancelled));
     let mut archived = Vec::new();
     let mut outcomes = Vec::with_capacity(walked.len());
+    let mut reclaimed = Vec::with_capacity(walked.len());
     for w in walked {
-        if let Walked::Ran((_, archives)) = &w {
-            archived.extend(archives.iter().cloned());
+        if let Walked::Ran(done) = &w {
+            archived.extend(done.archived.iter().cloned());
         }
-        outcomes.push(as_outcome(w));
+        let (outcome, bytes) = as_outcome(w);
+        outcomes.push(outcome);
+        reclaimed.push(bytes);
     }
     archived.sort_by_key(|(v, _)| *v);
     Applied {
         outcomes,
         interrupted,
         archived,
+        reclaimed,
     }
 }
 
-fn as_outcome<A>(w: Walked<(Outcome, A)>) -> Outcome {
+/// A step's outcome, and what it gave back: known only when it was removed.
+fn as_outcome(w: Walked<Done>) -> (Outcome, Option<u64>) {
     match w {
-        Walked::Ran((o, _)) => o,
-        Walked::Skipped(i) => Outcome::Skipped(i + 1),
-        Walked::Cancelled => Outcome::Interrupted,
+        Walked::Ran(done) => {
+            let reclaimed = done.reclaimed.filter(|_| done.outcome == Outcome::Removed);
+            (done.outcome, reclaimed)
+        }
+        Walked::Skipped(i) => (Outcome::Skipped(i + 1), None),
+        Walked::Cancelled => (Outcome::Interrupted, None),
     }
 }
 
-/// Carries out step `i`: its outcome, and the archives written before the
+/// Carries out step `i`: its outcome, the archives written before the
 /// removal (with their volume's step index), whatever the removal's outcome
-/// then. `read` holds the volume steps already archived through their
-/// container: those are removed without a second archive.
+/// then, and what the object holds as far as it is known: a volume's
+/// archived files, else what `sizes` (measured before the first removal)
+/// says. `read` holds the volume steps already archived through their
+/// container (with what their files hold): those are removed without a
+/// second archive.
 async fn remove(
     engine: &dyn Engine,
     plan: &Plan,
     i: usize,
     scope: &Scope,
     options: &ApplyOptions,
-    read: &Mutex<BTreeSet<usize>>,
-) -> (Outcome, Vec<(usize, Archived)>) {
+    read: &Mutex<BTreeMap<usize, u64>>,
+    sizes: &crate::engine::DiskUsage,
+) -> Done {
+    let step = &plan.steps[i];
+    let mut done = remove_step(engine, plan, i, scope, options, read).await;
+    let archived_files = done
+        .archived
+        .iter()
+        .find(|(v, _)| *v == i)
+        .map(|(_, a)| a.file_bytes)
+        .or_else(|| read.lock().unwrap().get(&i).copied());
+    done.reclaimed = archived_files.or_else(|| sizes.0.get(&step.object.key()).copied());
+    done
+}
+
+/// [`remove`] but for the figure.
+async fn remove_step(
+    engine: &dyn Engine,
+    plan: &Plan,
+    i: usize,
+    scope: &Scope,
+    options: &ApplyOptions,
+    read: &Mutex<BTreeMap<usize, u64>>,
+) -> Done {
     let _permit = match &options.budget {
         Some(budget) => Some(budget.acquire().await.expect("the budget is never closed")),
         None => None,
@@ -198,16 +301,16 @@ async fn remove(
         if let Err(outcome) =
             read_through(engine, plan, step, scope, options, read, &mut archived).await
         {
-            return (outcome, archived);
+            return Done::with(outcome, archived);
         }
     }
-    let through_container = read.lock().unwrap().contains(&i);
+    let through_container = read.lock().unwrap().contains_key(&i);
     if key.kind == Kind::Volume {
         // Volumes have no ID, so a name may have been reused since the listing:
         // look again right before removing, and remove only the volume planned.
         let now = match recheck(engine, &key, step, scope).await {
             Ok(now) => now,
-            Err(done) => return (done, archived),
+            Err(done) => return Done::with(done, archived),
         };
         if let Some(dir) = step.archive.as_ref().filter(|_| !through_container) {
             // No archive, no removal: the volume stays, and what waits for it too.
@@ -225,7 +328,7 @@ async fn remove(
                 // is reported as archived; the volume stays either way.
                 Err(e) => {
                     archived.extend(e.archived().cloned().map(|a| (i, a)));
-                    return (Outcome::ArchiveFailed(e.to_string()), archived);
+                    return Done::with(Outcome::ArchiveFailed(e.to_string()), archived);
                 }
             }
         }
@@ -248,7 +351,7 @@ async fn remove(
             }
         },
     };
-    (outcome, archived)
+    Done::with(outcome, archived)
 }
 
 /// Removes the containers holding a volume when every one of them is an
@@ -290,7 +393,7 @@ async fn read_through(
     step: &Step,
     scope: &Scope,
     options: &ApplyOptions,
-    read: &Mutex<BTreeSet<usize>>,
+    read: &Mutex<BTreeMap<usize, u64>>,
     archived: &mut Vec<(usize, Archived)>,
 ) -> Result<(), Outcome> {
     let key = step.object.key();
@@ -313,7 +416,7 @@ async fn read_through(
         };
         match archive_through(engine, &key.id, &r.path, &now, std::path::Path::new(dir)).await {
             Ok(a) => {
-                read.lock().unwrap().insert(v);
+                read.lock().unwrap().insert(v, a.file_bytes);
                 archived.push((v, a));
             }
             // The engine found no such path in the container (Docker 20.10

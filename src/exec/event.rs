@@ -54,11 +54,20 @@ pub enum Event<'a> {
         step: &'a Step,
         archived: &'a crate::exec::archive::Archived,
     },
-    /// A step ended (removed, gone, failed, skipped, interrupted).
+    /// A step ended (removed, gone, failed, skipped, interrupted), with
+    /// what its object gave back when it was removed and measured (bytes).
     Finished {
         engine: &'a str,
         step: &'a Step,
         outcome: &'a Outcome,
+        reclaimed: Option<u64>,
+    },
+    /// `--reclaimed`: the engine could not say what its objects hold (the
+    /// read failed or passed its deadline); removals go on, their figures
+    /// unknown.
+    Unmeasured {
+        engine: &'a str,
+        error: &'a EngineError,
     },
     /// Apply is over on this engine; verification starts.
     Applied { engine: &'a str },

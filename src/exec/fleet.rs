@@ -32,8 +32,11 @@ use crate::plan::{Goal, Plan, PLAN_VERSION};
 
 /// The plans of a fleet: one per engine that could be listed, and a failure
 /// per engine that could not. The saved form of a fleet's plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub(crate) struct FleetPlan {
+    /// The saved plan's format (`apply FILE` refuses another).
+    #[schemars(extend("const" = PLAN_VERSION))]
     pub(crate) version: u32,
     /// One plan per engine that was listed, in the state file's order.
     pub(crate) engines: Vec<Plan>,
@@ -104,6 +107,19 @@ impl FleetPlan {
             }
             Err(e) => return Err(fail(e.to_string())),
         };
+        // Plans saved before documents carried `schemaVersion` have none;
+        // their format is `version`'s to judge. One of another schema
+        // version was made by a sandboxctl this one may misread.
+        if let Some(schema) = value
+            .get("schemaVersion")
+            .filter(|v| **v != crate::model::SCHEMA_VERSION)
+        {
+            return Err(fail(format!(
+                "its schemaVersion is {schema}, not {}: it was made by another version of sandboxctl; nothing was removed: make a new plan with `sandboxctl plan --out {}`",
+                crate::model::SCHEMA_VERSION,
+                path.display()
+            )));
+        }
         let fleet = match serde_json::from_value::<Plan>(value.clone()) {
             Ok(plan) => FleetPlan {
                 version: PLAN_VERSION,
@@ -402,6 +418,44 @@ mod tests {
         assert!(summary[2].2.is_some());
         assert_eq!(report.report.failures[0].kind, "engine");
         assert_eq!(report.report.failures[0].engine, "down");
+    }
+
+    /// A saved plan of this schema version, and one saved before plans
+    /// carried `schemaVersion`, are read; one of another schema version is
+    /// refused, naming it, whatever its seal.
+    #[tokio::test]
+    async fn a_saved_plan_of_another_schema_version_is_refused_and_one_without_it_is_read() {
+        let engines: Vec<Arc<dyn Engine>> = vec![engine("default", &["x"])];
+        let planned = plan_all(
+            &engines,
+            &Goal::nothing_declared(),
+            &Scope::default(),
+            0,
+            &Default::default(),
+        )
+        .await;
+        let plan = &FleetPlan::of(&planned).engines[0];
+        let printed: serde_json::Value =
+            serde_json::from_str(&crate::render::plan_json(plan)).unwrap();
+        let key = Key::fixed_for_tests();
+        let dir = tempfile::tempdir().unwrap();
+        let read = |value: &serde_json::Value| {
+            let path = dir.path().join("plan.json");
+            let sealed = seal::seal(&value.to_string(), &key).unwrap();
+            std::fs::write(&path, sealed).unwrap();
+            FleetPlan::read(&path, || Ok(key.clone()))
+        };
+        assert_eq!(read(&printed).unwrap().engines[0], *plan);
+        let mut old = printed.clone();
+        old.as_object_mut().unwrap().remove("schemaVersion");
+        assert_eq!(read(&old).unwrap().engines[0], *plan);
+        let mut newer = printed;
+        newer["schemaVersion"] = 2.into();
+        let refused = read(&newer).unwrap_err().to_string();
+        assert!(
+            refused.contains("its schemaVersion is 2, not 1"),
+            "{refused}"
+        );
     }
 
     #[tokio::test]

@@ -35,7 +35,8 @@ pub struct LeaseRequest<'a> {
 }
 
 /// A lease volume the engine created.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
     /// The volume's name.
@@ -46,9 +47,11 @@ pub struct Lease {
     pub ttl_seconds: u64,
     /// When the engine created it (Unix seconds, the engine's clock).
     #[serde(serialize_with = "as_rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub created: i64,
     /// When it runs out: `created` plus the ttl (the engine's clock).
     #[serde(serialize_with = "as_rfc3339")]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub until: i64,
 }
 
@@ -113,8 +116,44 @@ impl Serialize for LeaseError {
     }
 }
 
+impl LeaseError {
+    /// Every [`LeaseError::step`].
+    pub(crate) const STEPS: [&'static str; 5] = ["create", "clash", "undated", "list", "remove"];
+}
+
+impl schemars::JsonSchema for LeaseError {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LeaseError".into()
+    }
+
+    /// What `Serialize` writes: `step`, `volume` (null for `list`), `error`.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "properties": {
+                "step": {
+                    "type": "string",
+                    "enum": LeaseError::STEPS,
+                    "description": "The step that failed."
+                },
+                "volume": {
+                    "type": ["string", "null"],
+                    "description": "The lease volume it is about (null when the box's leases could not be listed)."
+                },
+                "error": {
+                    "type": "string",
+                    "description": "What failed, in words (exact: not escaped)."
+                }
+            },
+            "required": ["step", "volume", "error"],
+            "additionalProperties": false
+        })
+    }
+}
+
 /// What `lease` or `lease --release` did for one box on one engine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct BoxLease {
     pub engine: String,
@@ -131,7 +170,8 @@ pub struct BoxLease {
 }
 
 /// Whether a lease run takes leases or releases them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub enum LeaseAction {
     Take,
@@ -139,13 +179,15 @@ pub enum LeaseAction {
 }
 
 /// A whole `lease` run: its JSON document.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseRun {
     pub action: LeaseAction,
     /// True when nothing failed on any engine for any box.
     pub ok: bool,
     /// Whose clock the times are on: always `engine`.
+    #[schemars(with = "String", extend("const" = "engine"))]
     pub clock: &'static str,
     /// Engine by engine (the run's order), box by box (the order given).
     pub boxes: Vec<BoxLease>,

@@ -8,7 +8,8 @@
 //! while a command runs: the command's supervisor), `archive` (a volume's
 //! archive before it goes, and its restore), `files` (how the files and
 //! folders sandboxctl creates are opened: private, never through a symbolic
-//! link) and `seal` (a saved plan's seal and its key).
+//! link), `seal` (a saved plan's seal and its key) and `probe` (asking a
+//! running watch's `/healthz`, for `health`).
 
 pub mod apply;
 pub mod archive;
@@ -20,6 +21,7 @@ pub mod hold;
 pub mod lease;
 pub mod list;
 pub mod memo;
+pub(crate) mod probe;
 pub mod reconcile;
 pub mod report;
 pub(crate) mod seal;

@@ -186,6 +186,8 @@ pub(crate) mod tests {
     use crate::model::Outcome;
     use crate::plan::DeclaredBox;
 
+    use std::time::Duration;
+
     pub(crate) const NOW: i64 = 1_800_000_000;
 
     fn cancelled() -> CancellationToken {
@@ -259,6 +261,184 @@ pub(crate) mod tests {
             &Silent,
         )
         .await
+    }
+
+    /// Box `a` (container `c1` mounting `va`) and a leaked volume `vb`;
+    /// the engine measures `c1` and `va`, not `vb` (another driver's).
+    fn measured_world() -> World {
+        let mut w = world();
+        w.volumes.push(VolumeInfo {
+            name: "vb".into(),
+            labels: box_labels("b"),
+            created_at: None,
+        });
+        w.sizes = [("c1", 5_000_000), ("va", 3_145_728)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        w
+    }
+
+    /// Every `Unmeasured` event an observer heard, in words.
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<String>>);
+
+    impl crate::exec::event::Observer for Heard {
+        fn on(&self, event: &crate::exec::event::Event<'_>) {
+            if let crate::exec::event::Event::Unmeasured { engine, error } = event {
+                self.0.lock().unwrap().push(format!("{engine}: {error}"));
+            }
+        }
+    }
+
+    /// One reconcile of `leaks()` on `engine` with `--reclaimed` on or off;
+    /// the report and the `Unmeasured` events.
+    async fn reclaiming(engine: &MemoryEngine, reclaimed: bool) -> (Report, Vec<String>) {
+        let options = ApplyOptions {
+            reclaimed,
+            ..ApplyOptions::default()
+        };
+        let heard = Heard::default();
+        let cancel = CancellationToken::new();
+        let carry = Carry::new(&options, &cancel, &heard);
+        let report = reconcile_once(engine, &leaks(), &Scope::default(), NOW, &carry)
+            .await
+            .unwrap();
+        (report, heard.0.into_inner().unwrap())
+    }
+
+    /// Each removed object's figure, by name.
+    fn figures(report: &Report) -> Vec<(String, Option<u64>)> {
+        report
+            .removed
+            .containers
+            .iter()
+            .chain(&report.removed.volumes)
+            .map(|g| (g.object.name.clone(), g.reclaimed_bytes))
+            .collect()
+    }
+
+    fn size_reads(engine: &MemoryEngine) -> usize {
+        engine
+            .calls()
+            .iter()
+            .filter(|c| c.starts_with("DiskUsage"))
+            .count()
+    }
+
+    #[tokio::test]
+    async fn with_reclaimed_each_removed_object_carries_what_the_engine_measured() {
+        let engine = MemoryEngine::new(measured_world());
+        let (report, heard) = reclaiming(&engine, true).await;
+        assert!(report.converged, "{report:?}");
+        assert_eq!(
+            figures(&report),
+            [
+                ("sbx-a".to_string(), Some(5_000_000)),
+                ("va".to_string(), Some(3_145_728)),
+                ("vb".to_string(), None),
+            ]
+        );
+        assert_eq!(report.reclaimed.total(), Some(8_145_728));
+        assert_eq!(report.reclaimed.unmeasured, 1);
+        assert!(heard.is_empty(), "{heard:?}");
+        // One read for the whole run, before the first removal.
+        assert_eq!(size_reads(&engine), 1);
+        let calls = engine.calls();
+        let first_removal = calls.iter().position(|c| c.starts_with("Remove")).unwrap();
+        assert!(calls[..first_removal]
+            .iter()
+            .any(|c| c.starts_with("DiskUsage")));
+    }
+
+    #[tokio::test]
+    async fn without_reclaimed_nothing_is_measured_and_the_total_is_null() {
+        let engine = MemoryEngine::new(measured_world());
+        let (report, _) = reclaiming(&engine, false).await;
+        assert!(report.converged);
+        assert_eq!(size_reads(&engine), 0, "no call added to the default path");
+        assert!(figures(&report).iter().all(|(_, f)| f.is_none()));
+        assert_eq!(report.reclaimed.total(), None);
+        assert_eq!(report.reclaimed.unmeasured, 3);
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+        assert_eq!(json["reclaimedBytes"], serde_json::Value::Null, "never 0");
+        assert_eq!(
+            json["removed"]["volumes"][0]["reclaimedBytes"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_size_read_leaves_the_figures_unknown_and_fails_no_removal() {
+        let engine = MemoryEngine::new(measured_world());
+        let err = EngineError::status_500(
+            "measure disk usage (GET /system/df)",
+            "a disk usage operation is already running",
+        );
+        engine.inject(Op::DiskUsage, None, FaultAction::Fail(err), 1);
+        let (report, heard) = reclaiming(&engine, true).await;
+        assert!(
+            report.converged,
+            "a read's failure degrades only the figure"
+        );
+        assert!(report.failures.is_empty());
+        assert!(engine.world().volumes.is_empty() && engine.world().containers.is_empty());
+        assert!(figures(&report).iter().all(|(_, f)| f.is_none()));
+        assert_eq!(report.reclaimed.total(), None);
+        assert_eq!(heard.len(), 1);
+        assert!(heard[0].contains("already running"), "{heard:?}");
+    }
+
+    #[tokio::test]
+    async fn a_size_read_past_its_deadline_costs_only_that_deadline() {
+        let engine = MemoryEngine::new(measured_world()).with_deadline(Duration::from_millis(200));
+        engine.inject(
+            Op::DiskUsage,
+            None,
+            FaultAction::Delay(Duration::from_secs(60)),
+            1,
+        );
+        let began = std::time::Instant::now();
+        let (report, heard) = reclaiming(&engine, true).await;
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            began.elapsed()
+        );
+        assert!(report.converged);
+        assert_eq!(report.reclaimed.total(), None);
+        assert_eq!(heard.len(), 1);
+        assert!(heard[0].contains("no answer within"), "{heard:?}");
+        assert_eq!(
+            engine.deadline_misses(),
+            [("GET /system/df".to_string(), 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn what_another_actor_removed_or_a_failed_removal_gave_nothing_we_know_of() {
+        let engine = MemoryEngine::new(measured_world());
+        // `va` vanishes before its removal (another actor): measured, yet
+        // what it gave back is not known to this run.
+        engine.inject(
+            Op::Remove(Kind::Volume),
+            Some("va"),
+            FaultAction::VanishFirst,
+            1,
+        );
+        let (report, _) = reclaiming(&engine, true).await;
+        assert_eq!(report.removed.volumes[0].outcome, Outcome::AlreadyGone);
+        assert_eq!(report.removed.volumes[0].reclaimed_bytes, None);
+        assert_eq!(report.reclaimed.total(), Some(5_000_000));
+        // A failed removal is not among the removed: it gave nothing back.
+        let engine = MemoryEngine::new(measured_world());
+        let err = EngineError::status_500("remove container c1", "boom");
+        engine.inject(Op::Remove(Kind::Container), None, FaultAction::Fail(err), 1);
+        let (report, _) = reclaiming(&engine, true).await;
+        assert!(!report.converged);
+        assert_eq!(figures(&report), [("vb".to_string(), None)]);
+        assert_eq!(report.reclaimed.total(), None);
     }
 
     #[tokio::test]

@@ -7,8 +7,9 @@
 //! (`Shown`), judged as a report that removed nothing and converged only
 //! when the engine answered everything.
 //!
-//! Owns the report's shape (its JSON keys are a public contract) and the one
-//! merge. Pure data: no engine call, no printing; `verify` fills a `Report`.
+//! Owns the report's shape (its JSON keys are a public contract), the one
+//! merge, and what the removals gave back (`Reclaimed`: each removed
+//! object's `reclaimedBytes`, and their total). Pure data: no engine call, no printing; `verify` fills a `Report`.
 
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use crate::model::{ByKind, Outcome, Reason};
 use crate::plan::{Entry, Kept, Retained};
 
 /// An object named in a report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Named {
     pub(crate) engine: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -40,17 +42,88 @@ impl Named {
     }
 }
 
-/// A removed object, and whether this run removed it or found it gone.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A removed object, whether this run removed it or found it gone, and
+/// what it gave back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Gone {
     #[serde(flatten)]
     pub(crate) object: Named,
     /// `Removed`, or `AlreadyGone` (another actor removed it first).
+    #[schemars(schema_with = "crate::model::gone_schema")]
     pub outcome: Outcome,
+    /// The bytes it gave back, as the engine measured them before its
+    /// removal (`--reclaimed`: a container's writable layer, a volume's
+    /// content) or, for a volume archived first, its archived files. `null`
+    /// when not measured, and for an object another actor removed (what it
+    /// gave back is not known to this run); never 0 for unknown.
+    #[serde(rename = "reclaimedBytes")]
+    pub reclaimed_bytes: Option<u64>,
+}
+
+/// What the removals of a report gave back: the sum of the figures known,
+/// and how many removed objects that hold space (containers, volumes) have
+/// none. JSON: `reclaimedBytes` (null when such objects were removed and
+/// none of them was measured; 0 when none was removed) and
+/// `reclaimedUnmeasured`. Additive, so the merge only adds up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// The sum of the known figures.
+    pub bytes: u64,
+    /// Removed objects with a known figure.
+    pub measured: u64,
+    /// Removed containers and volumes without one.
+    pub unmeasured: u64,
+}
+
+impl Reclaimed {
+    /// The total over `removed`'s containers and volumes (the other kinds
+    /// hold no space the engine measures, and are not counted).
+    pub(crate) fn of(removed: &Removed) -> Reclaimed {
+        let mut total = Reclaimed::default();
+        for gone in removed.containers.iter().chain(&removed.volumes) {
+            total.add(gone.reclaimed_bytes);
+        }
+        total
+    }
+
+    /// Counts one removed object's figure.
+    pub(crate) fn add(&mut self, figure: Option<u64>) {
+        match figure {
+            Some(bytes) => {
+                self.bytes = self.bytes.saturating_add(bytes);
+                self.measured += 1;
+            }
+            None => self.unmeasured += 1,
+        }
+    }
+
+    /// Adds `other`'s counts to these.
+    pub(crate) fn absorb(&mut self, other: Reclaimed) {
+        self.bytes = self.bytes.saturating_add(other.bytes);
+        self.measured += other.measured;
+        self.unmeasured += other.unmeasured;
+    }
+
+    /// The total in bytes: `None` when something was removed and nothing
+    /// of it was measured (unknown is never 0).
+    pub fn total(&self) -> Option<u64> {
+        (self.measured > 0 || self.unmeasured == 0).then_some(self.bytes)
+    }
+}
+
+/// `reclaimedBytes` and `reclaimedUnmeasured`, flat among the report's keys.
+fn reclaimed_keys<S: serde::Serializer>(r: &Reclaimed, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(2))?;
+    map.serialize_entry("reclaimedBytes", &r.total())?;
+    map.serialize_entry("reclaimedUnmeasured", &r.unmeasured)?;
+    map.end()
 }
 
 /// An object still there after the run, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Leftover {
     #[serde(flatten)]
     pub object: Named,
@@ -58,15 +131,28 @@ pub struct Leftover {
 }
 
 /// One thing that went wrong.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Failure {
-    /// `container`, `volume`, `network`, or `engine` (a listing or the connection).
+    /// `container`, `volume`, `network`, `service`, `config`, `secret`, or
+    /// `engine` (a listing or the connection).
+    #[schemars(schema_with = "failure_kind_schema")]
     pub kind: String,
     pub(crate) engine: String,
     pub(crate) name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub error: String,
+}
+
+/// The schema of a failure's `kind`: a kind, or `engine`.
+fn failure_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut kinds: Vec<&str> = crate::model::Kind::ALL.iter().map(|k| k.as_str()).collect();
+    kinds.push("engine");
+    crate::model::codes_schema(
+        &kinds,
+        "The kind of the object that failed, or `engine` (a listing, an inspection or the connection).",
+    )
 }
 
 impl Failure {
@@ -98,7 +184,8 @@ impl Failure {
 type Removed = ByKind<Vec<Gone>>;
 
 /// A volume archived before its removal (`--archive`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct ArchivedVolume {
     pub(crate) engine: String,
     pub volume: String,
@@ -116,7 +203,8 @@ pub struct ArchivedVolume {
 }
 
 /// The end of every apply and destroy. Its JSON keys are a public contract.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub converged: bool,
@@ -124,6 +212,11 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) now: Option<String>,
     pub removed: Removed,
+    /// What the removals gave back, in total (see [`Reclaimed`]): JSON
+    /// `reclaimedBytes` and `reclaimedUnmeasured`, here among the report's keys.
+    #[serde(flatten, serialize_with = "reclaimed_keys")]
+    #[schemars(with = "ReclaimedKeys")]
+    pub reclaimed: Reclaimed,
     /// Volumes archived before their removal; absent when none was.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub archived: Vec<ArchivedVolume>,
@@ -135,6 +228,7 @@ pub struct Report {
     /// `remainingConfigs`, `remainingSecrets` when not empty), here among the
     /// report's keys.
     #[serde(flatten, serialize_with = "remaining_keys")]
+    #[schemars(with = "RemainingKeys")]
     pub(crate) remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
     pub(crate) interrupted: bool,
@@ -143,6 +237,36 @@ pub struct Report {
     /// what was proven safe. Not in the JSON (its failures say it).
     #[serde(skip)]
     pub(crate) degraded: bool,
+}
+
+/// The schema of the keys [`reclaimed_keys`] writes (never made: a schema only).
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct ReclaimedKeys {
+    /// The bytes the removals gave back: the sum of the figures known;
+    /// `null` when containers or volumes were removed and none of them was
+    /// measured; 0 when none was removed.
+    reclaimed_bytes: Option<u64>,
+    /// Removed containers and volumes whose figure is not known.
+    reclaimed_unmeasured: u64,
+}
+
+/// The schema of the keys [`remaining_keys`] writes (never made: a schema only).
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct RemainingKeys {
+    remaining_containers: Vec<Leftover>,
+    remaining_volumes: Vec<Leftover>,
+    remaining_networks: Vec<Leftover>,
+    /// The Swarm kinds: only when something of theirs is left.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    remaining_services: Vec<Leftover>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    remaining_configs: Vec<Leftover>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    remaining_secrets: Vec<Leftover>,
 }
 
 /// The leftovers as the report's flat keys `remainingContainers`, ...
@@ -176,6 +300,7 @@ impl Report {
             converged: false,
             now: None,
             removed: Removed::default(),
+            reclaimed: Reclaimed::default(),
             archived: vec![],
             kept: Kept::default(),
             retained: Retained::default(),
@@ -205,7 +330,8 @@ impl Report {
     /// per-kind list and the failures are extended, retained images added
     /// once, `converged` only if every part converged (start a whole from
     /// `Report::empty()` with `converged = true`), `interrupted` if any part
-    /// was, and `now` from the first part that has one.
+    /// was, `now` from the first part that has one, and what the removals
+    /// gave back added up.
     pub(crate) fn absorb(&mut self, part: &Report) {
         self.converged &= part.converged;
         self.interrupted |= part.interrupted;
@@ -214,6 +340,7 @@ impl Report {
             self.now.clone_from(&part.now);
         }
         self.removed.extend_from(&part.removed);
+        self.reclaimed.absorb(part.reclaimed);
         self.archived.extend_from_slice(&part.archived);
         self.kept.extend_from(&part.kept);
         for image in &part.retained.images {
@@ -287,7 +414,8 @@ pub(crate) struct PlanFileError {
 }
 
 /// Per-engine summary of a fleet's report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EngineSummary {
     pub(crate) engine: String,
@@ -483,6 +611,7 @@ mod tests {
             Gone {
                 object: Named::of(&entry(Kind::Volume, name)),
                 outcome: Outcome::Removed,
+                reclaimed_bytes: Some(1000),
             },
         );
         r.kept.push(
@@ -499,7 +628,62 @@ mod tests {
         r.push_leftover(&entry(Kind::Container, name), Reason::Interrupted);
         r.failures
             .push(Failure::of(&entry(Kind::Container, name), "boom".into()));
+        r.reclaimed = Reclaimed::of(&r.removed);
         r
+    }
+
+    #[test]
+    fn what_was_reclaimed_adds_up_over_engines_and_unknown_stays_null() {
+        let removed = |figures: &[Option<u64>]| {
+            let mut r = Report::empty();
+            for (i, figure) in figures.iter().enumerate() {
+                r.removed.push(
+                    Kind::Volume,
+                    Gone {
+                        object: Named::of(&entry(Kind::Volume, &format!("v{i}"))),
+                        outcome: Outcome::Removed,
+                        reclaimed_bytes: *figure,
+                    },
+                );
+            }
+            r.reclaimed = Reclaimed::of(&r.removed);
+            r
+        };
+        let merged = |parts: &[&Report]| {
+            let mut whole = Report::empty();
+            for p in parts {
+                whole.absorb(p);
+            }
+            whole.reclaimed
+        };
+        let known = removed(&[Some(1_000), Some(0)]);
+        let unknown = removed(&[None, None]);
+        let nothing = removed(&[]);
+        assert_eq!(known.reclaimed.total(), Some(1_000));
+        assert_eq!(unknown.reclaimed.total(), None, "never 0 for unknown");
+        assert_eq!(nothing.reclaimed.total(), Some(0), "nothing removed: 0");
+        // An engine that removed nothing leaves another's unknown unknown.
+        assert_eq!(merged(&[&nothing, &unknown]).total(), None);
+        assert_eq!(merged(&[&nothing, &unknown]).unmeasured, 2);
+        // Known and unknown: the sum of what is known, the rest counted.
+        let both = merged(&[&known, &unknown, &nothing]);
+        assert_eq!((both.total(), both.unmeasured), (Some(1_000), 2));
+        // The one merge carries it, with its JSON keys.
+        let part = |r: Report| Part {
+            engine: "e".into(),
+            endpoint: "memory".into(),
+            took: Duration::ZERO,
+            result: Ok(r),
+        };
+        let fleet = merge(vec![part(known), part(unknown)]);
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&fleet).unwrap()).unwrap();
+        assert_eq!(json["reclaimedBytes"], 1_000);
+        assert_eq!(json["reclaimedUnmeasured"], 2);
+        let none = merge(vec![part(removed(&[None]))]);
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&none).unwrap()).unwrap();
+        assert_eq!(json["reclaimedBytes"], serde_json::Value::Null);
     }
 
     #[test]

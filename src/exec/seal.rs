@@ -26,7 +26,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
 use sha2::Sha256;
 
@@ -37,7 +37,7 @@ pub(crate) const KEY_VARIABLE: &str = "SANDBOXCTL_PLAN_KEY";
 /// The member of a saved plan that holds its seal.
 const MEMBER: &str = "seal";
 /// How a seal's text begins.
-const PREFIX: &str = "hmac-sha256:";
+pub(crate) const PREFIX: &str = "hmac-sha256:";
 /// What the MAC covers before the plan: the seal's purpose and version.
 const DOMAIN: &[u8] = b"sandboxctl saved plan seal v1\n";
 
@@ -98,8 +98,8 @@ impl Key {
     }
 
     fn mac(&self, canonical: &[u8]) -> Hmac<Sha256> {
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .expect("HMAC takes a key of any length");
         mac.update(DOMAIN);
         mac.update(canonical);
         mac

@@ -2,15 +2,16 @@
 //!
 //! Owns the definition of success: a fresh listing whose plan has nothing left
 //! to remove and nothing blocked, after an apply with no failure; and the
-//! typed reason given for each object left behind. Must not remove anything
-//! or print.
+//! typed reason given for each object left behind; what each removed object
+//! gave back (from the apply) and the total. Must not remove anything or
+//! print.
 
 use std::collections::BTreeMap;
 
 use crate::engine::Engine;
 use crate::exec::apply::Applied;
 use crate::exec::list::plan_with;
-use crate::exec::report::{ArchivedVolume, Failure, Gone, Named, Report};
+use crate::exec::report::{ArchivedVolume, Failure, Gone, Named, Reclaimed, Report};
 use crate::model::{ObjectKey, Outcome, Reason};
 use crate::plan::Plan;
 
@@ -36,7 +37,7 @@ pub async fn verify_with(
     report.interrupted = applied.interrupted;
     // Why each planned object might still be there, by object key.
     let mut why_left: BTreeMap<ObjectKey, Reason> = BTreeMap::new();
-    for (step, outcome) in plan.steps.iter().zip(&applied.outcomes) {
+    for (i, (step, outcome)) in plan.steps.iter().zip(&applied.outcomes).enumerate() {
         // Why it might be left, and the failure it is (if any).
         let (reason, failure) = match outcome {
             Outcome::Removed | Outcome::AlreadyGone => {
@@ -45,6 +46,13 @@ pub async fn verify_with(
                     Gone {
                         object: Named::of(&step.object),
                         outcome: outcome.clone(),
+                        // What another actor removed gave back nothing we know of.
+                        reclaimed_bytes: applied
+                            .reclaimed
+                            .get(i)
+                            .copied()
+                            .flatten()
+                            .filter(|_| *outcome == Outcome::Removed),
                     },
                 );
                 (Reason::AppearedAfterPlan, None)
@@ -87,6 +95,7 @@ pub async fn verify_with(
     for b in &plan.blocked {
         why_left.insert(b.object.key(), b.why.clone());
     }
+    report.reclaimed = Reclaimed::of(&report.removed);
     for (i, a) in &applied.archived {
         let step = &plan.steps[*i];
         report.archived.push(ArchivedVolume {

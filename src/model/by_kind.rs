@@ -13,11 +13,16 @@ use serde::{Deserialize, Serialize};
 use crate::model::Kind;
 
 /// One `T` per kind, in `Kind` order.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(bound(
     serialize = "T: Serialize + Nothing",
     deserialize = "T: Deserialize<'de> + Default"
 ))]
+#[schemars(
+    rename = "ByKind_of_{T}",
+    deny_unknown_fields,
+    bound = "T: schemars::JsonSchema + Default + Serialize + Nothing"
+)]
 pub struct ByKind<T> {
     pub containers: T,
     pub(crate) volumes: T,

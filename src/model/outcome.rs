@@ -39,6 +39,19 @@ impl Outcome {
     pub(crate) const ATTEMPTED: [&'static str; 4] =
         ["removed", "alreadyGone", "failed", "archiveFailed"];
 
+    /// The codes of an object that is gone, as the report's `removed` lists it.
+    pub(crate) const GONE: [&'static str; 2] = ["removed", "alreadyGone"];
+
+    /// Every code.
+    pub(crate) const CODES: [&'static str; 6] = [
+        "removed",
+        "alreadyGone",
+        "failed",
+        "archiveFailed",
+        "skipped",
+        "interrupted",
+    ];
+
     /// True when the object is gone.
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Removed | Outcome::AlreadyGone)
@@ -103,6 +116,37 @@ impl Serialize for Outcome {
     }
 }
 
+impl schemars::JsonSchema for Outcome {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Outcome".into()
+    }
+
+    /// Its code, one of [`Outcome::CODES`].
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        codes_schema(
+            &Outcome::CODES,
+            "What happened to one removal step: its stable code.",
+        )
+    }
+}
+
+/// The schema of a string that is one of `codes`.
+pub(crate) fn codes_schema(codes: &[&str], description: &str) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": codes,
+        "description": description,
+    })
+}
+
+/// The schema of a removed object's outcome: one of [`Outcome::GONE`].
+pub(crate) fn gone_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    codes_schema(
+        &Outcome::GONE,
+        "`removed`, or `alreadyGone` (another actor removed it first).",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +197,9 @@ mod tests {
             .collect();
         assert!(attempted.iter().all(|c| Outcome::ATTEMPTED.contains(c)));
         assert_eq!(attempted.len(), 6);
+        assert!(all.iter().all(|o| Outcome::CODES.contains(&o.code())));
+        let gone = all.iter().filter(|o| o.is_success()).map(Outcome::code);
+        assert!(gone.into_iter().all(|c| Outcome::GONE.contains(&c)));
     }
 
     #[test]

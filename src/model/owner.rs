@@ -34,8 +34,11 @@ const K8S_POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
 const QUOTED_CHARS: usize = 64;
 
 /// Which orchestrator owns a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
+#[schemars(deny_unknown_fields)]
 pub enum Orchestrator {
     Swarm,
     Nomad,
@@ -63,8 +66,11 @@ impl Orchestrator {
 }
 
 /// The orchestrator object that owns a container, as its labels name it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Owner {
     pub orchestrator: Orchestrator,
     /// The service ID, the allocation ID or the pod UID.

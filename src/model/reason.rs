@@ -31,7 +31,10 @@ pub(crate) fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
 }
 
 /// Another object a reason refers to, as the report names it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 pub struct Ref {
     pub(crate) kind: Kind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,7 +75,19 @@ impl fmt::Display for Refs<'_> {
 }
 
 /// One listing of discovery, as a reason or a failure names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum Listing {
     /// The managed containers, or every container (to find unmanaged users).
     #[serde(rename = "containers")]
@@ -132,8 +147,11 @@ impl fmt::Display for Listing {
 /// Why the planner, apply or verify did what it did with an object. Typed, with
 /// a stable `code`. `Display` gives its words; its JSON is `{"code": ...,
 /// <its fields>, "text": <the words>}` (the `text` is ignored when read back).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// Its schema is the derived one (`code` and the fields) with `text` added
+// to every code (`with_text`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(remote = "Self", tag = "code", rename_all = "camelCase")]
+#[schemars(rename = "Reason", deny_unknown_fields, transform = with_text)]
 pub enum Reason {
     /// Removed: a managed object without `ca.sandbox.id`.
     NoBoxLabel,
@@ -337,6 +355,26 @@ impl Serialize for Reason {
             text: self.to_string(),
         }
         .serialize(s)
+    }
+}
+
+/// The schema's `text`, required in every code's object: the words
+/// `Serialize` adds after the fields.
+fn with_text(schema: &mut schemars::Schema) {
+    let text = serde_json::json!({
+        "type": "string",
+        "description": "The reason in words, for a person (raw: not escaped)."
+    });
+    let Some(codes) = schema.get_mut("oneOf").and_then(|v| v.as_array_mut()) else {
+        return;
+    };
+    for code in codes {
+        if let Some(properties) = code.get_mut("properties").and_then(|p| p.as_object_mut()) {
+            properties.insert("text".into(), text.clone());
+        }
+        if let Some(required) = code.get_mut("required").and_then(|r| r.as_array_mut()) {
+            required.push("text".into());
+        }
     }
 }
 

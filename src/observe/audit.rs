@@ -17,8 +17,11 @@
 //!  "image":"alpine:3","reason":{"code":"boxNotDeclared","text":"leaked: box a is not declared",
 //!  "boxId":"a"},"outcome":"failed","error":"remove container 3f2a…: engine answered HTTP 500: …"}
 //! ```
-//! (one line in the file). A volume archived before its removal (`--archive`)
-//! adds `"archive":{"path":…,"sha256":…,"bytes":…}` last, on the line of the
+//! (one line in the file). An object this run removed whose size was
+//! measured before (`--reclaimed`, or a volume's archive) adds
+//! `"reclaimedBytes":N` after `outcome` (left out when not known). A volume
+//! archived before its removal (`--archive`) adds
+//! `"archive":{"path":…,"sha256":…,"bytes":…}` last, on the line of the
 //! removal it preceded. Keys always appear in this order. `id` is left
 //! out when the engine gave none, `image` when none applies (volumes,
 //! networks), `error` unless `outcome` is `failed`. `reason` is the typed
@@ -90,21 +93,28 @@ struct Entry<'a> {
     /// How the attempt ended; a step never attempted (skipped, interrupted)
     /// is not an attempt and has no line.
     outcome: &'a Outcome,
+    /// What the object gave back, when it was removed and measured.
+    reclaimed: Option<u64>,
     /// The archive written before the removal, if any.
     archive: Option<&'a crate::exec::archive::Archived>,
 }
 
 /// An archive as the log writes it.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct LoggedArchive<'a> {
     path: String,
     sha256: &'a str,
     bytes: u64,
 }
 
-/// The line as written: field order here is the order in the file.
-#[derive(Serialize)]
-struct Line<'a> {
+/// The line as written: field order here is the order in the file. Its
+/// schema is `audit.schema.json`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Line<'a> {
+    /// When the attempt ended: RFC 3339 in UTC with milliseconds.
+    #[schemars(extend("format" = "date-time"))]
     time: String,
     engine: &'a str,
     kind: Kind,
@@ -114,12 +124,27 @@ struct Line<'a> {
     labels: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     image: Option<&'a str>,
+    /// The reason (`code` and `text` first, then its fields, keys sorted).
+    #[schemars(with = "Reason")]
     reason: LoggedReason<'a>,
+    /// The outcome's code: only attempts have a line.
+    #[schemars(schema_with = "attempted_schema")]
     outcome: &'static str,
+    /// Its words, unless `outcome` is `removed` or `alreadyGone`.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    #[serde(rename = "reclaimedBytes", skip_serializing_if = "Option::is_none")]
+    reclaimed_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<LoggedArchive<'a>>,
+}
+
+/// The schema of a line's `outcome`: one of [`Outcome::ATTEMPTED`].
+fn attempted_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    crate::model::codes_schema(
+        &Outcome::ATTEMPTED,
+        "How the attempt ended: its outcome's code.",
+    )
 }
 
 /// An audit log could not be opened or written, or an entry was malformed.
@@ -233,6 +258,9 @@ fn format_line(entry: &Entry<'_>) -> Result<String, AuditError> {
         reason: LoggedReason(entry.reason),
         outcome: entry.outcome.code(),
         error: (!entry.outcome.is_success()).then(|| entry.outcome.to_string()),
+        reclaimed_bytes: entry
+            .reclaimed
+            .filter(|_| *entry.outcome == Outcome::Removed),
         archive: entry.archive.map(|a| LoggedArchive {
             path: a.path.display().to_string(),
             sha256: &a.sha256,
@@ -321,7 +349,12 @@ impl Recorder {
     }
 
     /// Writes the line of a finished step (steps never attempted write none).
-    pub(crate) fn finished(&mut self, step: &crate::plan::Step, outcome: &Outcome) {
+    pub(crate) fn finished(
+        &mut self,
+        step: &crate::plan::Step,
+        outcome: &Outcome,
+        reclaimed: Option<u64>,
+    ) {
         let key = step.object.key();
         let archive = self.archives.remove(&key);
         if !outcome.attempted() {
@@ -339,6 +372,7 @@ impl Recorder {
             image: image.as_deref(),
             reason: &step.why,
             outcome,
+            reclaimed,
             archive: archive.as_ref(),
         };
         match self.log.append(&entry) {
@@ -374,7 +408,12 @@ impl Observer for AuditObserver {
         match event {
             Event::Planned { inventory, .. } => recorder.know(inventory),
             Event::Archived { step, archived, .. } => recorder.archived(step, archived),
-            Event::Finished { step, outcome, .. } => recorder.finished(step, outcome),
+            Event::Finished {
+                step,
+                outcome,
+                reclaimed,
+                ..
+            } => recorder.finished(step, outcome, *reclaimed),
             _ => {}
         }
     }
@@ -437,6 +476,7 @@ mod tests {
                 image: self.image.as_deref(),
                 reason: &self.reason,
                 outcome: &self.outcome,
+                reclaimed: None,
                 archive: None,
             }
         }
@@ -758,9 +798,9 @@ mod tests {
                 message: "volume is in use".into(),
             },
         );
-        recorder.finished(&step(1, "v1"), &Outcome::AlreadyGone);
-        recorder.finished(&step(2, "v2"), &Outcome::Failed(in_use));
-        recorder.finished(&step(3, "v3"), &Outcome::Skipped(2));
+        recorder.finished(&step(1, "v1"), &Outcome::AlreadyGone, None);
+        recorder.finished(&step(2, "v2"), &Outcome::Failed(in_use), None);
+        recorder.finished(&step(3, "v3"), &Outcome::Skipped(2), None);
         assert_eq!(recorder.written, 2);
         assert!(recorder.error.is_none());
         // An archive goes on the line of the removal it preceded, and only there.
@@ -777,11 +817,16 @@ mod tests {
             bytes: 123,
             uncompressed_size: 2048,
             file_count: 2,
+            file_bytes: 1500,
             elapsed_ms: 40,
         };
         recorder2.archived(&step(4, "v4"), &archived);
-        recorder2.finished(&step(4, "v4"), &Outcome::Removed);
-        recorder2.finished(&step(5, "v5"), &Outcome::ArchiveFailed("disk full".into()));
+        recorder2.finished(&step(4, "v4"), &Outcome::Removed, Some(1500));
+        recorder2.finished(
+            &step(5, "v5"),
+            &Outcome::ArchiveFailed("disk full".into()),
+            Some(7),
+        );
         let text = std::fs::read_to_string(&path2).unwrap();
         let lines: Vec<Value> = text
             .lines()
@@ -793,8 +838,13 @@ mod tests {
         );
         assert_eq!(lines[0]["archive"]["bytes"], 123);
         assert_eq!(lines[0]["archive"]["sha256"], "ab".repeat(32));
+        assert_eq!(lines[0]["reclaimedBytes"], 1500);
         assert_eq!(lines[1]["outcome"], "archiveFailed");
         assert!(lines[1].get("archive").is_none());
+        assert!(
+            lines[1].get("reclaimedBytes").is_none(),
+            "what was not removed gave nothing back"
+        );
         assert_eq!(
             lines[1]["error"],
             "not removed: its archive failed: disk full"

@@ -11,21 +11,41 @@
 //! The endpoint must never starve the reaping loop, which opens a connection
 //! per engine call and so shares the process's file descriptors with it. It
 //! serves at most [`MAX_CONNECTIONS`] (32) connections at once, and never more
-//! than an eighth of the soft `RLIMIT_NOFILE` (32 under `ulimit -n 256`). Past
-//! that it stops accepting: further connections wait in the kernel's listen
-//! backlog ([`LISTEN_BACKLOG`], 1024), holding no descriptor of this process,
-//! until a connection ends; past the backlog, the kernel drops new attempts. A
-//! client has [`HEADER_READ_TIMEOUT`] (10 s) to send a request's headers, the
-//! first or the next on a kept-alive connection, so an idle connection is
-//! closed after 10 s; and a connection lives at most [`CONNECTION_LIFETIME`]
-//! (30 s) whatever it does (a client that stops reading its answers), then is
-//! shut down gracefully and dropped 5 s later.
+//! than an eighth of the soft `RLIMIT_NOFILE` (32 under `ulimit -n 256`).
+//!
+//! Nor may a flood of idle connections silence it: a health check that
+//! finds no answer would call the reaper dead, and an orchestrator would
+//! restart it for nothing. So the server accepts at once whatever comes,
+//! and then:
+//! - a connection past the cap is closed at once (never left waiting in
+//!   the kernel's listen backlog, where a probe would queue behind hundreds
+//!   of idle connections, each held for its whole deadline);
+//! - a connection that has sent nothing yet may take only half of the slots
+//!   ([`IDLE_SHARE`]); one past that share is closed at once, so the other
+//!   half is always there for clients that send a request, as a health probe
+//!   does the moment it connects;
+//! - a connection that sends no byte of a request within
+//!   [`FIRST_REQUEST_TIMEOUT`] (2 s) of its accept is closed;
+//! - once a request has begun, its headers have [`HEADER_READ_TIMEOUT`]
+//!   (5 s) to arrive, and so has the next request on a kept-alive
+//!   connection: an idle kept-alive connection is closed after 5 s;
+//! - a connection lives at most [`CONNECTION_LIFETIME`] (30 s) whatever it
+//!   does (a client that stops reading its answers), then is shut down
+//!   gracefully and dropped 5 s later.
+//!
+//! On Linux the listener also sets `TCP_DEFER_ACCEPT` ([`DEFER_ACCEPT`],
+//! 1 s): the kernel hands over a connection once its first bytes have come,
+//! or after that second, so an idle connection costs this process nothing
+//! for its first second and a probe's connection, its request already
+//! there, is accepted ahead of them.
 //!
 //! # Metrics
 //! | name | type | labels |
 //! | --- | --- | --- |
 //! | `sandboxctl_managed_objects` | gauge | `engine`, `kind` |
 //! | `sandboxctl_removals_total` | counter | `kind`, `outcome` (`removed`, `alreadyGone`, `failed`) |
+//! | `sandboxctl_reclaimed_bytes_total` | counter | `kind` (`container`, `volume`): what the removals measured gave back |
+//! | `sandboxctl_reclaimed_unmeasured_total` | counter | `kind`: removed containers and volumes whose figure is not known |
 //! | `sandboxctl_failures_total` | counter | `engine` |
 //! | `sandboxctl_cycles_total` | counter | `result` (`converged`, `failed`) |
 //! | `sandboxctl_cycle_duration_seconds` | histogram | |
@@ -90,17 +110,26 @@ const CYCLE_BUCKETS: [f64; 11] = [
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 
-/// How long a client may take to send a request's headers (the first, or
-/// the next on a kept-alive connection): an idle connection is closed then.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a new connection may take to send the first byte of its
+/// first request: an idle connection is closed then.
+const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a client may take to send a request's headers once it has
+/// begun, and to send the next one on a kept-alive connection.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one connection may stay open, whatever it does.
 const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
 /// Connections served at once, at most (see [`connection_cap`]).
 const MAX_CONNECTIONS: usize = 32;
-/// Connections that may wait to be accepted past the cap (the kernel's
-/// `somaxconn` may lower it). They hold no descriptor of this process; past
-/// them, the kernel drops new connection attempts and clients try again.
+/// Connections that have sent nothing yet take at most `1 / IDLE_SHARE` of
+/// the connection cap (at least one slot).
+const IDLE_SHARE: usize = 2;
+/// Connections the kernel may hold for us before we accept them (its
+/// `somaxconn` may lower it). The accept loop takes them as fast as they
+/// come, so this only absorbs bursts.
 const LISTEN_BACKLOG: u32 = 1024;
+/// `TCP_DEFER_ACCEPT`, in seconds: the kernel hands over a connection when
+/// its first bytes arrive, or after this long.
+const DEFER_ACCEPT: libc::c_int = 1;
 /// The endpoint's connections stay below `1 / NOFILE_SHARE` of the soft
 /// descriptor limit: the rest is the reaping loop's.
 const NOFILE_SHARE: u64 = 8;
@@ -123,6 +152,11 @@ struct EngineKind {
 struct KindOutcome {
     kind: Cow<'static, str>,
     outcome: Cow<'static, str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -160,6 +194,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     managed: Family<EngineKind, Gauge>,
     removals: Family<KindOutcome, Counter>,
+    reclaimed: Family<KindLabel, Counter>,
+    unmeasured: Family<KindLabel, Counter>,
     failures: Family<EngineLabel, Counter>,
     cycles_total: Family<ResultLabel, Counter>,
     cycle_duration: Histogram,
@@ -207,6 +243,19 @@ impl Metrics {
             "Removal attempts, by kind and outcome",
             removals.clone(),
         );
+        let reclaimed = Family::<KindLabel, Counter>::default();
+        registry.register_with_unit(
+            "sandboxctl_reclaimed",
+            "Space the removals gave back as measured before each removal (--reclaimed, or a volume's archive), by kind",
+            Unit::Bytes,
+            reclaimed.clone(),
+        );
+        let unmeasured = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "sandboxctl_reclaimed_unmeasured",
+            "Removed containers and volumes whose size was not measured, by kind",
+            unmeasured.clone(),
+        );
         let failures = Family::<EngineLabel, Counter>::default();
         registry.register(
             "sandboxctl_failures",
@@ -250,6 +299,10 @@ impl Metrics {
                 let _ = removals.get_or_create(&kind_outcome(kind, code));
             }
         }
+        for kind in [Kind::Container, Kind::Volume] {
+            let _ = reclaimed.get_or_create(&kind_label(kind));
+            let _ = unmeasured.get_or_create(&kind_label(kind));
+        }
         for result in ["converged", "failed"] {
             let _ = cycles_total.get_or_create(&ResultLabel {
                 result: Cow::Borrowed(result),
@@ -260,6 +313,8 @@ impl Metrics {
             registry,
             managed,
             removals,
+            reclaimed,
+            unmeasured,
             failures,
             cycles_total,
             cycle_duration,
@@ -318,6 +373,25 @@ impl Metrics {
             self.removals
                 .get_or_create(&kind_outcome(kind, outcome.code()))
                 .inc();
+        }
+    }
+
+    /// Counts what one removed object gave back (`figure`, bytes), or that
+    /// it was not measured; only containers and volumes hold space, and
+    /// only an object this run removed counts.
+    pub(crate) fn add_reclaimed(&self, kind: Kind, outcome: &Outcome, figure: Option<u64>) {
+        if *outcome != Outcome::Removed || !crate::exec::apply::holds_space(kind) {
+            return;
+        }
+        match figure {
+            Some(bytes) => {
+                self.reclaimed
+                    .get_or_create(&kind_label(kind))
+                    .inc_by(bytes);
+            }
+            None => {
+                self.unmeasured.get_or_create(&kind_label(kind)).inc();
+            }
         }
     }
 
@@ -446,6 +520,12 @@ fn kind_outcome(kind: Kind, code: &'static str) -> KindOutcome {
     }
 }
 
+fn kind_label(kind: Kind) -> KindLabel {
+    KindLabel {
+        kind: Cow::Borrowed(kind.as_str()),
+    }
+}
+
 fn engine_label(engine: &str) -> EngineLabel {
     EngineLabel {
         engine: engine.to_string(),
@@ -507,9 +587,13 @@ fn soft_nofile() -> Option<u64> {
 /// What the server allows a client; see the module header.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
-    /// Connections served at once; the others wait in the listen backlog.
+    /// Connections served at once; one past them is closed at once.
     connections: usize,
-    /// Time to send a request's headers.
+    /// Of those, connections that have sent nothing yet.
+    idle: usize,
+    /// Time to send the first byte of the first request.
+    first_request: Duration,
+    /// Time to send a request's headers once begun, or the next request.
     header_read: Duration,
     /// Time a connection may stay open.
     lifetime: Duration,
@@ -520,13 +604,105 @@ struct Limits {
 impl Limits {
     /// The limits of this process: the connection cap from its descriptor limit.
     fn for_process() -> Self {
+        Limits::with_cap(connection_cap(soft_nofile()))
+    }
+
+    /// The default deadlines around a cap of `connections`.
+    fn with_cap(connections: usize) -> Self {
         Limits {
-            connections: connection_cap(soft_nofile()),
+            connections,
+            idle: idle_share(connections),
+            first_request: FIRST_REQUEST_TIMEOUT,
             header_read: HEADER_READ_TIMEOUT,
             lifetime: CONNECTION_LIFETIME,
             drain: DRAIN_TIMEOUT,
         }
     }
+}
+
+/// How many of `connections` slots connections that have sent nothing yet
+/// may take: `1 / IDLE_SHARE` of them, at least one.
+fn idle_share(connections: usize) -> usize {
+    (connections / IDLE_SHARE).max(1)
+}
+
+/// What a connection just accepted has sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Bytes of a request are waiting to be read.
+    Request,
+    /// Nothing yet.
+    Nothing,
+    /// The client closed it already, or it failed.
+    Closed,
+}
+
+/// Looks at what `stream` has sent without reading it or waiting.
+fn sent(stream: &tokio::net::TcpStream) -> Sent {
+    match peek(stream) {
+        Ok(1..) => Sent::Request,
+        Ok(0) => Sent::Closed,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Sent::Nothing,
+        Err(_) => Sent::Closed,
+    }
+}
+
+/// Peeks at one byte of `stream` without waiting: `Ok(1)` when one is
+/// there, `Ok(0)` at the end of the stream, `WouldBlock` when nothing came.
+fn peek(stream: &tokio::net::TcpStream) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: recv writes at most one byte, into `byte`, which lives across
+    // the call; MSG_PEEK leaves it in the socket, MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            std::ptr::from_mut(&mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// Waits until `stream` has bytes to read or has ended. Readiness alone is
+/// not proof (it may be reported before anything came): a peek decides,
+/// and clears it when nothing is there.
+async fn first_bytes(stream: &tokio::net::TcpStream) -> io::Result<()> {
+    loop {
+        stream.readable().await?;
+        match stream.try_io(tokio::io::Interest::READABLE, || peek(stream)) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Asks the kernel to hand over a connection only once its first bytes
+/// came, or after [`DEFER_ACCEPT`] seconds (Linux; elsewhere nothing). Best
+/// effort: without it the limits still hold, a probe may only have to try
+/// again.
+fn defer_accept(socket: &TcpSocket) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let secs: libc::c_int = DEFER_ACCEPT;
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `secs`,
+        // which lives across the call.
+        let _ = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                std::ptr::from_ref(&secs).cast(),
+                libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>())
+                    .expect("an int's size fits socklen_t"),
+            )
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = socket;
 }
 
 /// Serves `GET /metrics` and `GET /healthz` (HEAD too) on `addr` until
@@ -537,8 +713,10 @@ impl Limits {
 /// which ends after shutdown. `/healthz` applies [`Metrics::health`] with
 /// `resync`: 200 or 503, `text/plain`, one line. Other paths are 404, other
 /// methods 405. At most 32 connections at once (fewer under a low
-/// descriptor limit; the others wait to be accepted), 10 s to send a
-/// request's headers, 30 s per connection: see the module header.
+/// descriptor limit; one past them is closed at once), half of them for
+/// connections that have sent nothing yet, 2 s to begin the first request,
+/// 5 s to send a request's headers or begin the next, 30 s per connection:
+/// see the module header.
 ///
 /// Errors: the address cannot be bound (in use, not local, no permission);
 /// the message names the address. Errors on single connections or on
@@ -580,36 +758,45 @@ where
         TcpSocket::new_v6()
     }
     .map_err(bind_error)?;
-    // As `TcpListener::bind` does, but with a deeper backlog (see LISTEN_BACKLOG).
+    // As `TcpListener::bind` does, but with a deeper backlog (see
+    // LISTEN_BACKLOG) and idle connections kept by the kernel for a second.
     socket.set_reuseaddr(true).map_err(bind_error)?;
     socket.bind(addr).map_err(bind_error)?;
+    defer_accept(&socket);
     let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_error)?;
     let bound = listener.local_addr().map_err(bind_error)?;
     let task = tokio::spawn(async move {
         let slots = Arc::new(Semaphore::new(limits.connections));
+        let idle_slots = Arc::new(Semaphore::new(limits.idle));
         let stop = CancellationToken::new();
         let connections = TaskTracker::new();
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
-            // A free slot before accepting: past the cap, connections wait
-            // in the kernel's listen backlog and hold no descriptor of ours.
-            let slot = tokio::select! {
-                slot = Arc::clone(&slots).acquire_owned() => match slot {
-                    Ok(slot) => slot,
-                    Err(_) => break,
-                },
-                _ = &mut shutdown => break,
-            };
+            // Accept whatever comes: a connection left in the backlog would
+            // wait behind every idle one ahead of it.
             let stream = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _peer)) => stream,
                     Err(_) => {
-                        drop(slot);
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                         continue;
                     }
                 },
                 _ = &mut shutdown => break,
+            };
+            // Past the cap, closed at once (dropped).
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                continue;
+            };
+            let idle = match sent(&stream) {
+                Sent::Request => None,
+                // Past the idle share, closed at once: the rest of the
+                // slots stay free for clients that send a request.
+                Sent::Nothing => match Arc::clone(&idle_slots).try_acquire_owned() {
+                    Ok(idle) => Some(idle),
+                    Err(_) => continue,
+                },
+                Sent::Closed => continue,
             };
             let metrics = Arc::clone(&metrics);
             connections.spawn(serve_connection(
@@ -618,7 +805,7 @@ where
                 resync,
                 limits,
                 stop.clone(),
-                slot,
+                (slot, idle),
             ));
         }
         drop(listener);
@@ -629,18 +816,35 @@ where
     Ok((bound, task))
 }
 
-/// One connection, holding its `slot` until it ends: closed by hyper when
-/// the client is idle past the header timeout, shut down gracefully when its
-/// lifetime is over or the server stops, and dropped [`DRAIN_TIMEOUT`] later
-/// (an answer still being written is then cut).
+/// One connection, holding its slot until it ends, and its idle slot (a
+/// connection that had sent nothing when accepted) until its first bytes
+/// come: closed when they do not come within the first-request deadline,
+/// closed by hyper when the client is idle past the header timeout, shut
+/// down gracefully when its lifetime is over or the server stops, and
+/// dropped [`DRAIN_TIMEOUT`] later (an answer still being written is then
+/// cut).
 async fn serve_connection(
     stream: tokio::net::TcpStream,
     metrics: Arc<Metrics>,
     resync: Duration,
     limits: Limits,
     stop: CancellationToken,
-    _slot: OwnedSemaphorePermit,
+    (_slot, idle): (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 ) {
+    if let Some(idle) = idle {
+        // Readable: the first bytes came, or the client closed (hyper
+        // then ends the connection quietly).
+        let began = tokio::select! {
+            ready = tokio::time::timeout(limits.first_request, first_bytes(&stream)) => {
+                matches!(ready, Ok(Ok(())))
+            }
+            () = stop.cancelled() => false,
+        };
+        drop(idle);
+        if !began {
+            return;
+        }
+    }
     let service = hyper::service::service_fn(move |req| {
         let metrics = Arc::clone(&metrics);
         async move { Ok::<_, Infallible>(route(&req, &metrics, resync)) }
@@ -712,7 +916,15 @@ impl Observer for Metrics {
                     self.set_managed(engine, kind, inventory.of_kind(kind).count() as u64);
                 }
             }
-            Event::Finished { step, outcome, .. } => self.add_removal(step.object.kind, outcome),
+            Event::Finished {
+                step,
+                outcome,
+                reclaimed,
+                ..
+            } => {
+                self.add_removal(step.object.kind, outcome);
+                self.add_reclaimed(step.object.kind, outcome, *reclaimed);
+            }
             Event::Cycle { took, report, .. } => {
                 // Degraded, not dead: every engine answered, and only what a
                 // failed or stuck call could affect was left.
@@ -845,6 +1057,13 @@ mod tests {
         metrics.add_removal(Kind::Volume, &Outcome::AlreadyGone);
         metrics.add_removal(Kind::Network, &Outcome::Refused("changed".into()));
         metrics.add_removal(Kind::Network, &Outcome::Skipped(1));
+        // What was removed and measured counts; another actor's removal, a
+        // network and what was removed unmeasured do not add bytes.
+        metrics.add_reclaimed(Kind::Container, &Outcome::Removed, Some(5_000_000));
+        metrics.add_reclaimed(Kind::Container, &Outcome::Removed, None);
+        metrics.add_reclaimed(Kind::Volume, &Outcome::Removed, Some(3_000_000));
+        metrics.add_reclaimed(Kind::Volume, &Outcome::AlreadyGone, Some(9));
+        metrics.add_reclaimed(Kind::Network, &Outcome::Removed, None);
         metrics.add_failure("podman");
         metrics.add_reconnect("default");
         metrics.add_reconnect("default");
@@ -865,6 +1084,8 @@ mod tests {
         # HELP sandboxctl_failures Failed engine operations (listing, removal, verification), by engine.
         # HELP sandboxctl_last_converged_cycle_age_seconds Time since the last converged reconcile cycle finished (absent before the first).
         # HELP sandboxctl_managed_objects Objects labeled ca.sandbox=1 in scope seen by the last listing, by engine and kind.
+        # HELP sandboxctl_reclaimed_bytes Space the removals gave back as measured before each removal (--reclaimed, or a volume's archive), by kind.
+        # HELP sandboxctl_reclaimed_unmeasured Removed containers and volumes whose size was not measured, by kind.
         # HELP sandboxctl_removals Removal attempts, by kind and outcome.
         # TYPE sandboxctl_cycle_duration_seconds histogram
         # TYPE sandboxctl_cycles counter
@@ -872,9 +1093,12 @@ mod tests {
         # TYPE sandboxctl_failures counter
         # TYPE sandboxctl_last_converged_cycle_age_seconds gauge
         # TYPE sandboxctl_managed_objects gauge
+        # TYPE sandboxctl_reclaimed_bytes counter
+        # TYPE sandboxctl_reclaimed_unmeasured counter
         # TYPE sandboxctl_removals counter
         # UNIT sandboxctl_cycle_duration_seconds seconds
         # UNIT sandboxctl_last_converged_cycle_age_seconds seconds
+        # UNIT sandboxctl_reclaimed_bytes bytes
         sandboxctl_cycle_duration_seconds_bucket{le="+Inf"} 2
         sandboxctl_cycle_duration_seconds_bucket{le="0.1"} 0
         sandboxctl_cycle_duration_seconds_bucket{le="0.25"} 0
@@ -897,6 +1121,10 @@ mod tests {
         sandboxctl_managed_objects{engine="default",kind="container"} 3
         sandboxctl_managed_objects{engine="default",kind="volume"} 2
         sandboxctl_managed_objects{engine="podman",kind="network"} 1
+        sandboxctl_reclaimed_bytes_total{kind="container"} 5000000
+        sandboxctl_reclaimed_bytes_total{kind="volume"} 3000000
+        sandboxctl_reclaimed_unmeasured_total{kind="container"} 1
+        sandboxctl_reclaimed_unmeasured_total{kind="volume"} 0
         sandboxctl_removals_total{kind="config",outcome="alreadyGone"} 0
         sandboxctl_removals_total{kind="config",outcome="archiveFailed"} 0
         sandboxctl_removals_total{kind="config",outcome="failed"} 0
@@ -943,6 +1171,8 @@ mod tests {
         [
             "sandboxctl_managed_objects gauge",
             "sandboxctl_removals counter",
+            "sandboxctl_reclaimed_bytes counter",
+            "sandboxctl_reclaimed_unmeasured counter",
             "sandboxctl_failures counter",
             "sandboxctl_cycles counter",
             "sandboxctl_cycle_duration_seconds histogram",
@@ -1164,14 +1394,13 @@ mod tests {
     }
 
     /// `GET /healthz` written by hand on a fresh connection: the status line,
-    /// once the server answered.
+    /// once the server answered; empty when it closed without an answer.
     async fn raw_healthz(addr: SocketAddr) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream
+        let _ = stream
             .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
+            .await;
         let mut answer = Vec::new();
         let _ = stream.read_to_end(&mut answer).await;
         String::from_utf8_lossy(&answer)
@@ -1179,6 +1408,22 @@ mod tests {
             .next()
             .unwrap_or_default()
             .to_string()
+    }
+
+    /// [`raw_healthz`] again every 50 ms until the server answers one, within
+    /// `within`: the status line, or `None`.
+    async fn healthz_once_served(addr: SocketAddr, within: Duration) -> Option<String> {
+        tokio::time::timeout(within, async {
+            loop {
+                let status = raw_healthz(addr).await;
+                if !status.is_empty() {
+                    return status;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .ok()
     }
 
     /// True when the server closes `stream` within `within` (end of stream or
@@ -1197,39 +1442,98 @@ mod tests {
         .is_ok()
     }
 
-    #[tokio::test]
-    async fn past_the_cap_a_connection_waits_and_idle_ones_are_closed() {
-        let limits = Limits {
-            connections: 2,
-            header_read: Duration::from_secs(2),
+    /// Limits for the tests: a cap of `connections`, the default idle share,
+    /// and deadlines of a minute unless a test shortens one.
+    fn test_limits(connections: usize) -> Limits {
+        Limits {
+            connections,
+            idle: idle_share(connections),
+            first_request: Duration::from_secs(60),
+            header_read: Duration::from_secs(60),
             lifetime: Duration::from_secs(60),
             drain: Duration::from_millis(500),
+        }
+    }
+
+    #[test]
+    fn idle_connections_take_half_of_the_slots_and_at_least_one() {
+        let shares: Vec<(usize, usize)> = [32, 8, 3, 2, 1]
+            .into_iter()
+            .map(|n| (n, idle_share(n)))
+            .collect();
+        assert_eq!(shares, [(32, 16), (8, 4), (3, 1), (2, 1), (1, 1)]);
+        let limits = Limits::with_cap(32);
+        assert_eq!(limits.first_request, Duration::from_secs(2));
+        assert_eq!(limits.header_read, Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_is_closed_at_its_first_request_deadline() {
+        let limits = Limits {
+            first_request: Duration::from_millis(500),
+            ..test_limits(4)
         };
         let (addr, task, stop) = start_limited(limits).await;
-        // Two idle connections take both slots.
+        let started = Instant::now();
         let mut idle = Vec::new();
         for _ in 0..2 {
             idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let started = Instant::now();
-        let waiting = tokio::spawn(raw_healthz(addr));
-        // Not answered while both slots are held (only load could make it slower).
-        tokio::time::sleep(Duration::from_millis(1_000)).await;
-        assert!(!waiting.is_finished(), "answered past the cap");
-        // The idle ones are closed at the header timeout, and then it is served.
         for stream in &mut idle {
+            // The kernel holds it for a second (TCP_DEFER_ACCEPT), then the
+            // server gives it half a second.
             assert!(
-                closed_within(stream, Duration::from_secs(10)).await,
+                closed_within(stream, Duration::from_secs(5)).await,
                 "an idle connection stayed open"
             );
         }
-        let status = tokio::time::timeout(Duration::from_secs(10), waiting)
-            .await
-            .expect("served once a slot came free")
-            .unwrap();
-        assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
-        assert!(started.elapsed() >= Duration::from_secs(1));
+        assert!(started.elapsed() >= Duration::from_millis(500));
+        stop.send(()).unwrap();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_and_the_idle_share_connections_are_closed_at_once() {
+        use tokio::io::AsyncWriteExt;
+        // Two slots, one of them for a connection that has sent nothing.
+        let (addr, task, stop) = start_limited(test_limits(2)).await;
+        let mut idle = Vec::new();
+        for _ in 0..3 {
+            idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        // One takes the idle slot; the two past the idle share are closed
+        // at once, as soon as the kernel hands them over.
+        let mut closed = 0;
+        for stream in &mut idle {
+            if closed_within(stream, Duration::from_secs(3)).await {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 2, "connections past the idle share left open");
+        // A request still finds the slot the idle ones may not take.
+        let started = Instant::now();
+        assert_eq!(raw_healthz(addr).await, "HTTP/1.1 503 Service Unavailable");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        // A request begun and never finished holds that slot: past the cap,
+        // a request is closed at once, unanswered.
+        let mut begun = tokio::net::TcpStream::connect(addr).await.unwrap();
+        begun.write_all(b"GET /metrics HTTP/1.1\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        assert_eq!(raw_healthz(addr).await, "", "answered past the cap");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        // Once it goes, a request is served again.
+        drop(begun);
+        let status = healthz_once_served(addr, Duration::from_secs(5)).await;
+        assert_eq!(status.as_deref(), Some("HTTP/1.1 503 Service Unavailable"));
         stop.send(()).unwrap();
         task.await.unwrap();
     }
@@ -1238,10 +1542,8 @@ mod tests {
     async fn a_client_that_never_reads_loses_its_slot_at_the_end_of_its_lifetime() {
         use tokio::io::AsyncWriteExt;
         let limits = Limits {
-            connections: 1,
-            header_read: Duration::from_secs(60),
             lifetime: Duration::from_secs(1),
-            drain: Duration::from_millis(500),
+            ..test_limits(1)
         };
         let (addr, task, stop) = start_limited(limits).await;
         // Pipelined requests whose answers are never read: the server blocks
@@ -1264,7 +1566,9 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let status = tokio::time::timeout(Duration::from_secs(15), raw_healthz(addr))
+        // Past the cap: closed at once, until the stalled one's lifetime ends.
+        assert_eq!(raw_healthz(addr).await, "", "answered past the cap");
+        let status = healthz_once_served(addr, Duration::from_secs(15))
             .await
             .expect("served once the stalled connection's lifetime ended");
         assert_eq!(status, "HTTP/1.1 503 Service Unavailable");

@@ -37,7 +37,8 @@ impl Query {
 }
 
 /// What the plan does with an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum Verdict {
     Remove,
@@ -48,7 +49,8 @@ pub(crate) enum Verdict {
 }
 
 /// A step the object waits for or that waits for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub(crate) struct Link {
     pub(crate) step: usize,
     #[serde(flatten)]
@@ -56,7 +58,8 @@ pub(crate) struct Link {
 }
 
 /// The explanation of one object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Explanation {
     #[serde(flatten)]

@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Kind, Object};
 
 /// A box the state file declares.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct DeclaredBox {
     pub id: String,
@@ -44,7 +47,10 @@ impl DeclaredBox {
 }
 
 /// A volume the state file keeps.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct KeptVolume {
     pub name: String,
@@ -67,7 +73,8 @@ impl KeptVolume {
 
 /// Archive managed volumes before removing them (`--archive DIR`, `[policy]
 /// archive`): each volume step gets `archive` (the directory).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct ArchivePolicy {
     /// The directory archives go to, as given.
@@ -102,7 +109,8 @@ impl ArchivePolicy {
 }
 
 /// What the user asked for, fully resolved from the state file and the command line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(tag = "mode", rename_all = "camelCase")]
 pub enum Goal {
     /// Converge on the desired state (`plan`, `apply`, `destroy --prune`,

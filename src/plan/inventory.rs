@@ -539,7 +539,11 @@ impl Fields {
     fn hex(&mut self) -> String {
         let digest = Sha256::digest(&self.0);
         self.0.clear();
-        format!("{digest:x}")
+        digest.iter().fold(String::with_capacity(64), |mut hex, b| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
     }
 }
 

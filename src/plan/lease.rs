@@ -21,7 +21,8 @@ use crate::plan::inventory::Inventory;
 const QUOTED_TTL: usize = 40;
 
 /// What one lease volume is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(tag = "state", rename_all = "camelCase")]
 pub enum LeaseState {
     /// It holds until `until` (the engine's clock).
@@ -49,7 +50,8 @@ impl std::fmt::Display for LeaseState {
 }
 
 /// Why a volume with a lease label is not a lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(tag = "problem", rename_all = "camelCase")]
 pub enum LeaseProblem {
     /// The ttl is not a duration (or is negative, or too long to read).
@@ -88,7 +90,8 @@ impl std::fmt::Display for LeaseProblem {
 }
 
 /// One volume carrying a lease label, as the plan shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseNote {
     /// The lease volume's name.
@@ -102,7 +105,8 @@ pub struct LeaseNote {
 }
 
 /// The engine's clock as the plan judged leases by it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineClock {
     /// The plan's time on the engine's clock (RFC 3339).

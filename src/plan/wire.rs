@@ -20,7 +20,8 @@ use crate::plan::Goal;
 pub(crate) const PLAN_VERSION: u32 = 2;
 
 /// An object as the plan and the report name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Entry {
     pub(crate) engine: String,
     pub kind: Kind,
@@ -41,6 +42,7 @@ pub struct Entry {
         skip_serializing_if = "Option::is_none",
         with = "rfc3339_opt"
     )]
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub(crate) created: Option<i64>,
 }
 
@@ -99,7 +101,8 @@ impl Entry {
 }
 
 /// One removal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// 1-based position in the plan's order.
@@ -126,7 +129,8 @@ pub struct Step {
 }
 
 /// A volume archived through the container that mounts it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Read {
     /// The volume's own step.
     pub step: usize,
@@ -136,7 +140,8 @@ pub struct Read {
 }
 
 /// An object that is kept or blocked, with the reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Noted {
     #[serde(flatten)]
     pub object: Entry,
@@ -147,16 +152,20 @@ pub struct Noted {
 pub(crate) type Kept = ByKind<Vec<Noted>>;
 
 /// The images the plan retains: every `ca-sbx:*` image.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 pub struct Retained {
     pub images: Vec<crate::model::ImageInfo>,
 }
 
 /// The plan. Serializes to the JSON that `plan --format json` prints and
 /// `plan --out` saves; `apply FILE` reads it back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
+    /// The saved plan's format (`apply FILE` refuses another).
+    #[schemars(extend("const" = PLAN_VERSION))]
     pub(crate) version: u32,
     /// The engine the plan was made for.
     pub(crate) engine: String,

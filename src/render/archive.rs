@@ -10,13 +10,14 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::exec::archive::{RestoreError, Restored};
-use crate::render::{json, Format};
+use crate::render::{document, Format};
 use crate::text::escape;
 
-/// The JSON document of a restore.
-#[derive(Serialize)]
+/// The JSON document of a restore (`restore.schema.json`).
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct Doc<'a> {
+#[schemars(deny_unknown_fields)]
+pub(crate) struct RestoreDoc<'a> {
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     restored: Option<&'a Restored>,
@@ -50,7 +51,7 @@ pub(crate) fn restored(
     format: Format,
 ) -> String {
     if format == Format::Json {
-        return json(&Doc {
+        return document(RestoreDoc {
             ok: result.is_ok(),
             restored: result.as_ref().ok(),
             declare: result.as_ref().ok().map(declare),

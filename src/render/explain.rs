@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::model::{Exclusion, Labels};
 use crate::plan::explain::{Explanation, Verdict};
 use crate::render::table::{entry_label, CELL_CHARS, LAST_CELL_CHARS};
-use crate::render::{json, Format};
+use crate::render::{document, Format};
 use crate::text::{clip, escape};
 
 /// Explanations in `format`.
@@ -129,9 +129,19 @@ pub(crate) fn explain_human(items: &[Explanation]) -> String {
     out
 }
 
+/// The explain JSON document (`explain.schema.json`).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ExplainDoc<'a> {
+    /// Every object the query names, engine after engine (each names its `engine`).
+    explanations: &'a [Explanation],
+}
+
 /// Explanations as JSON, with the reason codes.
 pub(crate) fn explain_json(items: &[Explanation]) -> String {
-    json(&items)
+    document(ExplainDoc {
+        explanations: items,
+    })
 }
 
 #[cfg(test)]
@@ -212,6 +222,7 @@ mod tests {
         ");
         let v: serde_json::Value =
             serde_json::from_str(&explain(&[removed_volume()], Format::Json)).unwrap();
+        let v = &v["explanations"];
         assert_eq!(v[0]["reason"]["code"], "boxNotDeclared");
         assert_eq!(v[0]["reason"]["text"], "leaked: box a is not declared");
         assert_eq!(v[0]["waitsFor"][0]["step"], 1);
@@ -229,6 +240,7 @@ mod tests {
         ");
         assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
         let v: serde_json::Value = serde_json::from_str(&explain_json(&[look_alike()])).unwrap();
+        let v = &v["explanations"];
         assert_eq!(v[0]["name"], EVIL_NAME);
         assert_eq!(v[0]["labels"]["ca.sandbox.id"], EVIL_BOX);
         assert_eq!(v[0]["excludedBy"]["rule"], "scopeLabel");

@@ -10,13 +10,20 @@ use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
 use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
 
 /// Snapshots a view's human text as `NAME_human` and its JSON as
-/// `NAME_json`, in the crate's `snapshots` folder. A macro, not a function:
-/// insta names a snapshot file after the module that asserts it.
+/// `NAME_json`, in the crate's `snapshots` folder, and checks the JSON
+/// against the schema of its document (the first word of `NAME`: `plan`,
+/// `report`). A macro, not a function: insta names a snapshot file after the
+/// module that asserts it. (Marked `cfg(test)`, as this whole file is, so
+/// that the layers' check, which reads `crate::schema` here, leaves it out.)
+#[cfg(test)]
 macro_rules! assert_human_and_json {
     ($name:literal, $human:expr, $json:expr) => {
+        let json: String = $json;
+        let document = $name.split('_').next().unwrap_or_default();
+        crate::schema::check(document, &json);
         insta::with_settings!({snapshot_path => "../../snapshots"}, {
             insta::assert_snapshot!(concat!($name, "_human"), $human);
-            insta::assert_snapshot!(concat!($name, "_json"), $json);
+            insta::assert_snapshot!(concat!($name, "_json"), json, stringify!($json));
         })
     };
 }
@@ -160,6 +167,7 @@ pub(crate) fn report_not_converged() -> Report {
         Gone {
             object: named(&plan.steps[0].object),
             outcome: Outcome::Removed,
+            reclaimed_bytes: Some(7_340_032),
         },
     );
     report.removed.push(
@@ -167,8 +175,10 @@ pub(crate) fn report_not_converged() -> Report {
         Gone {
             object: named(&plan.steps[1].object),
             outcome: Outcome::AlreadyGone,
+            reclaimed_bytes: None,
         },
     );
+    report.reclaimed = crate::exec::report::Reclaimed::of(&report.removed);
     let net = entry(Kind::Network, "net-b", Some("5eed000000020000"), Some("b"));
     let error = "remove network 5eed00000002: engine answered HTTP 500: boom".to_string();
     report.failures.push(Failure {

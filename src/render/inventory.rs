@@ -15,7 +15,7 @@ use crate::plan::lease::{EngineClock, LeaseNote, Leases};
 use crate::render::table::{
     image_table, indented, kind_counts, name_cell, plural, table, CELL_CHARS, LAST_CELL_CHARS,
 };
-use crate::render::{json, Format};
+use crate::render::{document, json, Format, Versioned};
 use crate::text::{clip, escape};
 
 /// An engine's inventory with its leases judged.
@@ -29,7 +29,8 @@ pub(crate) fn inventory(inv: &Inventory, leases: &Leases, format: Format) -> Str
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct InventoryBox<'a> {
     #[serde(rename = "box")]
     box_id: Option<&'a str>,
@@ -44,7 +45,8 @@ struct InventoryBox<'a> {
     leases: Vec<&'a LeaseNote>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct InventoryContainer<'a> {
     id: &'a str,
     name: &'a str,
@@ -53,13 +55,15 @@ struct InventoryContainer<'a> {
     networks: Vec<&'a str>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct InventoryNetwork<'a> {
     id: &'a str,
     name: &'a str,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct InventorySwarm<'a> {
     kind: Kind,
     id: &'a str,
@@ -69,8 +73,9 @@ struct InventorySwarm<'a> {
     uses: Vec<&'a str>,
 }
 
-#[derive(Serialize)]
-struct InventoryView<'a> {
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct InventoryView<'a> {
     engine: &'a str,
     scope: Vec<String>,
     boxes: Vec<InventoryBox<'a>>,
@@ -218,9 +223,39 @@ pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
     out
 }
 
+/// The inventory's JSON document (`inventory.schema.json`): one engine's,
+/// or a fleet's (a state file with `[[engine]]`), engine by engine.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+#[schemars(deny_unknown_fields)]
+pub(crate) enum InventoryDoc<'a> {
+    /// One engine's inventory.
+    One {
+        #[serde(flatten)]
+        view: InventoryView<'a>,
+    },
+    /// A fleet's: each engine's inventory, or why it could not be listed.
+    Fleet { engines: Vec<FleetPart<'a>> },
+}
+
+/// One engine's part of a fleet's inventory.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+#[schemars(deny_unknown_fields)]
+pub(crate) enum FleetPart<'a> {
+    Listed(InventoryView<'a>),
+    /// The engine could not be listed.
+    Failed {
+        engine: &'a str,
+        error: &'a str,
+    },
+}
+
 /// The inventory as JSON.
 pub(crate) fn inventory_json(inv: &Inventory, leases: &Leases) -> String {
-    json(&inventory_view(inv, leases))
+    document(InventoryDoc::One {
+        view: inventory_view(inv, leases),
+    })
 }
 
 /// A fleet's inventories, each under its engine's heading (JSON: a list).
@@ -229,16 +264,17 @@ pub(crate) fn fleet_inventory(
     format: Format,
 ) -> String {
     if format == Format::Json {
-        let list: Vec<serde_json::Value> = parts
+        let engines = parts
             .iter()
             .map(|(engine, r)| match r {
-                Ok((inv, leases)) => {
-                    serde_json::to_value(inventory_view(inv, leases)).unwrap_or_default()
-                }
-                Err(e) => serde_json::json!({ "engine": engine, "error": e }),
+                Ok((inv, leases)) => FleetPart::Listed(inventory_view(inv, leases)),
+                Err(error) => FleetPart::Failed { engine, error },
             })
             .collect();
-        return json(&serde_json::json!({ "engines": list }));
+        // Through a `Value`, whose keys are sorted at every depth: a fleet's
+        // inventory has always been laid out so.
+        let doc = Versioned::new(InventoryDoc::Fleet { engines });
+        return json(&serde_json::to_value(doc).expect("plain data always serializes"));
     }
     let mut out = String::new();
     for (engine, r) in parts {

@@ -15,7 +15,7 @@ use crate::exec::hold::{Held, HoldEvent};
 use crate::exec::lease::{BoxLease, Lease, LeaseAction, LeaseError, LeaseRun};
 use crate::plan::rfc3339;
 use crate::render::table::plural;
-use crate::render::{json, log, Format};
+use crate::render::{document, log, Format};
 use crate::text::escape;
 
 /// What starts each human line of `hold`.
@@ -55,11 +55,14 @@ fn names<'a>(all: impl IntoIterator<Item = &'a String>) -> String {
         .join(", ")
 }
 
+/// The JSON document of `lease` and `lease --release` (`lease.schema.json`).
+pub(crate) type LeaseDoc<'a> = &'a LeaseRun;
+
 /// What `lease` / `lease --release` prints on stdout: human lines for what
 /// was done, or the run's JSON document (with its errors).
 pub(crate) fn lease_run(run: &LeaseRun, format: Format) -> String {
     if format == Format::Json {
-        return json(run);
+        return document(run);
     }
     let mut out = String::new();
     for b in &run.boxes {

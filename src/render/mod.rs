@@ -4,8 +4,9 @@
 //! The only module that prints, and the only one that lays out words for a
 //! person; the words of a reason or an outcome are their `Display` (in
 //! `model`). One file per view, each with its own tests: `plan`, `report`,
-//! `inventory`, `explain`, `graph`, `log` (watch), `lease` (lease and
-//! hold), `validate`, `progress`, `signal` (what a Ctrl-C makes a run say);
+//! `inventory`, `explain`, `graph`, `health`, `log` (watch), `mcp` (the MCP
+//! server's summaries and lines), `lease` (lease and hold), `validate`,
+//! `progress`, `signal` (what a Ctrl-C makes a run say);
 //! `table` (columns, cells, counts in words) and `text` (escaping) are
 //! shared. Every function that builds text is pure and deterministic (sorted
 //! input in, same bytes out). Everything an engine returned (names, label
@@ -15,9 +16,11 @@
 mod archive;
 mod explain;
 mod graph;
+mod health;
 mod inventory;
 mod lease;
 mod log;
+mod mcp;
 mod plan;
 mod progress;
 mod report;
@@ -27,7 +30,7 @@ mod table;
 mod validate;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use std::io::Write;
 
@@ -35,28 +38,67 @@ use serde::Serialize;
 
 use crate::text::escape_lines;
 
+pub(crate) use archive::RestoreDoc;
+pub(crate) use explain::ExplainDoc;
 pub use graph::{graph_dot, graph_mermaid};
+pub(crate) use inventory::InventoryDoc;
+pub(crate) use lease::LeaseDoc;
+pub(crate) use plan::PlanDoc;
 pub use plan::{plan_human, plan_json};
 pub(crate) use progress::Progress;
+pub(crate) use report::ReportDoc;
 pub use report::{report_human, report_json};
 pub use table::entry_label;
+pub(crate) use validate::ValidateDoc;
 
 pub(crate) use archive::{restore_error, restore_subject, restored};
 pub(crate) use explain::explain;
 pub(crate) use graph::graph;
+pub(crate) use health::health;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, swarm_note, Listed};
 pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
     metrics_exposed, watch_audit_error, watch_cycle, watch_quit, watch_started, watch_state,
     watch_stopping, watch_stream,
 };
+pub(crate) use mcp::{mcp_call, mcp_started, mcp_stopping, tool_text};
 pub(crate) use plan::{
     engine_plan, fleet_engine_plan, fleet_plan, incomplete_warnings, incomplete_warnings_of,
     lease_warnings, plan, plan_heading, unlisted_warnings,
 };
-pub(crate) use report::{error_line, fleet_report, report, unknown_box_warning};
+pub(crate) use report::{
+    error_line, fleet_report, report, unknown_box_warning, unmeasured_warning,
+};
 pub(crate) use signal::{interrupt_notice, quit_line};
 pub(crate) use validate::validation;
+
+/// A top-level JSON document: `schemaVersion` first, then the document's
+/// own keys. Every document `--format json` prints is one (the audit log's
+/// and the logs' lines are not: see docs/decisions/0012-json-schema.md).
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct Versioned<T> {
+    /// The version of the document's schema (docs/schema/).
+    #[schemars(extend("const" = crate::model::SCHEMA_VERSION))]
+    schema_version: u32,
+    #[serde(flatten)]
+    document: T,
+}
+
+impl<T> Versioned<T> {
+    pub(crate) fn new(document: T) -> Versioned<T> {
+        Versioned {
+            schema_version: crate::model::SCHEMA_VERSION,
+            document,
+        }
+    }
+}
+
+/// `document` as pretty JSON with `schemaVersion` first, and a trailing newline.
+pub(crate) fn document<T: Serialize>(document: T) -> String {
+    json(&Versioned::new(document))
+}
 
 /// Output format, from `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

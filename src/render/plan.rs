@@ -16,7 +16,7 @@ use crate::plan::{Entry, Noted, Plan, Step};
 use crate::render::table::{
     box_cell, image_table, kind_counts, name_cell, plural, table, LAST_CELL_CHARS,
 };
-use crate::render::{json, Format};
+use crate::render::{document, Format};
 use crate::text::{clip, escape};
 
 /// The plan in `format` (JSON, or human text for anything else).
@@ -264,15 +264,30 @@ pub(crate) fn fleet_engine_plan(engine: &str, endpoint: &str, plan: &Plan) -> St
     )
 }
 
-/// The plan as JSON (also the saved-plan format), with the summary line.
-pub fn plan_json(plan: &Plan) -> String {
-    #[derive(Serialize)]
-    struct WithSummary<'a> {
+/// The plan's JSON document (`plan.schema.json`; also the saved-plan
+/// format, where `plan --out` adds its `seal`): one engine's plan, or a
+/// fleet's, with the summary line.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+#[schemars(deny_unknown_fields)]
+pub(crate) enum PlanDoc<'a> {
+    /// One engine's plan (no `[[engine]]` in the state file).
+    One {
         #[serde(flatten)]
         plan: &'a Plan,
         summary: String,
-    }
-    json(&WithSummary {
+    },
+    /// A fleet's plans (a state file with `[[engine]]`).
+    Fleet {
+        #[serde(flatten)]
+        fleet: &'a FleetPlan,
+        summary: String,
+    },
+}
+
+/// The plan as JSON (also the saved-plan format), with the summary line.
+pub fn plan_json(plan: &Plan) -> String {
+    document(PlanDoc::One {
         plan,
         summary: plan_summary(plan),
     })
@@ -288,13 +303,7 @@ pub(crate) fn fleet_plan(
 ) -> String {
     let summary = fleet_plan_summary(fleet);
     if format == Format::Json {
-        #[derive(Serialize)]
-        struct WithSummary<'a> {
-            #[serde(flatten)]
-            fleet: &'a FleetPlan,
-            summary: String,
-        }
-        return json(&WithSummary { fleet, summary });
+        return document(PlanDoc::Fleet { fleet, summary });
     }
     let mut out = String::new();
     for plan in &fleet.engines {

@@ -9,11 +9,11 @@
 
 use std::fmt::Write as _;
 
-use crate::exec::report::FleetReport;
-use crate::exec::report::{Named, Report};
+use crate::exec::report::{EngineSummary, FleetReport};
+use crate::exec::report::{Named, Reclaimed, Report};
 use crate::model::{Kind, Outcome};
 use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, table};
-use crate::render::{json, Format};
+use crate::render::{document, Format};
 use crate::text::escape;
 
 /// The report in `format`.
@@ -95,6 +95,53 @@ fn counts_line(lead: &str, report: &Report) -> String {
     )
 }
 
+/// `Reclaimed 7.3 MB.`, `Reclaimed 7.3 MB (2 volumes not measured).` or
+/// `Reclaimed: not measured (1 container and 2 volumes).`: what the
+/// removals gave back, on a line of its own; none when no container or
+/// volume was removed. `unmeasured` counts, by kind, the removed objects
+/// without a figure.
+pub(crate) fn reclaimed_line(total: &Reclaimed, unmeasured: impl Fn(Kind) -> usize) -> String {
+    if total.measured == 0 && total.unmeasured == 0 {
+        return String::new();
+    }
+    let kinds: Vec<String> = [Kind::Container, Kind::Volume]
+        .into_iter()
+        .filter(|&k| unmeasured(k) > 0)
+        .map(|k| plural(unmeasured(k), k.as_str()))
+        .collect();
+    let which = kinds.join(" and ");
+    match total.total() {
+        None => format!("Reclaimed: not measured ({which}).\n"),
+        Some(bytes) if kinds.is_empty() => {
+            format!("Reclaimed {}.\n", crate::render::table::bytes(bytes))
+        }
+        Some(bytes) => format!(
+            "Reclaimed {} ({which} not measured).\n",
+            crate::render::table::bytes(bytes)
+        ),
+    }
+}
+
+/// The removed containers and volumes of `report` without a figure, of `kind`.
+fn unmeasured_of(report: &Report, kind: Kind) -> usize {
+    report
+        .removed
+        .get(kind)
+        .iter()
+        .filter(|g| g.reclaimed_bytes.is_none())
+        .count()
+}
+
+/// `--reclaimed`: the warning for an engine that could not say what its
+/// objects hold; its removals go on, their figures unknown.
+pub(crate) fn unmeasured_warning(engine: &str, error: &str) -> String {
+    format!(
+        "warning: engine {}: could not measure what its objects hold: {}; what it removes is not measured (reclaimedBytes null)\n",
+        escape(engine),
+        escape(error)
+    )
+}
+
 /// The report as a person reads it; the last line says whether it converged.
 pub fn report_human(report: &Report) -> String {
     let mut out = String::new();
@@ -140,6 +187,9 @@ pub fn report_human(report: &Report) -> String {
     let left_behind = left.len();
     section(&mut out, "\nLeft behind:\n", left);
     out.push_str(&counts_line("Removed", report));
+    out.push_str(&reclaimed_line(&report.reclaimed, |k| {
+        unmeasured_of(report, k)
+    }));
     if report.converged {
         out.push_str("Converged: a fresh listing shows nothing left to do.\n");
     } else {
@@ -158,9 +208,24 @@ pub fn report_human(report: &Report) -> String {
     out
 }
 
+/// The report's JSON document (`report.schema.json`): the report's keys,
+/// and for a fleet (a state file with `[[engine]]`) a summary per engine.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ReportDoc<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    /// A fleet's summary per engine; absent for one engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engines: Option<&'a Vec<EngineSummary>>,
+}
+
 /// The report as JSON.
 pub fn report_json(report: &Report) -> String {
-    json(report)
+    document(ReportDoc {
+        report,
+        engines: None,
+    })
 }
 
 /// A fleet's report: each engine's report under its heading, then the
@@ -168,7 +233,10 @@ pub fn report_json(report: &Report) -> String {
 /// report with `engines`.
 pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
     if format == Format::Json {
-        return json(report);
+        return document(ReportDoc {
+            report: &report.report,
+            engines: Some(&report.engines),
+        });
     }
     let mut out = String::new();
     for part in &report.parts {
@@ -198,6 +266,7 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
     out.push_str(&table(rows, "  "));
     let r = &report.report;
     out.push_str(&counts_line("Fleet: removed", r));
+    out.push_str(&reclaimed_line(&r.reclaimed, |k| unmeasured_of(r, k)));
     if r.converged {
         out.push_str("Converged on every engine.\n");
     } else {
@@ -264,8 +333,97 @@ mod tests {
           network  net-b (5eed00000002)  box b  remove network 5eed00000002: engine answered HTTP 500: boom
 
         Removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.
+        Reclaimed 7.3 MB (1 volume not measured).
         NOT converged: 1 failure, 1 object left behind.
         ");
+    }
+
+    #[test]
+    fn the_reclaimed_line_says_what_is_known_and_what_was_not_measured() {
+        use crate::exec::report::Gone;
+        let gone = |kind, name: &str, outcome, figure| {
+            let gone = Gone {
+                object: Named::of(&crate::render::fixtures::entry(kind, name, None, None)),
+                outcome,
+                reclaimed_bytes: figure,
+            };
+            (kind, gone)
+        };
+        let line = |removed: Vec<(Kind, Gone)>| {
+            let mut report = Report::empty();
+            for (kind, g) in removed {
+                report.removed.push(kind, g);
+            }
+            report.reclaimed = Reclaimed::of(&report.removed);
+            let human = report_human(&report);
+            let json: serde_json::Value = serde_json::from_str(&report_json(&report)).unwrap();
+            let line = human
+                .lines()
+                .find(|l| l.starts_with("Reclaimed"))
+                .unwrap_or("(none)")
+                .to_string();
+            (
+                line,
+                json["reclaimedBytes"].clone(),
+                json["reclaimedUnmeasured"].clone(),
+            )
+        };
+        let (c, v, n) = (Kind::Container, Kind::Volume, Kind::Network);
+        let removed = || Outcome::Removed;
+        // Everything measured.
+        assert_eq!(
+            line(vec![
+                gone(c, "c", removed(), Some(5_000_000)),
+                gone(v, "v", removed(), Some(3_145_728)),
+                gone(n, "n", removed(), None),
+            ]),
+            ("Reclaimed 8.1 MB.".into(), 8_145_728.into(), 0.into())
+        );
+        // Some measured: the sum of what is known, and what is not.
+        assert_eq!(
+            line(vec![
+                gone(c, "c", removed(), Some(1_234_567_890)),
+                gone(v, "v1", removed(), None),
+                gone(v, "v2", Outcome::AlreadyGone, None),
+            ]),
+            (
+                "Reclaimed 1.2 GB (2 volumes not measured).".into(),
+                1_234_567_890u64.into(),
+                2.into()
+            )
+        );
+        // Nothing measured: null, never 0.
+        assert_eq!(
+            line(vec![
+                gone(c, "c", removed(), None),
+                gone(v, "v1", removed(), None),
+                gone(v, "v2", removed(), None),
+            ]),
+            (
+                "Reclaimed: not measured (1 container and 2 volumes).".into(),
+                serde_json::Value::Null,
+                3.into()
+            )
+        );
+        // Measured as 0 is 0 (an empty volume).
+        assert_eq!(
+            line(vec![gone(v, "v", removed(), Some(0))]),
+            ("Reclaimed 0 B.".into(), 0.into(), 0.into())
+        );
+        // Nothing that holds space removed: no line; 0 in the JSON.
+        assert_eq!(
+            line(vec![gone(n, "n", removed(), None)]),
+            ("(none)".into(), 0.into(), 0.into())
+        );
+        assert_eq!(line(vec![]), ("(none)".into(), 0.into(), 0.into()));
+    }
+
+    #[test]
+    fn a_size_read_that_failed_is_a_warning_with_engine_text_escaped() {
+        insta::assert_snapshot!(
+            unmeasured_warning("default", "measure disk usage (GET /system/df): a disk usage operation is already running\u{1b}[2J"),
+            @r"warning: engine default: could not measure what its objects hold: measure disk usage (GET /system/df): a disk usage operation is already running\u{1b}[2J; what it removes is not measured (reclaimedBytes null)"
+        );
     }
 
     #[test]
@@ -280,9 +438,12 @@ mod tests {
             .collect();
         // serde_json's map is sorted; the order in the text is the contract.
         let order: Vec<usize> = [
+            "schemaVersion",
             "converged",
             "now",
             "removed",
+            "reclaimedBytes",
+            "reclaimedUnmeasured",
             "kept",
             "retained",
             "failures",
@@ -375,10 +536,13 @@ mod tests {
         assert!(human.ends_with(
             "Engines:\n  ci-1  ssh://ci-1  NOT converged  removed 2  1 left\n\n\
              Fleet: removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.\n\
+             Reclaimed 7.3 MB (1 volume not measured).\n\
              NOT converged on 1 engine of 1.\n"
         ), "{human}");
         let v: serde_json::Value =
             serde_json::from_str(&fleet_report(&fleet, Format::Json)).unwrap();
+        assert_eq!(v["reclaimedBytes"], 7_340_032);
+        assert_eq!(v["reclaimedUnmeasured"], 1);
         assert_eq!(v["engines"][0]["engine"], "ci-1");
         assert_eq!(v["remainingNetworks"][0]["name"], "net-b");
     }

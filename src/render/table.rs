@@ -118,6 +118,25 @@ pub(crate) fn kind_counts(count: impl Fn(Kind) -> usize) -> String {
     format!("{} and {last}", rest.join(", "))
 }
 
+/// A size in decimal units, as docker prints them, with one decimal:
+/// `512 B`, `1.2 kB`, `7.3 MB`, `1.2 GB` (rounded to the nearest tenth; a
+/// figure that rounds to 1000 of a unit is shown in the next one).
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["kB", "MB", "GB", "TB", "PB", "EB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut unit: u128 = 1;
+    for name in UNITS {
+        unit *= 1000;
+        let tenths = (u128::from(n) * 10 + unit / 2) / unit;
+        if tenths < 10_000 || name == "EB" {
+            return format!("{}.{} {name}", tenths / 10, tenths % 10);
+        }
+    }
+    unreachable!("the last unit takes any figure")
+}
+
 /// Every non-empty line indented by two spaces.
 pub(crate) fn indented(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 64);
@@ -134,6 +153,25 @@ pub(crate) fn indented(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_in_decimal_units_with_one_decimal() {
+        for (n, text) in [
+            (0, "0 B"),
+            (999, "999 B"),
+            (1000, "1.0 kB"),
+            (1049, "1.0 kB"),
+            (1050, "1.1 kB"),
+            (999_949, "999.9 kB"),
+            (999_950, "1.0 MB"),
+            (7_340_032, "7.3 MB"),
+            (1_234_567_890, "1.2 GB"),
+            (1_250_000_000_000, "1.3 TB"),
+            (u64::MAX, "18.4 EB"),
+        ] {
+            assert_eq!(bytes(n), text, "{n}");
+        }
+    }
 
     fn row(cells: &[&str]) -> Vec<String> {
         cells.iter().map(|c| c.to_string()).collect()

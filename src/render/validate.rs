@@ -7,36 +7,66 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use crate::render::{json, Format};
+use crate::render::{document, Format};
 use crate::state::StateError;
 use crate::text::{escape, escape_lines};
+
+/// `validate`'s JSON document (`validate.schema.json`). Keys in alphabetical
+/// order, as it has always printed them.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct ValidateDoc {
+    /// Every file, in the order given.
+    files: Vec<FileDoc>,
+    /// True when every file is valid.
+    valid: bool,
+}
+
+/// One state file's result.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct FileDoc {
+    /// The path as given (exact: not escaped).
+    path: String,
+    /// Every problem, in file order.
+    problems: Vec<ProblemDoc>,
+    valid: bool,
+}
+
+/// One problem of a state file.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct ProblemDoc {
+    /// 1-based; null when the problem has no position (the file is missing).
+    column: Option<usize>,
+    line: Option<usize>,
+    /// The problem and what to do.
+    message: String,
+    /// `path:line:col: message`, as the human output says it (unescaped).
+    text: String,
+}
 
 /// `validate`'s answer: per file, valid or every problem (file:line:col).
 pub(crate) fn validation(results: &[(PathBuf, Vec<StateError>)], format: Format) -> String {
     if format == Format::Json {
-        let files: Vec<serde_json::Value> = results
+        let files = results
             .iter()
-            .map(|(path, problems)| {
-                serde_json::json!({
-                    "path": path.display().to_string(),
-                    "valid": problems.is_empty(),
-                    "problems": problems.iter().map(|p| {
-                        let (line, column) = match p.at {
-                            Some((l, c)) => (Some(l), Some(c)),
-                            None => (None, None),
-                        };
-                        serde_json::json!({
-                            "line": line,
-                            "column": column,
-                            "message": p.kind.to_string(),
-                            "text": p.to_string(),
-                        })
-                    }).collect::<Vec<_>>(),
-                })
+            .map(|(path, problems)| FileDoc {
+                path: path.display().to_string(),
+                problems: problems
+                    .iter()
+                    .map(|p| ProblemDoc {
+                        column: p.at.map(|(_, c)| c),
+                        line: p.at.map(|(l, _)| l),
+                        message: p.kind.to_string(),
+                        text: p.to_string(),
+                    })
+                    .collect(),
+                valid: problems.is_empty(),
             })
             .collect();
         let valid = results.iter().all(|(_, p)| p.is_empty());
-        return json(&serde_json::json!({ "valid": valid, "files": files }));
+        return document(ValidateDoc { files, valid });
     }
     let mut out = String::new();
     for (path, problems) in results {

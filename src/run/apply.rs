@@ -44,6 +44,7 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     let named = NamedBoxes::of(&config.job);
     let mut observers: Vec<&dyn Observer> = vec![&printer, &named];
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+    observers.extend(run.observer);
     let observer = Fanout(observers);
     let options = run.options();
     let carry = Carry::new(&options, &run.stop.cancel, &observer);

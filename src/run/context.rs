@@ -44,16 +44,20 @@ pub(super) struct Run<'a> {
     pub(super) endpoints: &'a [(String, String)],
     pub(super) stop: &'a Stop,
     /// What inspections taught: read from `config.memo_file` before the
-    /// command, written back after it.
+    /// command, written back after it (the MCP server's: kept between calls).
     pub(super) memo: Arc<crate::exec::list::Memo>,
+    /// One more observer of a converging run's events (the MCP server's
+    /// progress), beside the progress view and the audit log.
+    pub(super) observer: Option<&'a dyn crate::exec::event::Observer>,
 }
 
 impl Run<'_> {
-    /// The removal budget (`--parallelism`, shared), per-engine cap, and
-    /// the run's memo.
+    /// The removal budget (`--parallelism`, shared), per-engine cap, the
+    /// run's memo, and `--reclaimed`.
     pub(super) fn options(&self) -> ApplyOptions {
         ApplyOptions {
             memo: self.memo.clone(),
+            reclaimed: self.config.reclaimed,
             parallelism: self.config.engine_parallelism,
             budget: Some(Arc::new(tokio::sync::Semaphore::new(
                 self.config.parallelism,

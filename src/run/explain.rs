@@ -6,12 +6,13 @@
 //! `exec::explain`'s; an engine that could not be listed, or where nothing
 //! is what the query names, fails its part alone (the others still
 //! explained); an explanation made as far as discovery could learn fails
-//! the run. The words are `render`'s; ends in the merged `Verdict`.
+//! the run. The words are `render`'s; JSON is one document of every
+//! engine's explanations. Ends in the merged `Verdict`.
 
 use crate::exec::fleet::show_all;
 use crate::exec::report::Verdict;
 use crate::plan::Goal;
-use crate::render;
+use crate::render::{self, Format};
 
 use super::context::{Run, Sink};
 
@@ -29,6 +30,8 @@ pub(super) async fn explain(
         crate::exec::explain::explain(engine, goal, scope, now, query, state)
     })
     .await;
+    // JSON: one document of every engine's explanations, once.
+    let mut every = Vec::new();
     for part in &explained.parts {
         match &part.result {
             Ok(shown) => {
@@ -36,10 +39,16 @@ pub(super) async fn explain(
                 if let Some(w) = render::incomplete_warnings_of(&part.engine, &shown.incomplete) {
                     sink.err(&w);
                 }
-                sink.out(&render::explain(&shown.value, config.format));
+                match config.format {
+                    Format::Json => every.extend(shown.value.iter().cloned()),
+                    _ => sink.out(&render::explain(&shown.value, config.format)),
+                }
             }
             Err(e) => run.part_failed(sink, &part.engine, &part.endpoint, e),
         }
+    }
+    if config.format == Format::Json && explained.parts.iter().any(|p| p.result.is_ok()) {
+        sink.out(&render::explain(&every, Format::Json));
     }
     Verdict::of_report(&explained.report)
 }

@@ -18,9 +18,11 @@ mod context;
 mod destroy;
 mod explain;
 mod graph;
+mod health;
 mod hold;
 mod inventory;
 mod lease;
+mod mcp;
 mod operator;
 mod plan;
 mod printer;
@@ -42,6 +44,7 @@ use crate::cli::exit::{Ended, Exit};
 use crate::cli::{Args, Command};
 use crate::engine::lazy::LazyEngine;
 use crate::engine::Engine;
+use crate::exec::list::Memo;
 use crate::exec::report::Verdict;
 
 pub use context::Sink;
@@ -52,8 +55,8 @@ use signals::{Signal, Signals, Stop};
 /// Ctrl-C ends it at once (`Ended::Quit`), through the same decision.
 pub async fn run(args: Args) -> Exit {
     let mut terminal = Terminal;
-    // Generated from the clap definitions, or the state files alone: no
-    // engine, no signal handler.
+    // Generated from the clap definitions, or the state files alone, or a
+    // watch's /healthz: no engine, no signal handler.
     let early = match &args.command {
         Command::Completions { shell } => Some(operator::completions(*shell)),
         Command::Man => Some(operator::man()),
@@ -63,6 +66,10 @@ pub async fn run(args: Args) -> Exit {
             args.format,
             &mut terminal,
         )),
+        // A plain HTTP request to a running watch: no engine, no state file.
+        Command::Health { addr, deadline } => {
+            Some(health::health(*addr, *deadline, args.format, &mut terminal).await)
+        }
         _ => None,
     };
     if let Some(verdict) = early {
@@ -102,15 +109,20 @@ pub async fn run(args: Args) -> Exit {
         .collect();
     let stop = Stop::new(CancellationToken::new());
     let watching = matches!(config.job, Job::Watch { .. });
+    let serving = matches!(config.job, Job::Mcp { .. });
     let (passed_tx, passed) = tokio::sync::mpsc::unbounded_channel();
     let mut signals = if matches!(config.job, Job::Hold { .. }) {
         // hold passes SIGINT and SIGTERM on to its command and waits for it.
         Signals::pass(passed_tx)
+    } else if serving {
+        Signals::serve(&stop)
     } else {
         Signals::stop(&stop, watching, config.format)
     };
+    // The MCP server runs each call as a task of its own thread.
+    let local = tokio::task::LocalSet::new();
     let end = tokio::select! {
-        end = run_with(&config, engines, &stop, Some(passed), &mut terminal) => end,
+        end = local.run_until(run_with(&config, engines, &stop, Some(passed), &mut terminal)) => end,
         () = signals.quit() => Ended::Quit {
             log: watching.then_some(config.format),
         },
@@ -133,6 +145,94 @@ pub async fn run_on(
     close(end, sink)
 }
 
+/// Serves the Model Context Protocol (`config` is an `mcp` invocation's) on
+/// `read` and `write` with `engines`, until the end of input or until
+/// `cancel` is cancelled (as SIGTERM would), printing the server's lines to
+/// `sink`; for a program that embeds the server, and tests.
+pub async fn mcp_on<R, W>(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    read: R,
+    write: W,
+    cancel: CancellationToken,
+    sink: &mut dyn Sink,
+) -> Exit
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let Job::Mcp { template } = &config.job else {
+        unreachable!("mcp_on serves an mcp invocation");
+    };
+    let stop = Stop::new(cancel);
+    let endpoints = endpoints(config);
+    let memo = Arc::new(
+        config
+            .memo_file
+            .as_deref()
+            .map_or_else(Default::default, Memo::read),
+    );
+    let run = Run {
+        config,
+        engines: &engines,
+        endpoints: &endpoints,
+        stop: &stop,
+        memo: memo.clone(),
+        observer: None,
+    };
+    let local = tokio::task::LocalSet::new();
+    let verdict = local
+        .run_until(mcp::serve(&run, template, read, write, sink))
+        .await;
+    close(ended(verdict, &stop, true), sink)
+}
+
+/// One tool call of the MCP server (`config`: its CLI twin's, resolved),
+/// on the server's engines and memo, with `observer` beside the run's own
+/// (progress); cancelling `cancel` stops it as a Ctrl-C does (no new
+/// removal, verified, reported: `interrupted`). Its exit status is the
+/// twin's, by the one decision.
+async fn run_tool(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    cancel: CancellationToken,
+    memo: Arc<Memo>,
+    observer: Option<&dyn crate::exec::event::Observer>,
+    sink: &mut dyn Sink,
+) -> Exit {
+    let stop = Stop::new(cancel);
+    let verdict = run_job(config, engines, &stop, None, memo.clone(), observer, sink).await;
+    if let Some(path) = memo_file(config) {
+        let _ = memo.write(path);
+    }
+    close(ended(verdict, &stop, false), sink)
+}
+
+/// Every engine of `config`, by name, with its address.
+fn endpoints(config: &Config) -> Vec<(String, String)> {
+    config
+        .engines
+        .iter()
+        .map(|t| (t.name.clone(), t.endpoint.to_string()))
+        .collect()
+}
+
+/// The memo file of a command that inspects containers (it reads the memo
+/// and writes it back), if there is one.
+fn memo_file(config: &Config) -> Option<&std::path::Path> {
+    config.memo_file.as_deref().filter(|_| {
+        matches!(
+            config.job,
+            Job::Plan { .. }
+                | Job::Graph { .. }
+                | Job::Converge { .. }
+                | Job::ApplySaved { .. }
+                | Job::Watch { .. }
+                | Job::Mcp { .. }
+        )
+    })
+}
+
 /// The exit status of how the run ended, its closing line said on `sink`.
 fn close(end: Ended, sink: &mut dyn Sink) -> Exit {
     let closing = Exit::of(&end);
@@ -152,31 +252,38 @@ async fn run_with(
     signals: Option<UnboundedReceiver<i32>>,
     sink: &mut dyn Sink,
 ) -> Ended {
-    let endpoints: Vec<(String, String)> = config
-        .engines
-        .iter()
-        .map(|t| (t.name.clone(), t.endpoint.to_string()))
-        .collect();
-    // The commands that inspect containers read the memo and write it back.
-    let memo_file = config.memo_file.as_deref().filter(|_| {
-        matches!(
-            config.job,
-            Job::Plan { .. }
-                | Job::Graph { .. }
-                | Job::Converge { .. }
-                | Job::ApplySaved { .. }
-                | Job::Watch { .. }
-        )
-    });
-    let memo = Arc::new(memo_file.map_or_else(Default::default, crate::exec::list::Memo::read));
+    let memo_file = memo_file(config);
+    let memo = Arc::new(memo_file.map_or_else(Default::default, Memo::read));
+    let verdict = run_job(config, engines, stop, signals, memo.clone(), None, sink).await;
+    // A cache: one that cannot be written costs the next run inspections.
+    if let Some(path) = memo_file {
+        let _ = memo.write(path);
+    }
+    let lasting = matches!(config.job, Job::Watch { .. } | Job::Mcp { .. });
+    ended(verdict, stop, lasting)
+}
+
+/// Runs the command of `config` with `memo` and, beside its own observers,
+/// `observer`.
+async fn run_job(
+    config: &Config,
+    engines: Vec<Arc<dyn Engine>>,
+    stop: &Stop,
+    signals: Option<UnboundedReceiver<i32>>,
+    memo: Arc<Memo>,
+    observer: Option<&dyn crate::exec::event::Observer>,
+    sink: &mut dyn Sink,
+) -> Verdict {
+    let endpoints = endpoints(config);
     let run = Run {
         config,
         engines: &engines,
         endpoints: &endpoints,
         stop,
-        memo: memo.clone(),
+        memo,
+        observer,
     };
-    let verdict = match &config.job {
+    match &config.job {
         Job::Inventory { max_lease } => inventory::inventory(&run, max_lease, sink).await,
         Job::Plan {
             goal,
@@ -194,22 +301,29 @@ async fn run_with(
         Job::Lease { .. } | Job::Release { .. } => lease::lease(&run, sink).await,
         Job::Restore { .. } => restore::restore(&run, sink).await,
         Job::Hold { .. } => hold::hold(&run, signals, sink).await,
-    };
-    // A cache: one that cannot be written costs the next run inspections.
-    if let Some(path) = memo_file {
-        let _ = memo.write(path);
+        Job::Mcp { template } => {
+            // Boxed: a tool call runs a job again (never an `mcp` one).
+            let serve: std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + '_>> =
+                Box::pin(mcp::serve(
+                    &run,
+                    template,
+                    tokio::io::stdin(),
+                    tokio::io::stdout(),
+                    sink,
+                ));
+            serve.await
+        }
     }
-    ended(verdict, stop, matches!(config.job, Job::Watch { .. }))
 }
 
 /// How a run that came to its end ended: a Ctrl-C made it `Interrupted`, a
-/// SIGTERM (a watch; or a watch cancelled without a signal) `Stopped` with
-/// its last cycle's verdict, else `Done`.
-fn ended(verdict: Verdict, stop: &Stop, watch: bool) -> Ended {
+/// SIGTERM (a watch or the MCP server, `lasting`; or one of those cancelled
+/// without a signal) `Stopped` with its last verdict, else `Done`.
+fn ended(verdict: Verdict, stop: &Stop, lasting: bool) -> Ended {
     match stop.by() {
         Some(Signal::Interrupt) => Ended::Interrupted(verdict),
         Some(Signal::Terminate) => Ended::Stopped(verdict),
-        None if watch && stop.cancel.is_cancelled() => Ended::Stopped(verdict),
+        None if lasting && stop.cancel.is_cancelled() => Ended::Stopped(verdict),
         None => Ended::Done(verdict),
     }
 }

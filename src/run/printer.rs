@@ -206,6 +206,9 @@ impl Observer for Printer<'_> {
             Event::State { broken } => {
                 self.err(&render::watch_state(format, &log_time(), *broken));
             }
+            Event::Unmeasured { engine, error } => {
+                self.err(&render::unmeasured_warning(engine, &error.to_string()));
+            }
             Event::Started { .. } | Event::Archived { .. } | Event::DeadlineMisses { .. } => {}
         }
     }

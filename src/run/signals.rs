@@ -1,6 +1,6 @@
 //! Signals: what SIGINT and SIGTERM do to a run, told to the run as a value.
 //!
-//! Owns the handlers. A first Ctrl-C (any command) or SIGTERM (`watch`)
+//! Owns the handlers. A first Ctrl-C (any command) or SIGTERM (`watch`, `mcp`)
 //! records which signal came in the run's `Stop` and cancels it: a
 //! converging run starts no new removal, finishes those in flight, verifies
 //! and reports; a watch stops after its cycle in flight. A second Ctrl-C
@@ -56,6 +56,17 @@ impl Stop {
     }
 }
 
+/// Who says that a signal stopped the run, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    /// A command: a Ctrl-C notice (SIGTERM ends the process).
+    Run,
+    /// A watch: a log line in its format.
+    Watch(Format),
+    /// The MCP server: it says so itself.
+    Server,
+}
+
 /// The handlers of one run.
 pub(super) struct Signals {
     task: Option<JoinHandle<()>>,
@@ -67,6 +78,23 @@ impl Signals {
     /// true, its lines in `format`): the first signal stops `stop`, a second
     /// Ctrl-C quits. The handlers are in place when this returns.
     pub(super) fn stop(stop: &Stop, watch: bool, format: Format) -> Signals {
+        Signals::handle(
+            stop,
+            if watch {
+                Notice::Watch(format)
+            } else {
+                Notice::Run
+            },
+        )
+    }
+
+    /// The MCP server: SIGTERM or a first Ctrl-C stops `stop` (the server
+    /// says so itself, with the calls in flight), a second Ctrl-C quits.
+    pub(super) fn serve(stop: &Stop) -> Signals {
+        Signals::handle(stop, Notice::Server)
+    }
+
+    fn handle(stop: &Stop, notice: Notice) -> Signals {
         let none = || Signals {
             task: None,
             quit: None,
@@ -75,8 +103,8 @@ impl Signals {
             return none();
         };
         // SIGTERM keeps its default (the process ends) for every command
-        // but watch: a handler, once set, stays for the process's life.
-        let mut term = if watch {
+        // but watch and mcp: a handler, once set, stays for the process's life.
+        let mut term = if notice != Notice::Run {
             match signal(SignalKind::terminate()) {
                 Ok(term) => Some(term),
                 Err(_) => return none(),
@@ -93,12 +121,14 @@ impl Signals {
                     _ = int.recv() => Signal::Interrupt,
                 };
                 stop.signalled(signal);
-                let name = match signal {
-                    Signal::Terminate => "SIGTERM",
-                    Signal::Interrupt => "SIGINT",
-                };
-                let time = crate::cli::config::log_time();
-                render::stderr(&render::watch_stopping(format, &time, name));
+                if let Notice::Watch(format) = notice {
+                    let name = match signal {
+                        Signal::Terminate => "SIGTERM",
+                        Signal::Interrupt => "SIGINT",
+                    };
+                    let time = crate::cli::config::log_time();
+                    render::stderr(&render::watch_stopping(format, &time, name));
+                }
             } else {
                 if int.recv().await.is_none() {
                     return;

@@ -54,7 +54,8 @@ impl Default for Cli {
 
 impl Cli {
     /// No arguments; runs in a new empty temp dir; `SANDBOXCTL_STATE`,
-    /// `SANDBOXCTL_TIMEOUT` and `SANDBOXCTL_PLAN_KEY` removed, `NO_COLOR=1`,
+    /// `SANDBOXCTL_TIMEOUT`, `SANDBOXCTL_PLAN_KEY` and `SANDBOXCTL_METRICS`
+    /// removed, `NO_COLOR=1`,
     /// `XDG_STATE_HOME` in the temp dir (so the saved-plan key is this
     /// `Cli`'s own: a plan saved by one run opens in the next);
     /// `DOCKER_HOST` inherited.
@@ -69,6 +70,7 @@ impl Cli {
                 ("SANDBOXCTL_STATE".into(), None),
                 ("SANDBOXCTL_TIMEOUT".into(), None),
                 ("SANDBOXCTL_PLAN_KEY".into(), None),
+                ("SANDBOXCTL_METRICS".into(), None),
                 ("XDG_STATE_HOME".into(), Some(state_home.into())),
                 ("NO_COLOR".into(), Some("1".into())),
             ],
@@ -236,6 +238,59 @@ impl Cli {
             .args(&args)
             .env("SANDBOXCTL", BIN);
         self.spawn(&mut cmd, command).wait()
+    }
+
+    /// Runs `program` with `args` (not the binary under test) in the run's
+    /// directory and environment, with its deadline, and waits.
+    pub fn run_program<I, S>(&self, program: &Path, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let command = format!("{} {}", program.display(), shell_words(&args));
+        self.spawn(Command::new(program).args(&args), command)
+            .wait()
+    }
+
+    /// The binary under test with the builder's arguments followed by
+    /// `extra`, as a client that starts it as its server needs it: `command`,
+    /// `args`, `cwd` and `env` (the variables the builder sets, and
+    /// `DOCKER_HOST` from this process unless the builder sets or removes
+    /// it: a client passes its server only the variables it is given).
+    pub fn server<I, S>(&self, extra: I) -> Value
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<String> = self
+            .args_with(extra)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let mut env = serde_json::Map::new();
+        for (key, value) in &self.env {
+            let key = key.to_string_lossy().into_owned();
+            match value {
+                Some(v) => {
+                    env.insert(key, Value::String(v.to_string_lossy().into_owned()));
+                }
+                None => {
+                    env.remove(&key);
+                }
+            }
+        }
+        let docker_host_given = self.env.iter().any(|(k, _)| k == "DOCKER_HOST");
+        if let (false, Ok(host)) = (docker_host_given, std::env::var("DOCKER_HOST")) {
+            env.insert("DOCKER_HOST".into(), Value::String(host));
+        }
+        let cwd = self.current_dir.as_deref().unwrap_or(self.dir.path());
+        serde_json::json!({
+            "command": BIN,
+            "args": args,
+            "cwd": cwd.to_string_lossy(),
+            "env": env,
+        })
     }
 
     fn args_with<I, S>(&self, extra: I) -> Vec<OsString>
@@ -455,22 +510,29 @@ impl Output {
     }
 
     /// Stdout parsed as one JSON document, failing the test (showing both
-    /// streams) if it is not.
+    /// streams) if it is not, or if it does not match the schema of the
+    /// document its command prints (`support::schema`).
     #[track_caller]
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+        let value: Value = serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout of `{}` is not JSON: {e}\n{}",
                 self.command,
                 self.dump()
             )
-        })
+        });
+        if let Some(name) = super::schema::of_command(&self.command) {
+            super::schema::check(name, &value, &self.command);
+        }
+        value
     }
 
     /// Stdout read as JSON into `T` (e.g. the typed report in `support::report`),
-    /// failing the test (showing both streams) if it is not `what`.
+    /// failing the test (showing both streams) if it is not `what`, or if
+    /// it does not match the schema of its command's document.
     #[track_caller]
     pub fn parse<T: serde::de::DeserializeOwned>(&self, what: &str) -> T {
+        self.json();
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout of `{}` is not {what}: {e}\n{}",

@@ -1231,7 +1231,11 @@ fn start_sshd(server: SshServer) -> Sshd {
     };
     let deadline = Instant::now() + START_DEADLINE;
     loop {
-        if ssh_banner(port) {
+        // Its own banner: the log says it listens (another process that took
+        // the port meanwhile would answer with a banner too).
+        let listening = std::fs::read_to_string(inner.dir.join("sshd.log"))
+            .is_ok_and(|log| log.contains(&format!("listening on 127.0.0.1 port {port}")));
+        if listening && ssh_banner(port) {
             break;
         }
         let exited = inner
@@ -1620,11 +1624,21 @@ fn spawn_logged(mut command: Command, dir: &Path, log: &str) -> Child {
         .unwrap_or_else(|e| panic!("engines: spawn {program}: {e}"))
 }
 
+/// A loopback port nothing listens on now, and never handed out before in
+/// this process: two engines or sshds started at once never share one (the
+/// second would find the first answering in its place).
 fn free_port() -> u16 {
-    TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("pick a free loopback port")
+    static GIVEN: LazyLock<Mutex<std::collections::HashSet<u16>>> =
+        LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+    loop {
+        let port = TcpListener::bind(("127.0.0.1", 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("pick a free loopback port");
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 fn run_ok(command: &mut Command, what: &str) -> Output {

@@ -174,6 +174,12 @@ pub fn main() {
         args.exact = true;
     }
     let conclusion = libtest_mimic::run(&args, trials);
+    if std::env::var_os("SANDBOXCTL_SCHEMA_COUNT").is_some() {
+        eprintln!(
+            "schema: {} JSON documents checked against docs/schema/",
+            super::schema::checked()
+        );
+    }
     if !args.list
         && IGNORED_WITHOUT_ENGINE.load(Ordering::SeqCst)
         && !REACHABILITY_RAN.load(Ordering::SeqCst)

@@ -11,5 +11,7 @@ pub mod engines;
 pub mod files;
 pub mod lease;
 pub mod lock;
+pub mod mcp;
 pub mod proxy;
 pub mod report;
+pub mod schema;

@@ -405,6 +405,8 @@ pub struct EngineClock {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Plan {
+    /// The schema version of every document (`1`).
+    pub schema_version: u32,
     pub version: u32,
     pub engine: String,
     pub scope: BTreeMap<String, String>,
@@ -492,6 +494,9 @@ pub struct Gone {
     #[serde(rename = "box")]
     pub box_id: Option<String>,
     pub outcome: Outcome,
+    /// What it gave back, as measured before its removal; `null` when not measured.
+    #[serde(rename = "reclaimedBytes")]
+    pub reclaimed_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -598,6 +603,8 @@ pub struct EngineSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Report {
+    /// The schema version of every document (`1`).
+    pub schema_version: u32,
     pub converged: bool,
     /// `--archive`: the volumes archived (`volume`, `path`, `sha256`, `bytes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -605,6 +612,11 @@ pub struct Report {
     #[serde(default)]
     pub now: Option<String>,
     pub removed: Removed,
+    /// The sum of the removed objects' known figures; `null` when
+    /// containers or volumes were removed and none was measured.
+    pub reclaimed_bytes: Option<u64>,
+    /// Removed containers and volumes without a figure.
+    pub reclaimed_unmeasured: u64,
     pub kept: Kept,
     pub retained: Retained,
     pub failures: Vec<Failure>,
@@ -694,8 +706,10 @@ pub fn read_plan(text: &str) -> Plan {
 
 /// `inventory --format json`: the managed objects grouped by box.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inventory {
+    /// The schema version of every document (`1`).
+    pub schema_version: u32,
     pub engine: String,
     pub scope: Vec<String>,
     pub boxes: Vec<InventoryBox>,

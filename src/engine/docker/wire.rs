@@ -1,7 +1,8 @@
 //! Bollard's wire models as `model::Object`s: containers (from a listing
 //! or an inspect, with their volumes, networks and namespace joins), volumes,
-//! networks, images, services, configs, secrets and events, and the engine's
-//! RFC 3339 timestamps as Unix time.
+//! networks, images, services, configs, secrets and events, the sizes of
+//! `GET /system/df` (API 1.41's shape, read here: bollard's model is
+//! another's), and the engine's RFC 3339 timestamps as Unix time.
 //!
 //! Pure conversions of what the engine answered. Must not make requests,
 //! read the clock, or drop objects (filtering is the engine's, by the
@@ -14,7 +15,7 @@ use bollard::models::{
 };
 use time::format_description::well_known::Rfc3339;
 
-use crate::engine::Event;
+use crate::engine::{DiskUsage, Event};
 use crate::model::{ImageInfo, Join, Kind, Labels, Namespace, Object, ObjectKey};
 
 /// The image tag Docker reports for an untagged image; never a real tag.
@@ -322,9 +323,99 @@ pub(super) fn image_from(i: ImageSummary) -> ImageInfo {
     ImageInfo { id: i.id, tags }
 }
 
+/// `GET /system/df` as API 1.41 to 1.51 shape it (Docker 20.10, 26.1;
+/// Podman's compatible API): the members read here, the rest ignored.
+#[derive(serde::Deserialize)]
+struct DiskUsageAnswer {
+    #[serde(rename = "Containers", default)]
+    containers: Option<Vec<ContainerUsage>>,
+    #[serde(rename = "Volumes", default)]
+    volumes: Option<Vec<VolumeUsage>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ContainerUsage {
+    #[serde(rename = "Id")]
+    id: String,
+    #[serde(rename = "SizeRw", default)]
+    size_rw: Option<i64>,
+}
+
+#[derive(serde::Deserialize)]
+struct VolumeUsage {
+    #[serde(rename = "Name")]
+    name: String,
+    #[serde(rename = "UsageData", default)]
+    usage: Option<VolumeUsageData>,
+}
+
+#[derive(serde::Deserialize)]
+struct VolumeUsageData {
+    #[serde(rename = "Size")]
+    size: i64,
+}
+
+/// The sizes a `/system/df` answer gives, by key on `engine`: each
+/// container's `SizeRw`, each volume's `UsageData.Size`; a negative one
+/// (Docker's -1, "not available") or a missing one is left out. An answer
+/// that is not JSON of that shape is an error.
+pub(super) fn disk_usage_from(engine: &str, body: &[u8]) -> Result<DiskUsage, String> {
+    let answer: DiskUsageAnswer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let mut sizes = BTreeMap::new();
+    for c in answer.containers.unwrap_or_default() {
+        if let Some(size) = c.size_rw.and_then(|s| u64::try_from(s).ok()) {
+            sizes.insert(ObjectKey::new(engine, Kind::Container, &c.id), size);
+        }
+    }
+    for v in answer.volumes.unwrap_or_default() {
+        if let Some(size) = v.usage.and_then(|u| u64::try_from(u.size).ok()) {
+            sizes.insert(ObjectKey::new(engine, Kind::Volume, &v.name), size);
+        }
+    }
+    Ok(DiskUsage(sizes))
+}
+
+/// The `message` of an engine's error answer (`{"message": "..."}`), or
+/// its first 200 bytes as text.
+pub(super) fn message_of(body: &[u8]) -> String {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        message: String,
+    }
+    match serde_json::from_slice::<Message>(body) {
+        Ok(m) => m.message,
+        Err(_) => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_usage_reads_api_1_41_and_leaves_out_what_was_not_measured() {
+        let body = br#"{"LayersSize": 1, "Images": [],
+            "Containers": [{"Id": "c1", "SizeRw": 4194304}, {"Id": "c2", "SizeRw": -1}, {"Id": "c3"}],
+            "Volumes": [{"Name": "v1", "UsageData": {"Size": 3145728, "RefCount": 1}},
+                        {"Name": "v2", "UsageData": {"Size": -1, "RefCount": -1}}, {"Name": "v3"}],
+            "BuildCache": null}"#;
+        let sizes = disk_usage_from("e", body).unwrap();
+        let key = |kind, id| ObjectKey::new("e", kind, id);
+        assert_eq!(
+            sizes.0,
+            BTreeMap::from([
+                (key(Kind::Container, "c1"), 4194304),
+                (key(Kind::Volume, "v1"), 3145728),
+            ])
+        );
+        assert_eq!(disk_usage_from("e", b"{}").unwrap(), DiskUsage::default());
+        assert!(disk_usage_from("e", b"<html>").is_err());
+        assert_eq!(
+            message_of(br#"{"message":"a disk usage operation is already running"}"#),
+            "a disk usage operation is already running"
+        );
+        assert_eq!(message_of(b"oops"), "oops");
+    }
     use bollard::models::{
         ContainerConfig, ContainerState, ContainerStateStatusEnum, ContainerSummaryHostConfig,
         ContainerSummaryStateEnum, HostConfig,

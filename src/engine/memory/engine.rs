@@ -185,6 +185,26 @@ impl Engine for MemoryEngine {
         self.call(Op::Ping, "", |_| Ok(())).await
     }
 
+    /// The world's `sizes` of the containers and volumes it holds (what
+    /// is gone is not measured), as `/system/df` gives them.
+    async fn disk_usage(&self) -> Result<crate::engine::DiskUsage, EngineError> {
+        let engine = self.name.as_str();
+        self.call(Op::DiskUsage, "", |w| {
+            let containers = w.containers.iter().map(|c| (Kind::Container, &c.id));
+            let volumes = w.volumes.iter().map(|v| (Kind::Volume, &v.name));
+            Ok(crate::engine::DiskUsage(
+                containers
+                    .chain(volumes)
+                    .filter_map(|(kind, id)| {
+                        let size = *w.sizes.get(id)?;
+                        Some((ObjectKey::new(engine, kind, id), size))
+                    })
+                    .collect(),
+            ))
+        })
+        .await
+    }
+
     async fn create_volume(&self, name: &str, labels: &Labels) -> Result<Object, EngineError> {
         let engine = self.name.as_str();
         let created = self

@@ -55,6 +55,8 @@ pub enum Op {
     Upload,
     /// Asking the engine on a new connection whether it still serves.
     Ping,
+    /// Measuring every object's size (`GET /system/df`).
+    DiskUsage,
 }
 
 /// What a scripted fault does when its call arrives.
@@ -383,6 +385,7 @@ fn call_name(op: Op, target: &str) -> String {
         Op::Download => format!("read {HELPER_MOUNT} of container {target}"),
         Op::Upload => format!("fill / of container {target}"),
         Op::Ping => "ping the engine on a new connection".into(),
+        Op::DiskUsage => "measure disk usage (GET /system/df)".into(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The in-memory engine's world: the containers, volumes, networks,
 //! images, services, configs and secrets of a fixture or a test (readable
-//! from TOML), each as the `Object` the real engine's listing would give.
+//! from TOML), each as the `Object` the real engine's listing would give,
+//! and the sizes its `/system/df` would give of them.
 //!
 //! Plain data. Must not answer engine calls or inject faults (`engine.rs`
 //! and `mod.rs` do).
@@ -294,6 +295,11 @@ pub struct World {
     /// negative: behind). Its clock and the volumes it creates use it.
     #[serde(default, rename = "clockSkew")]
     pub clock_skew: i64,
+    /// The bytes `/system/df` gives of an object: a container's writable
+    /// layer (by its ID), a volume's content (by its name); one absent is
+    /// not measured. TOML: `[sizes]`, `"<id or name>" = bytes`.
+    #[serde(default)]
+    pub sizes: BTreeMap<String, u64>,
 }
 
 impl World {

@@ -22,6 +22,10 @@ pub(super) struct Counted {
     pub(super) bytes: u64,
     /// Its entries (meta entries not counted).
     pub(super) entries: u64,
+    /// The sizes of its regular files, added up (a hard link's entry has
+    /// none): what the files hold, as Docker's `/system/df` counts a
+    /// volume's content.
+    pub(super) file_bytes: u64,
 }
 
 /// Why a stream did not pass as a tar stream that ended well.
@@ -61,13 +65,18 @@ where
         failed: None,
     };
     let mut entries = 0;
+    let mut file_bytes: u64 = 0;
     let read = {
         let mut archive = tar::Archive::new(&mut tap);
         let mut read = || -> io::Result<()> {
             for entry in archive.entries_with_seek()? {
-                let kind = entry?.header().entry_type().as_byte();
-                if !matches!(kind, b'x' | b'g' | b'L' | b'K') {
+                let entry = entry?;
+                let kind = entry.header().entry_type();
+                if !matches!(kind.as_byte(), b'x' | b'g' | b'L' | b'K') {
                     entries += 1;
+                }
+                if kind.is_file() {
+                    file_bytes = file_bytes.saturating_add(entry.size());
                 }
             }
             Ok(())
@@ -94,7 +103,11 @@ where
     };
     match why {
         Some(why) => Err(CountError::Tar(why)),
-        None => Ok(Counted { bytes, entries }),
+        None => Ok(Counted {
+            bytes,
+            entries,
+            file_bytes,
+        }),
     }
 }
 
@@ -323,7 +336,12 @@ mod tests {
         // padded after its end marker (as a tar of 10 KiB records is).
         let mut padded = sample_tar();
         padded.resize(padded.len().div_ceil(10240) * 10240 + 10240, 0);
-        for (stream, entries) in [(sample_tar(), 4), (pax_tar(), 3), (padded, 4)] {
+        // The files' bytes: a pax `size` counts over the header's.
+        for (stream, entries, file_bytes) in [
+            (sample_tar(), 4, 70_005),
+            (pax_tar(), 3, 70_004),
+            (padded, 4, 70_005),
+        ] {
             for size in [1, 7, 512, 4096, 65_536, 1 << 20] {
                 let (counted, out) = pass_in(&stream, size);
                 let counted = counted.unwrap_or_else(|e| panic!("chunks of {size}: {e:?}"));
@@ -331,7 +349,8 @@ mod tests {
                     counted,
                     Counted {
                         bytes: stream.len() as u64,
-                        entries
+                        entries,
+                        file_bytes,
                     },
                     "chunks of {size}"
                 );

@@ -17,9 +17,12 @@ use crate::model::Labels;
 pub(super) const MANIFEST_VERSION: u32 = 1;
 
 /// What stands beside each archive: where it came from and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Manifest {
+    /// The manifest's format (`restore` refuses another).
+    #[schemars(extend("const" = MANIFEST_VERSION))]
     pub version: u32,
     /// The engine's name in the run (`default`, or a fleet entry's).
     pub engine: String,

@@ -69,6 +69,11 @@ pub struct Archived {
     pub uncompressed_size: u64,
     /// Tar entries (files, folders, links; the volume's root included).
     pub file_count: u64,
+    /// The sizes of the regular files in the stream, added up: what the
+    /// volume held, as the engine's `/system/df` counts it (its
+    /// `reclaimedBytes` once it is removed). Not in the manifest.
+    #[serde(skip)]
+    pub file_bytes: u64,
     /// Milliseconds from the request for the engine's tar stream until the
     /// archive and its manifest stood under their final names, synced.
     pub elapsed_ms: u64,
@@ -149,8 +154,9 @@ impl ArchiveError {
 }
 
 /// A restored volume.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(deny_unknown_fields)]
 pub struct Restored {
     pub volume: String,
     /// The labels it was created with (the archived volume's: it stays managed).

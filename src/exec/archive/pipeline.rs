@@ -317,6 +317,7 @@ fn write_archive(
         bytes: manifest.size,
         uncompressed_size: manifest.uncompressed_size,
         file_count: manifest.file_count,
+        file_bytes: tar.file_bytes,
         elapsed_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
 }

@@ -125,6 +125,12 @@ async fn archives_then_removes_through_a_labeled_helper() {
     assert_eq!(m.created_at.as_deref(), Some("2026-01-01T00:00:00Z"));
     assert_eq!(m.file_count, 4);
     assert_eq!(m.uncompressed_size, sample_tar().len() as u64);
+    // Without --reclaimed the volume's figure is its archived files (5 +
+    // 0 + 70,000 bytes); the container was not measured.
+    assert_eq!(report.removed.volumes[0].reclaimed_bytes, Some(70_005));
+    assert_eq!(report.removed.containers[0].reclaimed_bytes, None);
+    assert_eq!(report.reclaimed.total(), Some(70_005));
+    assert_eq!(report.reclaimed.unmeasured, 1);
     assert_eq!(m.sha256, sha256_file(&path).unwrap());
     assert_eq!(m.sha256, a.sha256);
     assert_eq!(m.size, std::fs::metadata(&path).unwrap().len());
