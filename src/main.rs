@@ -9,7 +9,7 @@
 
 use clap::{CommandFactory, Parser};
 use sandboxctl::cli::Cli;
-use sandboxctl::run::run;
+use sandboxctl::run::run_to_end;
 
 /// mimalloc instead of the system allocator: planning allocates and frees
 /// small strings by the hundred thousand, where glibc's malloc spends a third
@@ -24,15 +24,6 @@ fn main() {
             .error(clap::error::ErrorKind::ValueValidation, msg)
             .exit(),
     };
-    // One thread: a run waits on engines, it does not compute; a second
-    // worker only added wake-ups between threads. Beside 300 running
-    // containers (150 inspections) a `plan` took 29 ms of CPU instead of
-    // 48 and 74 ms instead of 88 (medians of 31 interleaved runs,
-    // docs/performance.md). Blocking work goes to `spawn_blocking`.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("the tokio runtime starts");
-    let exit = runtime.block_on(run(args));
+    let exit = run_to_end(args);
     std::process::exit(exit.code());
 }
