@@ -104,8 +104,9 @@
 //! fleet of two the healthy engine's part still shown.
 //!
 //! The whole matrix (6 × 3 × 11 = 198 converging cells, 3 × (6 + 5 + 5) =
-//! 48 lease cells, 3 × (7 + 4) = 33 archive cells, and 3 × (7 + 6 + 7 + 7) =
-//! 81 read-only cells: 360; 279 before the read-only ones) runs with the
+//! 48 lease cells, 3 × (7 + 5) = 36 archive cells, and 3 × (7 + 6 + 7 + 7) =
+//! 81 read-only cells: 363; 282 before the read-only ones; 78 more on a
+//! swarm manager, 159 more through the MCP server's tools) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
 //! test per command. The archive and read-only cells have no real cell yet.
 //! A slice of it ([`REAL_SLICE`], 33 cells: 16 converging cells with every
