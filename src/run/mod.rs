@@ -51,19 +51,14 @@ pub use context::Sink;
 use context::{fail, Run, Terminal};
 use signals::{Signal, Signals, Stop};
 
-/// Runs one validated command to its end on a runtime of one thread (what
-/// `main` calls). One thread: a run waits on engines, it does not compute;
-/// a second worker only added wake-ups between threads. Beside 300 running
-/// containers (150 inspections) a `plan` took 29 ms of CPU instead of 48 and
-/// 74 ms instead of 88 (medians of 31 interleaved runs, docs/performance.md).
-/// Blocking work goes to `spawn_blocking`. A plain function, so that the
-/// whole run is compiled here, once, and not again into the binary (30 s of
-/// a first release build, docs/performance.md, "The first build").
-pub fn run_to_end(args: Args) -> Exit {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("the tokio runtime starts");
+/// Runs one validated command to its end on `runtime` (what `main` calls).
+/// A plain function, so that the whole run is compiled here, once, and not
+/// again into the binary, as `block_on(run(args))` in `main` did: generic
+/// over the run's future, it made the binary's unit 30 s of a first release
+/// build (docs/performance.md, "The first build"). The runtime stays
+/// `main`'s: the process ends while it is alive, because dropping it would
+/// wait for a blocking read of stdin (the MCP server's) that nothing ends.
+pub fn run_to_end(runtime: &tokio::runtime::Runtime, args: Args) -> Exit {
     runtime.block_on(run(args))
 }
 
