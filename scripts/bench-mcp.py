@@ -26,6 +26,7 @@ calls (destroy of a box no listing carries, inventory and plan, in turn).
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -177,12 +178,15 @@ def main():
     finally:
         if session.proc.poll() is None:
             session.proc.kill()
-        ids = docker(a.host, "ps", "-aq", "--filter", f"label=ca.sandbox.bench={run_id}").split()
+        # What a failed round left, by both labels only (on the private engine).
+        ours = ["--filter", "label=ca.sandbox=1", "--filter", f"label=ca.sandbox.bench={run_id}"]
+        ids = docker(a.host, "ps", "-aq", *ours).split()
         if ids:
             docker(a.host, "rm", "-f", *ids)
-        vols = docker(a.host, "volume", "ls", "-q", "--filter", f"label=ca.sandbox.bench={run_id}").split()
+        vols = docker(a.host, "volume", "ls", "-q", *ours).split()
         if vols:
             docker(a.host, "volume", "rm", *vols)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
