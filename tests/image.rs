@@ -23,11 +23,11 @@
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::cli::{Cli, Output};
 use crate::support::docker::{engine_endpoint, Run, Sandbox};
 use crate::support::proxy::Proxy;
 
@@ -47,63 +47,18 @@ const DOCKER_DEADLINE: Duration = Duration::from_secs(60);
 /// How often waits look again.
 const POLL: Duration = Duration::from_millis(250);
 
-/// What a docker CLI call gave.
-struct Ran {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `docker ARGS` (DOCKER_HOST as inherited), killed past `deadline`.
-fn docker(args: &[&str], deadline: Duration) -> Ran {
-    run(Command::new("docker").args(args), deadline)
-}
-
-fn run(command: &mut Command, deadline: Duration) -> Ran {
-    let shown = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
-    // Read both pipes while waiting, so a chatty child never blocks.
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    let reading = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut out, &mut text);
-        text
-    });
-    let reading_err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut text);
-        text
-    });
-    let until = Instant::now() + deadline;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for a child") {
-            break status;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{shown} still running after {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Ran {
-        ok: status.success(),
-        stdout: reading.join().unwrap_or_default(),
-        stderr: reading_err.join().unwrap_or_default(),
-    }
+fn docker(args: &[&str], deadline: Duration) -> Output {
+    Cli::new()
+        .deadline(deadline)
+        .run_program(Path::new("docker"), args)
 }
 
 /// `docker ARGS`, failing the test unless it succeeds: its stdout, trimmed.
 #[track_caller]
 fn docker_ok(args: &[&str]) -> String {
     let ran = docker(args, DOCKER_DEADLINE);
-    assert!(ran.ok, "docker {args:?} failed: {}", ran.stderr);
+    assert_eq!(ran.code, Some(0), "docker {args:?} failed: {}", ran.stderr);
     ran.stdout.trim().to_string()
 }
 
@@ -173,17 +128,18 @@ fn repo() -> PathBuf {
 fn build(tag: &str) -> Tag {
     let guard = Tag(tag.to_string());
     let started = Instant::now();
-    let ran = run(
-        Command::new("bash")
-            .arg(repo().join("scripts/image.sh"))
-            .arg(tag)
-            .current_dir(repo()),
-        BUILD_DEADLINE,
-    );
+    let ran = Cli::new()
+        .current_dir(repo())
+        .deadline(BUILD_DEADLINE)
+        .run_program(
+            Path::new("bash"),
+            [repo().join("scripts/image.sh").as_os_str(), tag.as_ref()],
+        );
     assert!(
-        ran.ok,
+        ran.code == Some(0),
         "scripts/image.sh {tag} failed\n--- stdout\n{}\n--- stderr\n{}",
-        ran.stdout, ran.stderr
+        ran.stdout,
+        ran.stderr
     );
     eprintln!(
         "scripts/image.sh {tag}: {:?}: {}",
@@ -210,6 +166,20 @@ fn state_folder(toml: &str) -> tempfile::TempDir {
     )
     .unwrap();
     dir
+}
+
+/// What every test mounts: the engine's socket and the data folder, or
+/// `None` (said on stderr: the test did not run) when there is no socket to
+/// mount or the folder cannot be handed over.
+fn mounts(test: &str) -> Option<(PathBuf, tempfile::TempDir)> {
+    let Some(socket) = engine_socket() else {
+        eprintln!(
+            "{test}: not run: the engine ({}) is not on a Unix socket to mount",
+            engine_endpoint()
+        );
+        return None;
+    };
+    Some((socket, data_folder(test)?))
 }
 
 /// The data folder, private to the image's user (0700), or `None` when
@@ -303,14 +273,7 @@ trial!(the_image_reaps_a_leak_keeps_the_declared_box_and_stops_on_sigterm_with_e
 async fn the_image_reaps_a_leak_keeps_the_declared_box_and_stops_on_sigterm_with_exit_0() {
     const TEST: &str = "the_image_reaps_a_leak";
     let sbx = Sandbox::new("image-reaps").await;
-    let Some(socket) = engine_socket() else {
-        eprintln!(
-            "{TEST}: not run: the engine ({}) is not on a Unix socket to mount",
-            engine_endpoint()
-        );
-        return;
-    };
-    let Some(data) = data_folder(TEST) else {
+    let Some((socket, data)) = mounts(TEST) else {
         return;
     };
     let tag = build(&format!("sandboxctl-test:{}", sbx.scope_value()));
@@ -501,14 +464,7 @@ trial!(the_image_turns_unhealthy_when_the_engine_stops_answering);
 async fn the_image_turns_unhealthy_when_the_engine_stops_answering() {
     const TEST: &str = "the_image_turns_unhealthy";
     let sbx = Sandbox::new("image-unhealthy").await;
-    let Some(socket) = engine_socket() else {
-        eprintln!(
-            "{TEST}: not run: the engine ({}) is not on a Unix socket to mount",
-            engine_endpoint()
-        );
-        return;
-    };
-    let Some(data) = data_folder(TEST) else {
+    let Some((socket, data)) = mounts(TEST) else {
         return;
     };
     let proxy = Proxy::start_to(&socket);

@@ -2669,19 +2669,7 @@ async fn memory_swarm_manager() {
     for command in Command::CONVERGING {
         for cell in Cell::swarm(command) {
             count += 1;
-            let (seen, mut problems, healthy) = memory::run(cell).await;
-            problems.extend(verdict(cell, &seen, Some(&healthy)));
-            eprintln!(
-                "matrix cell {cell} (memory): {}",
-                if problems.is_empty() { "ok" } else { "FAILS" }
-            );
-            if !problems.is_empty() {
-                failing.push(format!(
-                    "cell {cell}:\n  - {}\n{}",
-                    problems.join("\n  - "),
-                    seen.dump
-                ));
-            }
+            judge_in_memory(cell, Surface::Cli, &mut failing).await;
         }
     }
     assert!(
@@ -2692,26 +2680,47 @@ async fn memory_swarm_manager() {
     );
 }
 
+/// How an in-memory cell's command is run: as the CLI runs it, or as one
+/// tool call to the MCP server.
+#[derive(Clone, Copy)]
+enum Surface {
+    Cli,
+    Mcp,
+}
+
+/// Runs `cell` in memory through `surface` and judges it by [`verdict`]:
+/// prints one line, and appends the cell with its problems and its world's
+/// dump to `failing` when it breaks a promise.
+async fn judge_in_memory(cell: Cell, surface: Surface, failing: &mut Vec<String>) {
+    let (seen, mut problems, healthy) = match surface {
+        Surface::Cli => memory::run(cell).await,
+        Surface::Mcp => memory::run_mcp(cell).await,
+    };
+    problems.extend(verdict(cell, &seen, Some(&healthy)));
+    let through = match surface {
+        Surface::Cli => "",
+        Surface::Mcp => " through MCP",
+    };
+    eprintln!(
+        "matrix cell {cell}{through} (memory): {}",
+        if problems.is_empty() { "ok" } else { "FAILS" }
+    );
+    if !problems.is_empty() {
+        failing.push(format!(
+            "cell {cell}{through}:\n  - {}\n{}",
+            problems.join("\n  - "),
+            seen.dump
+        ));
+    }
+}
+
 /// Runs every shape and fault of `command` in memory and fails naming every
 /// cell that breaks a promise.
 async fn memory_command(command: Command) {
     let mut failing = Vec::new();
     for shape in Shape::ALL {
         for &fault in command.faults() {
-            let cell = Cell::new(command, shape, fault);
-            let (seen, mut problems, healthy) = memory::run(cell).await;
-            problems.extend(verdict(cell, &seen, Some(&healthy)));
-            eprintln!(
-                "matrix cell {cell} (memory): {}",
-                if problems.is_empty() { "ok" } else { "FAILS" }
-            );
-            if !problems.is_empty() {
-                failing.push(format!(
-                    "cell {cell}:\n  - {}\n{}",
-                    problems.join("\n  - "),
-                    seen.dump
-                ));
-            }
+            judge_in_memory(Cell::new(command, shape, fault), Surface::Cli, &mut failing).await;
         }
     }
     assert!(
@@ -2739,21 +2748,8 @@ async fn memory_mcp() {
     for command in Command::ALL.into_iter().filter(|c| c.tool().is_some()) {
         for shape in Shape::ALL {
             for &fault in command.faults() {
-                let cell = Cell::new(command, shape, fault);
                 cells += 1;
-                let (seen, mut problems, healthy) = memory::run_mcp(cell).await;
-                problems.extend(verdict(cell, &seen, Some(&healthy)));
-                eprintln!(
-                    "matrix cell {cell} (memory, through MCP): {}",
-                    if problems.is_empty() { "ok" } else { "FAILS" }
-                );
-                if !problems.is_empty() {
-                    failing.push(format!(
-                        "cell {cell} through MCP:\n  - {}\n{}",
-                        problems.join("\n  - "),
-                        seen.dump
-                    ));
-                }
+                judge_in_memory(Cell::new(command, shape, fault), Surface::Mcp, &mut failing).await;
             }
         }
     }
