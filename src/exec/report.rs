@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::exec::list::InventoryError;
-use crate::model::{ByKind, Outcome, Reason};
+use crate::model::{ByKind, Kind, Outcome, Reason};
 use crate::plan::{Entry, Kept, Retained};
 
 /// An object named in a report.
@@ -147,7 +147,7 @@ pub struct Failure {
 
 /// The schema of a failure's `kind`: a kind, or `engine`.
 fn failure_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let mut kinds: Vec<&str> = crate::model::Kind::ALL.iter().map(|k| k.as_str()).collect();
+    let mut kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
     kinds.push("engine");
     crate::model::codes_schema(
         &kinds,
@@ -276,21 +276,30 @@ fn remaining_keys<S: serde::Serializer>(
 ) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut map = s.serialize_map(None)?;
-    map.serialize_entry("remainingContainers", &remaining.containers)?;
-    map.serialize_entry("remainingVolumes", &remaining.volumes)?;
-    map.serialize_entry("remainingNetworks", &remaining.networks)?;
+    for kind in [Kind::Container, Kind::Volume, Kind::Network] {
+        map.serialize_entry(remaining_key(kind), remaining.get(kind))?;
+    }
     // The Swarm kinds only when something of theirs is left (an engine
     // without them gives the same keys as before they were added).
-    for (key, left) in [
-        ("remainingServices", &remaining.services),
-        ("remainingConfigs", &remaining.configs),
-        ("remainingSecrets", &remaining.secrets),
-    ] {
+    for kind in Kind::SWARM {
+        let left = remaining.get(kind);
         if !left.is_empty() {
-            map.serialize_entry(key, left)?;
+            map.serialize_entry(remaining_key(kind), left)?;
         }
     }
     map.end()
+}
+
+/// The report's key of what is left of `kind`: `remainingContainers`, ...
+pub(crate) fn remaining_key(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Container => "remainingContainers",
+        Kind::Volume => "remainingVolumes",
+        Kind::Network => "remainingNetworks",
+        Kind::Service => "remainingServices",
+        Kind::Config => "remainingConfigs",
+        Kind::Secret => "remainingSecrets",
+    }
 }
 
 impl Report {

@@ -12,7 +12,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::table::plural;
+use super::table::{kind_counts, plural};
+use crate::exec::report::remaining_key;
 use crate::model::Kind;
 use crate::text::{clip, escape};
 
@@ -28,12 +29,6 @@ fn len(v: &Value) -> usize {
 fn words(v: &Value) -> String {
     let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
     clip(&text, 200).into_owned()
-}
-
-/// `2 containers, 1 volume and 0 networks` of the per-kind lists under `by`
-/// (`removed`, `kept`) or of the flat keys `prefix` + `Containers`, ...
-fn kinds(count: impl Fn(Kind) -> usize) -> String {
-    super::table::kind_counts(count)
 }
 
 /// The report's line of reclaimed space, read off its removed objects'
@@ -58,13 +53,6 @@ fn reclaimed_words(removed: &Value) -> String {
     })
 }
 
-fn remaining_key(kind: Kind) -> String {
-    let plural = kind.plural();
-    let mut chars = plural.chars();
-    let first = chars.next().map(|c| c.to_ascii_uppercase()).unwrap_or('x');
-    format!("remaining{first}{}", chars.as_str())
-}
-
 /// A report's summary (`destroy`, `prune`).
 fn report_words(doc: &Value, failed: bool) -> String {
     let mut out = String::new();
@@ -76,7 +64,7 @@ fn report_words(doc: &Value, failed: bool) -> String {
     let _ = writeln!(
         out,
         "Removed {}; kept {}; retained {}.",
-        kinds(|k| len(&removed[k.plural()])),
+        kind_counts(|k| len(&removed[k.plural()])),
         plural(kept, "object"),
         plural(len(&doc["retained"]["images"]), "image"),
     );
@@ -145,7 +133,7 @@ fn steps(doc: &Value) -> Vec<&Value> {
 fn plan_words(doc: &Value, failed: bool) -> String {
     let steps = steps(doc);
     let count = |k: Kind| steps.iter().filter(|s| s["kind"] == k.as_str()).count();
-    let mut out = format!("Would remove {}.\n", kinds(count));
+    let mut out = format!("Would remove {}.\n", kind_counts(count));
     if failed {
         out.push_str(
             "The plan is incomplete: an engine could not be listed whole (see the notes).\n",

@@ -24,6 +24,23 @@ pub trait Sink {
     fn err(&mut self, text: &str);
 }
 
+/// Everything printed, kept: a tool call's JSON document (stdout) and its
+/// errors and warnings (stderr); the tests' sink too.
+#[derive(Default)]
+pub(super) struct Capture {
+    pub(super) out: String,
+    pub(super) err: String,
+}
+
+impl Sink for Capture {
+    fn out(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+    fn err(&mut self, text: &str) {
+        self.err.push_str(text);
+    }
+}
+
 /// The process's own stdout and stderr.
 pub(super) struct Terminal;
 

@@ -130,10 +130,8 @@ pub async fn run(args: Args) -> Exit {
     } else {
         Signals::stop(&stop, watching, config.format)
     };
-    // The MCP server runs each call as a task of its own thread.
-    let local = tokio::task::LocalSet::new();
     let end = tokio::select! {
-        end = local.run_until(run_with(&config, engines, &stop, Some(passed), &mut terminal)) => end,
+        end = run_with(&config, engines, &stop, Some(passed), &mut terminal) => end,
         () = signals.quit() => Ended::Quit {
             log: watching.then_some(config.format),
         },
@@ -177,12 +175,7 @@ where
     };
     let stop = Stop::new(cancel);
     let endpoints = endpoints(config);
-    let memo = Arc::new(
-        config
-            .memo_file
-            .as_deref()
-            .map_or_else(Default::default, Memo::read),
-    );
+    let memo = Arc::new(memo_file(config).map_or_else(Default::default, Memo::read));
     let run = Run {
         config,
         engines: &engines,
@@ -191,10 +184,7 @@ where
         memo: memo.clone(),
         observer: None,
     };
-    let local = tokio::task::LocalSet::new();
-    let verdict = local
-        .run_until(mcp::serve(&run, template, read, write, sink))
-        .await;
+    let verdict = mcp::serve(&run, template, read, write, sink).await;
     close(ended(verdict, &stop, true), sink)
 }
 

@@ -28,6 +28,16 @@ pub(super) enum Signal {
     Terminate,
 }
 
+impl Signal {
+    /// Its name, as a log line says it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT",
+            Signal::Terminate => "SIGTERM",
+        }
+    }
+}
+
 /// A run's stop: its cancellation, and the signal that cancelled it (none
 /// when it was cancelled otherwise, as `run_on`'s caller can, or not at all).
 #[derive(Clone)]
@@ -122,12 +132,8 @@ impl Signals {
                 };
                 stop.signalled(signal);
                 if let Notice::Watch(format) = notice {
-                    let name = match signal {
-                        Signal::Terminate => "SIGTERM",
-                        Signal::Interrupt => "SIGINT",
-                    };
                     let time = crate::cli::config::log_time();
-                    render::stderr(&render::watch_stopping(format, &time, name));
+                    render::stderr(&render::watch_stopping(format, &time, signal.name()));
                 }
             } else {
                 if int.recv().await.is_none() {

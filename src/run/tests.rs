@@ -5,25 +5,11 @@ use super::*;
 use crate::engine::memory::MemoryEngine;
 use clap::Parser;
 
-/// Everything printed, kept.
-#[derive(Default)]
-struct Buffers {
-    out: String,
-    err: String,
-}
-
-impl Sink for Buffers {
-    fn out(&mut self, text: &str) {
-        self.out.push_str(text);
-    }
-    fn err(&mut self, text: &str) {
-        self.err.push_str(text);
-    }
-}
+use context::Capture;
 
 /// `config` run on `engines` to its end: its exit status and all it printed.
-async fn run(config: &Config, engines: Vec<Arc<dyn Engine>>) -> (Exit, Buffers) {
-    let mut sink = Buffers::default();
+async fn run(config: &Config, engines: Vec<Arc<dyn Engine>>) -> (Exit, Capture) {
+    let mut sink = Capture::default();
     let exit = run_on(config, engines, CancellationToken::new(), &mut sink).await;
     (exit, sink)
 }
@@ -66,7 +52,7 @@ fn config(state: &str, argv: &[&str]) -> (tempfile::TempDir, Config) {
 
 /// `argv` (after the program name) with a state file of `state`, run on
 /// `engine` alone to its end: its exit status and all it printed.
-async fn run_one(state: &str, argv: &[&str], engine: &Arc<MemoryEngine>) -> (Exit, Buffers) {
+async fn run_one(state: &str, argv: &[&str], engine: &Arc<MemoryEngine>) -> (Exit, Capture) {
     let (_dir, config) = config(state, argv);
     run(&config, vec![engine.clone()]).await
 }

@@ -56,7 +56,7 @@ use self::calls::Calls;
 use self::progress::Progress;
 use self::tools::Tool;
 use self::transport::{Tracked, MAX_LINE};
-use super::context::{failed, Run, Sink};
+use super::context::{failed, Capture, Run, Sink};
 use super::signals::Signal;
 
 /// What the server tells an agent host about itself when it connects.
@@ -65,8 +65,26 @@ const INSTRUCTIONS: &str = "sandboxctl tears down sandbox boxes: a box is a cont
 /// Serves the protocol on `read` and `write` with `run`'s engines until the
 /// end of input or `run`'s stop (SIGTERM, Ctrl-C), then waits for the calls
 /// in flight to be verified and answered. `template` is the server's own
-/// invocation. Must run on a `LocalSet`: each call's run is a local task.
+/// invocation. Each call's run is a local task, on a `LocalSet` of the
+/// server's own.
 pub(super) async fn serve<R, W>(
+    run: &Run<'_>,
+    template: &Args,
+    read: R,
+    write: W,
+    sink: &mut dyn Sink,
+) -> Verdict
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    tokio::task::LocalSet::new()
+        .run_until(serve_here(run, template, read, write, sink))
+        .await
+}
+
+/// [`serve`], on the `LocalSet` it runs in.
+async fn serve_here<R, W>(
     run: &Run<'_>,
     template: &Args,
     read: R,
@@ -123,10 +141,7 @@ where
             Some(line) = lines.recv() => sink.err(&line),
             () = run.stop.cancel.cancelled(), if !stopping => {
                 stopping = true;
-                let why = match run.stop.by() {
-                    Some(Signal::Interrupt) => "SIGINT",
-                    _ => "SIGTERM",
-                };
+                let why = run.stop.by().map_or("SIGTERM", Signal::name);
                 sink.err(&render::mcp_stopping(&log_time(), why, calls.counts().0));
                 calls.stop();
             }
@@ -176,23 +191,6 @@ struct Server {
     log: UnboundedSender<String>,
 }
 
-/// What a call's run printed: the JSON document on stdout, errors and
-/// warnings on stderr.
-#[derive(Default)]
-struct Capture {
-    out: String,
-    err: String,
-}
-
-impl Sink for Capture {
-    fn out(&mut self, text: &str) {
-        self.out.push_str(text);
-    }
-    fn err(&mut self, text: &str) {
-        self.err.push_str(text);
-    }
-}
-
 impl Server {
     /// The invocation `call` stands for, resolved now; refused when its
     /// engines or scope are not the server's (the state file changed them).
@@ -236,13 +234,7 @@ impl Server {
                 config.scope, base.scope
             ));
         }
-        let targets = |c: &Config| -> Vec<(String, String)> {
-            c.engines
-                .iter()
-                .map(|t| (t.name.clone(), t.endpoint.to_string()))
-                .collect()
-        };
-        let (now, then) = (targets(&config), targets(base));
+        let (now, then) = (super::endpoints(&config), super::endpoints(base));
         if !now.iter().all(|t| then.contains(t)) {
             return Err(
                 "the state file now names other engines than this server's; restart the server to serve them".into(),
