@@ -367,10 +367,7 @@ pub(crate) fn resolve_host(
 /// The lowercase sha256 hex of a context name: its folder name under
 /// `contexts/meta/` and `contexts/tls/`.
 pub fn context_digest(name: &str) -> String {
-    Sha256::digest(name.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::model::hex(&Sha256::digest(name.as_bytes()))
 }
 
 /// `currentContext` from `config.json`, if the file exists and names one.

@@ -18,7 +18,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The most of an answer read: `/healthz` answers one short line.
-pub(crate) const MAX_ANSWER: usize = 16 * 1024;
+const MAX_ANSWER: usize = 16 * 1024;
+
+/// How `/healthz` begins the detail of a degraded answer (a 200: the watch
+/// still reaps); `observe::metrics` writes it.
+pub(crate) const DEGRADED: &str = "degraded: ";
 /// The pause before asking again on a new connection after one closed
 /// without an answer.
 const AGAIN_AFTER: Duration = Duration::from_millis(50);
@@ -68,7 +72,7 @@ impl Probe {
 
     /// True when the answer says the watch is degraded.
     pub(crate) fn degraded(&self) -> bool {
-        matches!(&self.result, Ok(answer) if answer.status == 200 && answer.detail.starts_with("degraded: "))
+        matches!(&self.result, Ok(answer) if answer.status == 200 && answer.detail.starts_with(DEGRADED))
     }
 }
 

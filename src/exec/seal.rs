@@ -67,7 +67,7 @@ impl Key {
     }
 
     fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        crate::model::hex(&self.0)
     }
 
     /// A new random key (the kernel's `getrandom`).
@@ -271,7 +271,7 @@ pub(crate) fn seal(text: &str, key: &Key) -> Result<String, String> {
         .ok_or("the plan is not a JSON object")?;
     let resealed = object.remove(MEMBER).is_some();
     let tag = key.mac(&canonical(&value)).finalize().into_bytes();
-    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tag = crate::model::hex(&tag);
     if resealed {
         // Its old seal cannot stay beside the new one: laid out anew.
         if let Some(object) = value.as_object_mut() {

@@ -42,16 +42,6 @@ impl Outcome {
     /// The codes of an object that is gone, as the report's `removed` lists it.
     pub(crate) const GONE: [&'static str; 2] = ["removed", "alreadyGone"];
 
-    /// Every code.
-    pub(crate) const CODES: [&'static str; 6] = [
-        "removed",
-        "alreadyGone",
-        "failed",
-        "archiveFailed",
-        "skipped",
-        "interrupted",
-    ];
-
     /// True when the object is gone.
     pub fn is_success(&self) -> bool {
         matches!(self, Outcome::Removed | Outcome::AlreadyGone)
@@ -113,20 +103,6 @@ impl Serialize for Outcome {
     /// Its code (the words are in the report's `error` or the log's `error`).
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.code())
-    }
-}
-
-impl schemars::JsonSchema for Outcome {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Outcome".into()
-    }
-
-    /// Its code, one of [`Outcome::CODES`].
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        codes_schema(
-            &Outcome::CODES,
-            "What happened to one removal step: its stable code.",
-        )
     }
 }
 
@@ -197,7 +173,6 @@ mod tests {
             .collect();
         assert!(attempted.iter().all(|c| Outcome::ATTEMPTED.contains(c)));
         assert_eq!(attempted.len(), 6);
-        assert!(all.iter().all(|o| Outcome::CODES.contains(&o.code())));
         let gone = all.iter().filter(|o| o.is_success()).map(Outcome::code);
         assert!(gone.into_iter().all(|c| Outcome::GONE.contains(&c)));
     }

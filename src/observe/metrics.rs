@@ -100,6 +100,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::exec::event::{Event, Observer};
+use crate::exec::probe::DEGRADED;
 use crate::model::{Kind, Outcome};
 
 /// The content type of `GET /metrics`.
@@ -452,7 +453,7 @@ impl Metrics {
         match (cycles.last_converged, age) {
             (None, _) => Health::unhealthy("no reconcile cycle has finished yet".into()),
             (Some(false), _) if cycles.last_degraded => Health::healthy(format!(
-                "degraded: the last cycle reaped what it could, but a listing or an inspection failed or hung (see sandboxctl_call_timeouts_total); last converged cycle {}",
+                "{DEGRADED}the last cycle reaped what it could, but a listing or an inspection failed or hung (see sandboxctl_call_timeouts_total); last converged cycle {}",
                 age.map_or("never".to_string(), |a| format!("{} ago", secs(a)))
             )),
             (Some(true), Some(age)) => {
@@ -587,10 +588,9 @@ fn soft_nofile() -> Option<u64> {
 /// What the server allows a client; see the module header.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
-    /// Connections served at once; one past them is closed at once.
+    /// Connections served at once; one past them is closed at once (of
+    /// those, `idle_share(connections)` may have sent nothing yet).
     connections: usize,
-    /// Of those, connections that have sent nothing yet.
-    idle: usize,
     /// Time to send the first byte of the first request.
     first_request: Duration,
     /// Time to send a request's headers once begun, or the next request.
@@ -611,7 +611,6 @@ impl Limits {
     fn with_cap(connections: usize) -> Self {
         Limits {
             connections,
-            idle: idle_share(connections),
             first_request: FIRST_REQUEST_TIMEOUT,
             header_read: HEADER_READ_TIMEOUT,
             lifetime: CONNECTION_LIFETIME,
@@ -767,7 +766,7 @@ where
     let bound = listener.local_addr().map_err(bind_error)?;
     let task = tokio::spawn(async move {
         let slots = Arc::new(Semaphore::new(limits.connections));
-        let idle_slots = Arc::new(Semaphore::new(limits.idle));
+        let idle_slots = Arc::new(Semaphore::new(idle_share(limits.connections)));
         let stop = CancellationToken::new();
         let connections = TaskTracker::new();
         let mut shutdown = std::pin::pin!(shutdown);
@@ -1446,12 +1445,11 @@ mod tests {
     /// and deadlines of a minute unless a test shortens one.
     fn test_limits(connections: usize) -> Limits {
         Limits {
-            connections,
-            idle: idle_share(connections),
             first_request: Duration::from_secs(60),
             header_read: Duration::from_secs(60),
             lifetime: Duration::from_secs(60),
             drain: Duration::from_millis(500),
+            ..Limits::with_cap(connections)
         }
     }
 

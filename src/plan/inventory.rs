@@ -539,11 +539,7 @@ impl Fields {
     fn hex(&mut self) -> String {
         let digest = Sha256::digest(&self.0);
         self.0.clear();
-        digest.iter().fold(String::with_capacity(64), |mut hex, b| {
-            use std::fmt::Write as _;
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
+        crate::model::hex(&digest)
     }
 }
 

@@ -109,7 +109,7 @@ use crate::model::Labels;
 pub use error::{StateError, StateErrorKind};
 pub use read::MAX_STATE_BYTES;
 pub use rules::{check_box_id, check_label, check_volume_name};
-pub(crate) use rules::{parse_duration, parse_label_arg};
+pub(crate) use rules::{parse_duration, parse_label_arg, MAX_BOX_ID_CHARS};
 pub use scan::MAX_NESTING;
 
 /// Where the state file is looked for when neither `--state` nor `SANDBOXCTL_STATE` is given.

@@ -91,9 +91,7 @@ pub fn read_manifest(archive: &Path) -> Result<Manifest, RestoreError> {
 }
 
 /// Bytes as lower-case hex (the manifest's `sha256`).
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub(super) use crate::model::hex;
 
 #[cfg(test)]
 mod tests {

@@ -90,7 +90,7 @@ impl Tool {
                     "type": "string",
                     "description": "A box ID: the value of the ca.sandbox.id label.",
                     "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                    "maxLength": 128
+                    "maxLength": crate::state::MAX_BOX_ID_CHARS
                 },
                 "maxItems": MAX_IDS
             })
