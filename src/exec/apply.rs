@@ -134,12 +134,6 @@ impl Done {
     }
 }
 
-/// True for the kinds that hold space the engine measures: containers
-/// (their writable layer) and volumes.
-pub(crate) fn holds_space(kind: Kind) -> bool {
-    matches!(kind, Kind::Container | Kind::Volume)
-}
-
 /// With `--reclaimed` and something in the plan that holds space: what the
 /// engine measured of every container and volume, asked once before the
 /// first removal. A failed or late answer leaves every figure unknown; it
@@ -150,7 +144,7 @@ async fn measure(
     options: &ApplyOptions,
     observer: &dyn Observer,
 ) -> crate::engine::DiskUsage {
-    if !options.reclaimed || !plan.steps.iter().any(|s| holds_space(s.object.kind)) {
+    if !options.reclaimed || !plan.steps.iter().any(|s| s.object.kind.holds_space()) {
         return crate::engine::DiskUsage::default();
     }
     match engine.disk_usage().await {

@@ -121,6 +121,15 @@ impl Kind {
     /// The kinds only a Swarm manager lists: skipped, with one note, elsewhere.
     pub const SWARM: [Kind; 3] = [Kind::Service, Kind::Config, Kind::Secret];
 
+    /// The kinds that hold space the engine measures (`reclaimedBytes`):
+    /// containers (their writable layer) and volumes.
+    pub const HOLDS_SPACE: [Kind; 2] = [Kind::Container, Kind::Volume];
+
+    /// True for the kinds of [`Kind::HOLDS_SPACE`].
+    pub(crate) fn holds_space(self) -> bool {
+        Kind::HOLDS_SPACE.contains(&self)
+    }
+
     /// `container`, `volume`, `network`, `service`, `config`, `secret`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

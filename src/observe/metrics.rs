@@ -300,7 +300,7 @@ impl Metrics {
                 let _ = removals.get_or_create(&kind_outcome(kind, code));
             }
         }
-        for kind in [Kind::Container, Kind::Volume] {
+        for kind in Kind::HOLDS_SPACE {
             let _ = reclaimed.get_or_create(&kind_label(kind));
             let _ = unmeasured.get_or_create(&kind_label(kind));
         }
@@ -381,7 +381,7 @@ impl Metrics {
     /// it was not measured; only containers and volumes hold space, and
     /// only an object this run removed counts.
     pub(crate) fn add_reclaimed(&self, kind: Kind, outcome: &Outcome, figure: Option<u64>) {
-        if *outcome != Outcome::Removed || !crate::exec::apply::holds_space(kind) {
+        if *outcome != Outcome::Removed || !kind.holds_space() {
             return;
         }
         match figure {

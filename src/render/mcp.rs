@@ -37,7 +37,7 @@ fn words(v: &Value) -> String {
 fn reclaimed_words(removed: &Value) -> String {
     let mut total = crate::exec::report::Reclaimed::default();
     let mut unmeasured = [0usize; 2];
-    for (i, kind) in [Kind::Container, Kind::Volume].into_iter().enumerate() {
+    for (i, kind) in Kind::HOLDS_SPACE.into_iter().enumerate() {
         for gone in removed[kind.plural()].as_array().into_iter().flatten() {
             let figure = gone["reclaimedBytes"].as_u64();
             if figure.is_none() {

@@ -104,7 +104,7 @@ pub(crate) fn reclaimed_line(total: &Reclaimed, unmeasured: impl Fn(Kind) -> usi
     if total.measured == 0 && total.unmeasured == 0 {
         return String::new();
     }
-    let kinds: Vec<String> = [Kind::Container, Kind::Volume]
+    let kinds: Vec<String> = Kind::HOLDS_SPACE
         .into_iter()
         .filter(|&k| unmeasured(k) > 0)
         .map(|k| plural(unmeasured(k), k.as_str()))

@@ -212,9 +212,10 @@ impl Engine for DockerEngine {
                     detail,
                 },
             )),
-            Ok(Ok((status, body))) if !(200..300).contains(&status) => {
-                Err(failed(Some(status), super::wire::message_of(&body)))
-            }
+            Ok(Ok((status, body))) if !(200..300).contains(&status) => Err(EngineError::new(
+                call,
+                super::errors::classify(status, super::wire::message_of(&body)),
+            )),
             Ok(Ok((_, body))) => super::wire::disk_usage_from(&self.name, &body)
                 .map_err(|e| failed(None, format!("an answer sandboxctl cannot read: {e}"))),
         }

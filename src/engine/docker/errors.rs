@@ -96,7 +96,7 @@ pub(super) fn map_error(
 ///   services, configs or secrets: a worker's goes on `Worker nodes can't
 ///   be used to view or modify cluster state. ...`, an engine in no swarm's
 ///   on `Use "docker swarm init" or "docker swarm join" ...`.
-fn classify(status: u16, message: String) -> ErrorKind {
+pub(super) fn classify(status: u16, message: String) -> ErrorKind {
     if status == 404 {
         return ErrorKind::NotFound { message };
     }
