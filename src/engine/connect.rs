@@ -139,43 +139,23 @@ pub(crate) fn unix_path(host: &str) -> Option<&str> {
 /// headers say. `Ok(None)`: it answered, but named no API version (a proxy,
 /// an odd engine): the caller asks `/version` instead.
 pub(crate) async fn ping(path: &str) -> Result<Option<Server>, String> {
-    use http_body_util::Empty;
-    use hyper_util::rt::TokioIo;
-    let failed = |e: &(dyn std::error::Error + 'static)| {
-        format!("API version negotiation failed: /_ping: {}", error_chain(e))
-    };
-    let stream = tokio::net::UnixStream::connect(path)
+    let (head, _) = exchange(path, "/_ping", None)
         .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| failed(&e))?;
-    let request = http::Request::get("/_ping")
-        .header(http::header::HOST, "docker")
-        .body(Empty::<bytes::Bytes>::new())
-        .map_err(|e| failed(&e))?;
-    // The connection is driven beside the request and dropped with it, so
-    // a ping cut short by its deadline leaves no task or socket behind
-    // (`watch` asks again on every reconnection). A connection that ends
-    // first ends the request too: with its answer, or with an error.
-    let drive = async {
-        let _ = connection.await;
-        std::future::pending::<()>().await
-    };
-    let response = tokio::select! {
-        response = sender.send_request(request) => response.map_err(|e| failed(&e))?,
-        () = drive => unreachable!("driving the connection never ends"),
-    };
+        .map_err(|failure| match failure {
+            Failure::Connect(detail) => detail,
+            Failure::Http(detail) => {
+                format!("API version negotiation failed: /_ping: {detail}")
+            }
+        })?;
     let header = |name: &str| {
-        response
-            .headers()
+        head.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
     let podman = header("Libpod-Api-Version").is_some();
     Ok(match header("Api-Version") {
-        Some(api_version) if response.status().is_success() => Some(Server {
+        Some(api_version) if head.status.is_success() => Some(Server {
             api_version: Some(api_version),
             podman,
         }),
@@ -193,35 +173,60 @@ pub(crate) async fn get(
     target: &str,
     limit: usize,
 ) -> Result<(u16, bytes::Bytes), String> {
+    let (head, body) = exchange(path, target, Some(limit))
+        .await
+        .map_err(|(Failure::Connect(detail) | Failure::Http(detail))| detail)?;
+    Ok((head.status.as_u16(), body))
+}
+
+/// Why an [`exchange`] failed: the socket did not connect, or the HTTP
+/// exchange on it did not complete.
+enum Failure {
+    Connect(String),
+    Http(String),
+}
+
+/// `GET target` on a new connection to the unix socket at `path`: the
+/// answer's head and, with a `limit`, its body (at most `limit` bytes;
+/// without one the body is not read, nor waited for). The connection is
+/// driven beside the request and dropped with it, so an exchange cut short
+/// by its caller's deadline leaves no task or socket behind (`watch` pings
+/// again on every reconnection). A connection that ends first ends the
+/// request too: with its answer, or with an error.
+async fn exchange(
+    path: &str,
+    target: &str,
+    limit: Option<usize>,
+) -> Result<(http::response::Parts, bytes::Bytes), Failure> {
     use http_body_util::{BodyExt, Empty, Limited};
     use hyper_util::rt::TokioIo;
+    let http = |e: &(dyn std::error::Error + 'static)| Failure::Http(error_chain(e));
     let stream = tokio::net::UnixStream::connect(path)
         .await
-        .map_err(|e| format!("cannot connect: {e}"))?;
+        .map_err(|e| Failure::Connect(format!("cannot connect: {e}")))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| error_chain(&e))?;
+        .map_err(|e| http(&e))?;
     let request = http::Request::get(target)
         .header(http::header::HOST, "docker")
         .body(Empty::<bytes::Bytes>::new())
-        .map_err(|e| error_chain(&e))?;
-    // As for `ping`: the connection is driven beside the request and goes with it.
+        .map_err(|e| http(&e))?;
     let drive = async {
         let _ = connection.await;
         std::future::pending::<()>().await
     };
     let read = async {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| error_chain(&e))?;
-        let status = response.status().as_u16();
-        let body = Limited::new(response.into_body(), limit)
+        let response = sender.send_request(request).await.map_err(|e| http(&e))?;
+        let (head, body) = response.into_parts();
+        let Some(limit) = limit else {
+            return Ok((head, bytes::Bytes::new()));
+        };
+        let body = Limited::new(body, limit)
             .collect()
             .await
-            .map_err(|e| format!("reading the answer: {e}"))?
+            .map_err(|e| Failure::Http(format!("reading the answer: {e}")))?
             .to_bytes();
-        Ok::<_, String>((status, body))
+        Ok((head, body))
     };
     tokio::select! {
         answer = read => answer,
