@@ -18,7 +18,8 @@
 //! Must not print, read or write a file, or change what a document holds.
 
 use schemars::generate::SchemaSettings;
-use schemars::JsonSchema;
+use schemars::transform::{RecursiveTransform, Transform};
+use schemars::{JsonSchema, Schema};
 use serde_json::{json, Value};
 
 use crate::model::SCHEMA_VERSION;
@@ -142,18 +143,21 @@ fn generate<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .for_serialize()
         .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
-    printed(&mut schema);
-    schema
+    let mut schema = generator.into_root_schema_for::<T>();
+    RecursiveTransform(printed).transform(&mut schema);
+    schema.to_value()
 }
 
 /// Makes `schema` say what is printed, where `schemars` says what could be
 /// read: a key that may be left out (every one is an `Option` left out when
 /// `None`, or an empty list) is never `null` when it is there, and a
 /// `default` (what a reader would fill in) says nothing of a printed
-/// document. Walks every subschema.
-fn printed(schema: &mut Value) {
-    let Value::Object(map) = schema else { return };
+/// document. For one schema: `RecursiveTransform` takes it to every
+/// subschema (after their parent).
+fn printed(schema: &mut Schema) {
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
     map.remove("default");
     let required: Vec<String> = map
         .get("required")
@@ -169,20 +173,6 @@ fn printed(schema: &mut Value) {
             if !required.contains(key) {
                 never_null(property);
             }
-            printed(property);
-        }
-    }
-    if let Some(Value::Object(defs)) = map.get_mut("$defs") {
-        defs.values_mut().for_each(printed);
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(sub) = map.get_mut(key) {
-            printed(sub);
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(subs)) = map.get_mut(key) {
-            subs.iter_mut().for_each(printed);
         }
     }
 }
@@ -216,18 +206,14 @@ fn never_null(property: &mut Value) {
 }
 
 /// `schema` with its `$id` and `title` (the document and its version), the
-/// document's `description`, and `"type": "object"` at its root.
+/// document's `description`, and `"type": "object"` at its root. (The keys
+/// come out sorted: serde_json's map is ordered by key.)
 fn finish(name: &str, what: &str, schema: Value) -> Value {
-    let Value::Object(mut generated) = schema else {
+    let Value::Object(mut out) = schema else {
         unreachable!("a root schema is an object")
     };
-    let mut out = serde_json::Map::new();
-    out.insert(
-        "$schema".into(),
-        generated
-            .remove("$schema")
-            .unwrap_or_else(|| json!("https://json-schema.org/draft/2020-12/schema")),
-    );
+    out.entry("$schema")
+        .or_insert_with(|| json!("https://json-schema.org/draft/2020-12/schema"));
     out.insert(
         "$id".into(),
         json!(format!("urn:sandboxctl:schema:{name}:v{SCHEMA_VERSION}")),
@@ -238,17 +224,13 @@ fn finish(name: &str, what: &str, schema: Value) -> Value {
             "sandboxctl {name}, schema version {SCHEMA_VERSION}"
         )),
     );
-    generated.remove("title");
     out.insert("description".into(), json!(what));
-    generated.remove("description");
     out.insert("type".into(), json!("object"));
-    generated.remove("type");
     // A document is exactly one of its shapes (one engine's or a fleet's):
     // each requires keys the other lacks.
-    if let Some(shapes) = generated.remove("anyOf") {
+    if let Some(shapes) = out.remove("anyOf") {
         out.insert("oneOf".into(), shapes);
     }
-    out.extend(generated);
     Value::Object(out)
 }
 
