@@ -55,15 +55,14 @@ fn plan_goal(goal: &Goal, scope: &Scope, world: World) -> Plan {
 /// Runs Graphviz on `dot_text`; fails the test unless it exits 0 with an
 /// empty stderr (warnings count: a syntax slip often only warns). Returns the SVG.
 fn graphviz_accepts(what: &str, dot_text: &str) -> String {
-    let mut child = Command::new("dot")
+    let dot = crate::support::tools::need(crate::support::tools::Tool::Graphviz);
+    let mut child = Command::new(dot)
         .arg("-Tsvg")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| {
-            panic!("{what}: cannot run `dot` ({e}); install Graphviz: apt-get install graphviz")
-        });
+        .unwrap_or_else(|e| panic!("{what}: cannot run Graphviz's `dot` ({e})"));
     child
         .stdin
         .take()

@@ -153,10 +153,11 @@ trial!(engine_is_reachable);
 /// The one test that fails without an engine: its output is the line saying
 /// how to start one. Every other real-engine test is ignored at its gate.
 fn engine_is_reachable() {
-    super::harness::reachability_test_ran();
+    let owns_the_failure = super::harness::reachability_test_ran();
     match engine_status() {
         Ok(version) => assert!(version.contains("API 1."), "{version}"),
-        Err(line) => super::harness::fail(line),
+        Err(line) if owns_the_failure => super::harness::fail(line),
+        Err(_) => std::panic::resume_unwind(Box::new(NoEngine)),
     }
 }
 

@@ -46,6 +46,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bollard::Docker;
 
 use super::docker::{engine_version, Sandbox, TEST_IMAGE};
+use super::tools::{missing, need, Tool};
 
 /// How long an engine may take to answer after it was spawned.
 pub const START_DEADLINE: Duration = Duration::from_secs(60);
@@ -328,6 +329,11 @@ impl SshServer {
     /// Starts it; panics with sshd's log when it does not accept connections
     /// within [`START_DEADLINE`].
     pub async fn start(self) -> Sshd {
+        // Gates, on the test's own thread: the main engine (the target's
+        // gate, or the proxy's), then the tools.
+        engine_version();
+        need(Tool::Sshd);
+        need(Tool::SshClient);
         tokio::task::spawn_blocking(move || start_sshd(self))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
@@ -434,7 +440,8 @@ impl Engine {
         );
         let mut command = Command::new("timeout");
         command
-            .args(["120", "podman"])
+            .arg("120")
+            .arg(need(Tool::Podman))
             .env("CONTAINERS_CONF", self.inner.dir.join("containers.conf"))
             .args(podman_store_args(&self.inner.dir));
         command
@@ -650,8 +657,31 @@ type Slot = Arc<Mutex<Weak<EngineInner>>>;
 static REGISTRY: LazyLock<Mutex<HashMap<Spec, Slot>>> = LazyLock::new(Default::default);
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The tools `spec` needs, before anything starts (see `support::tools`):
+/// Podman; iproute2 for a dockerd's bridge, openssl for its certificates;
+/// Docker 26.1, fetched when missing.
+async fn need_tools(spec: Spec) {
+    match spec {
+        Spec::Podman => {
+            need(Tool::Podman);
+        }
+        Spec::Dockerd { current, listen } => {
+            need(Tool::Iproute2);
+            if listen == Listen::Tls {
+                need(Tool::Openssl);
+            }
+            if current {
+                tokio::task::spawn_blocking(current_docker_root)
+                    .await
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            }
+        }
+    }
+}
+
 async fn start_engine(spec: Spec) -> Engine {
     engine_version();
+    need_tools(spec).await;
     ensure_main_test_image().await;
     tokio::task::spawn_blocking(move || Engine {
         inner: Arc::new(start_blocking(spec)),
@@ -662,6 +692,7 @@ async fn start_engine(spec: Spec) -> Engine {
 
 async fn shared_engine(spec: Spec) -> Engine {
     engine_version();
+    need_tools(spec).await;
     ensure_main_test_image().await;
     tokio::task::spawn_blocking(move || {
         let slot = REGISTRY
@@ -881,7 +912,7 @@ fn start_podman() -> EngineInner {
          events_logger = \"file\"\n",
     );
     let socket = dir.join("podman.sock");
-    let mut command = Command::new("podman");
+    let mut command = Command::new(need(Tool::Podman));
     command
         .env("CONTAINERS_CONF", format!("{d}/containers.conf"))
         .args(podman_store_args(&dir))
@@ -943,20 +974,37 @@ fn current_docker_root() -> PathBuf {
         dest.display(),
         script.display()
     );
-    let output = Command::new("bash")
+    // Bounded: a mirror that does not answer ignores the test, it does not
+    // hang the run (the download is about 60 MB).
+    let output = match Command::new("timeout")
+        .args(["600", "bash"])
         .arg(&script)
         .arg(&dest)
         .output()
-        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
-    assert!(
-        output.status.success() && root.join(".complete").exists(),
-        "{} {} failed ({}); fetch it by hand with that command:\n{}{}",
-        script.display(),
-        dest.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    {
+        Ok(output) => output,
+        Err(e) => missing(
+            Tool::Docker26,
+            Some(&format!("run {}: {e}", script.display())),
+        ),
+    };
+    if !(output.status.success() && root.join(".complete").exists()) {
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        eprintln!(
+            "engines: {} {} failed ({}):\n{said}",
+            script.display(),
+            dest.display(),
+            output.status
+        );
+        missing(
+            Tool::Docker26,
+            Some(&format!("the fetch failed ({}): {said}", output.status)),
+        );
+    }
     root
 }
 
@@ -1124,7 +1172,7 @@ fn start_sshd(server: SshServer) -> Sshd {
     let port = free_port();
     for (key, file) in [("host", "host_ed25519"), ("client", "id_ed25519")] {
         run_ok(
-            Command::new("ssh-keygen").args([
+            Command::new(need(Tool::SshClient).with_file_name("ssh-keygen")).args([
                 "-q",
                 "-t",
                 "ed25519",
@@ -1215,7 +1263,7 @@ fn start_sshd(server: SshServer) -> Sshd {
         &format!("#!/bin/sh\nexec /usr/bin/ssh -F {d}/ssh_config \"$@\"\n"),
     );
     set_mode(&wrapper, 0o755);
-    let mut command = Command::new("/usr/sbin/sshd");
+    let mut command = Command::new(need(Tool::Sshd));
     command.args(["-D", "-e", "-f", &format!("{d}/sshd_config")]);
     let started = Instant::now();
     let child = spawn_logged(command, &dir, "sshd.log");
@@ -1322,7 +1370,7 @@ fn make_certificates(tls: &Path) -> TlsFiles {
 fn make_ca(folder: &Path, name: &str) {
     std::fs::create_dir_all(folder).expect("create CA folder");
     run_ok(
-        Command::new("openssl")
+        Command::new(need(Tool::Openssl))
             .args(["req", "-x509", "-new", "-nodes", "-days", "2"])
             .args(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
             .args(["-subj", &format!("/CN={name}")])
@@ -1341,7 +1389,7 @@ fn make_leaf(ca: &Path, out: &Path, name: &str, extensions: &str) {
     write(&ext, extensions);
     let csr = out.join("req.csr");
     run_ok(
-        Command::new("openssl")
+        Command::new(need(Tool::Openssl))
             .args(["req", "-new", "-nodes"])
             .args(["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
             .args(["-subj", &format!("/CN={name}")])
@@ -1356,7 +1404,7 @@ fn make_leaf(ca: &Path, out: &Path, name: &str, extensions: &str) {
         .unwrap()
         .as_nanos();
     run_ok(
-        Command::new("openssl")
+        Command::new(need(Tool::Openssl))
             .args(["x509", "-req", "-days", "2"])
             .arg("-in")
             .arg(&csr)

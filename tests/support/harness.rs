@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use super::docker::{engine_status, NoEngine};
+use super::tools::MissingTool;
 
 /// One registered test: what [`trial!`](crate::trial) submits.
 pub struct Registered {
@@ -128,10 +129,26 @@ static IGNORED_WITHOUT_ENGINE: AtomicBool = AtomicBool::new(false);
 /// Whether `support::docker::engine_is_reachable` ran in this run.
 static REACHABILITY_RAN: AtomicBool = AtomicBool::new(false);
 
+/// Whether this binary reports the run's one failure without an engine.
+static OWNS_ENGINE_FAILURE: AtomicBool = AtomicBool::new(true);
+
 /// Called by `support::docker::engine_is_reachable`: the run's one failure
-/// without an engine is that test's, not the runner's.
-pub fn reachability_test_ran() {
+/// without an engine is that test's, not the runner's. `false` in a binary
+/// that leaves that failure to another (see [`main_beside`]): there the test
+/// is ignored too.
+pub fn reachability_test_ran() -> bool {
     REACHABILITY_RAN.store(true, Ordering::SeqCst);
+    OWNS_ENGINE_FAILURE.load(Ordering::SeqCst)
+}
+
+/// The `main` of a binary that `cargo test` runs beside the main one
+/// (`tests/solo.rs`): as [`main`], but without an engine it does not fail:
+/// its real-engine tests (`engine_is_reachable` too) are ignored, and the
+/// line saying how to start an engine is printed after its summary. The one
+/// failure of a whole `cargo test` without an engine is the main binary's.
+pub fn main_beside() {
+    OWNS_ENGINE_FAILURE.store(false, Ordering::SeqCst);
+    main()
 }
 
 /// The binary's `main`: every registered test, sorted by name, run as the
@@ -187,7 +204,9 @@ pub fn main() {
         if let Err(line) = engine_status() {
             eprintln!("{line}");
         }
-        std::process::exit(101);
+        if OWNS_ENGINE_FAILURE.load(Ordering::SeqCst) {
+            std::process::exit(101);
+        }
     }
     if conclusion.has_failed() {
         std::process::exit(101);
@@ -245,6 +264,12 @@ fn trial(test: &'static Registered) -> Trial {
             Err(payload) if payload.is::<NoEngine>() => {
                 IGNORED_WITHOUT_ENGINE.store(true, Ordering::SeqCst);
                 Ok(Completion::ignored_with("no Docker engine"))
+            }
+            Err(payload) if payload.is::<MissingTool>() => {
+                let Ok(missing) = payload.downcast::<MissingTool>() else {
+                    unreachable!("checked")
+                };
+                Ok(Completion::ignored_with(missing.0))
             }
             Err(payload) if payload.is::<Failure>() => {
                 let Ok(failure) = payload.downcast::<Failure>() else {

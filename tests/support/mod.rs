@@ -15,3 +15,4 @@ pub mod mcp;
 pub mod proxy;
 pub mod report;
 pub mod schema;
+pub mod tools;
