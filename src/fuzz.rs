@@ -16,9 +16,12 @@ use crate::model::{Labels, Owner, Scope, BOX_ID_LABEL, SANDBOX_LABEL, SANDBOX_VA
 use crate::state::{DesiredState, StateErrorKind, MAX_STATE_BYTES};
 use crate::text::{clip, escape, is_hidden};
 
+/// A target's check: panics when a property breaks.
+pub type Check = fn(&[u8]);
+
 /// Every target: its name (the file `fuzz/fuzz_targets/<name>.rs` and the
 /// seed folder `fuzz/seeds/<name>/`) and its check.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Check)] = &[
     ("state_parser", state_parser),
     ("saved_plan_reader", saved_plan_reader),
     ("manifest_reader", manifest_reader),

@@ -254,6 +254,9 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
     }
 }
 
+/// What an accepted call names: its box IDs and its ttl.
+pub(crate) type Accepted = (Vec<String>, Option<Duration>);
+
 /// The check of one call's arguments as a fuzz target sees it
 /// (`crate::fuzz::mcp_arguments`): `None` for a tool the server does not
 /// have; else the box IDs and ttl (seconds) of the call it gives, or the
@@ -261,7 +264,7 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
 pub(crate) fn checked(
     tool: &str,
     arguments: Option<&Map<String, Value>>,
-) -> Option<Result<(Vec<String>, Option<Duration>), String>> {
+) -> Option<Result<Accepted, String>> {
     let tool = Tool::named(tool)?;
     Some(
         parse(tool, arguments)
