@@ -6,7 +6,8 @@
 #
 # Checks: the file list (`dpkg -c`) holds the binary, the man page, the bash,
 # zsh and fish completions, the systemd unit, the state file and the
-# copyright; the state file is a conffile; Depends was computed (libc6);
+# copyright; the copyright file carries the license Cargo.toml names and
+# every line of LICENSE; the state file is a conffile; Depends was computed (libc6);
 # the binary is at most 20 MB and `ROOT/usr/bin/sandboxctl --version` prints
 # the package's version; `man -l` renders the page; the bash completion
 # loads; the unit runs the packaged binary on the packaged state file and
@@ -94,6 +95,17 @@ if command -v systemd-analyze >/dev/null; then
 else
     echo "skipped systemd-analyze verify (no systemd-analyze on this machine)"
 fi
+license_ok() {
+    local copyright=$ROOT/usr/share/doc/sandboxctl/copyright license line
+    license=$(sed -n 's/^license = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
+    grep -qx "License: $license" "$copyright" ||
+        { echo "no 'License: $license' line in the copyright file:"; head -n 20 "$copyright"; return 1; }
+    while IFS= read -r line; do
+        [ -z "$line" ] && continue
+        grep -qF -- "$line" "$copyright" || { echo "LICENSE's line is not in the copyright file: $line"; return 1; }
+    done <LICENSE
+}
+check "the copyright file carries the license text (LICENSE)" license_ok
 check "sandboxctl validate accepts the packaged state file" \
     "$bin" validate "$ROOT/etc/sandboxctl/sandboxes.toml"
 

@@ -9,11 +9,14 @@
 //! return). `model` holds the nouns, `engine` the engines; `run` (a file per
 //! command) dispatches a command and ends it in the one result that
 //! `cli::exit` turns into the exit status. `schema` generates the published
-//! schema of every JSON document (docs/schema/).
+//! schema of every JSON document (docs/schema/). `fuzz` holds the properties
+//! the fuzz targets check, so that the ordinary suite checks them too.
 
 pub mod cli;
 pub mod engine;
 pub mod exec;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod model;
 mod observe;
 pub mod plan;

@@ -20,6 +20,7 @@ mod engines;
 mod engines_harness;
 mod explain;
 mod faults;
+mod fuzz_corpus;
 mod graph;
 mod image;
 mod layers;

@@ -9,7 +9,8 @@
 //! --reclaimed` reports what the engine says each held (the container's
 //! `SizeRw`, the volume's `UsageData.Size`), `destroy` alone reports them
 //! not measured (`null`, never 0), and `destroy --archive` the volume's
-//! archived files.
+//! archived files. A created, never started container is measured as
+//! the engine says it: 0 B.
 
 use bollard::query_parameters::{InspectContainerOptionsBuilder, UploadToContainerOptionsBuilder};
 
@@ -114,6 +115,21 @@ async fn destroy_reports_what_each_object_gave_back_as_the_engine_measured_it() 
     assert_eq!(r.removed.containers[0].reclaimed_bytes, None);
     assert_eq!(r.reclaimed_bytes, Some(3_000_000));
     assert_eq!(r.reclaimed_unmeasured, 1);
+
+    // Created and never started (issue 43, 9f): Docker 20.10's /system/df
+    // lists the container with SizeRootFs and no SizeRw (Go omits a zero).
+    // That is a measured 0 B, never "not measured".
+    let d = sbx.add_box("d", Run::Created).await;
+    let out = sbx.cli().json().run_with(["destroy", "d", "--reclaimed"]);
+    out.success();
+    let r = out.report();
+    assert_eq!(
+        r.removed.containers[0].id.as_deref(),
+        Some(d.container.id.as_str())
+    );
+    assert_eq!(r.removed.containers[0].reclaimed_bytes, Some(0), "{r:?}");
+    assert_eq!(r.reclaimed_unmeasured, 0, "{r:?}");
+    assert!(!out.stderr.contains("could not measure"), "{}", out.stderr);
     drop(sbx);
     drop(engine);
 }

@@ -763,6 +763,10 @@ mod tests {
             "ssh://u@host%0a",
             "ssh://u%0A@host",
             "ssh://u@ho\nst",
+            // Found by the fuzzer: a URL parser drops the line break, so
+            // this is an ssh:// address to it.
+            "s\nsh://-oProxyCommand=x@host",
+            "\u{1}ssh://u\u{18}@host",
         ] {
             let e = SshTarget::parse(bad).expect_err(bad);
             assert!(

@@ -249,7 +249,7 @@ fn read_file(path: &Path) -> Option<HashMap<ObjectKey, Known>> {
 
 /// The answers in a memo file's `bytes`, every entry checked; `None` unless
 /// all of it is sound.
-fn parse(bytes: &[u8], now: u64) -> Option<HashMap<ObjectKey, Known>> {
+pub(crate) fn parse(bytes: &[u8], now: u64) -> Option<HashMap<ObjectKey, Known>> {
     if bytes.len() as u64 > MAX_BYTES {
         return None;
     }

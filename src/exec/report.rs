@@ -81,10 +81,31 @@ impl Reclaimed {
     /// hold no space the engine measures, and are not counted).
     pub(crate) fn of(removed: &Removed) -> Reclaimed {
         let mut total = Reclaimed::default();
-        for gone in Kind::HOLDS_SPACE.into_iter().flat_map(|k| removed.get(k)) {
-            total.add(gone.reclaimed_bytes);
+        for kind in Kind::HOLDS_SPACE {
+            for gone in removed.get(kind) {
+                total.count(kind, &gone.outcome, gone.reclaimed_bytes);
+            }
         }
         total
+    }
+
+    /// The one rule for what counts toward what the removals gave back,
+    /// used by the report (`reclaimedBytes`, `reclaimedUnmeasured`), its
+    /// human line and the MCP summary (`render`) and the metrics
+    /// (`sandboxctl_reclaimed_*`): an object of a kind that holds space
+    /// (container, volume) that this run removed. An object another actor
+    /// removed first gave this run nothing: it is neither measured nor
+    /// unmeasured.
+    pub(crate) fn counts(kind: Kind, outcome: &Outcome) -> bool {
+        kind.holds_space() && *outcome == Outcome::Removed
+    }
+
+    /// Counts one object by that rule: its figure, or unmeasured when the
+    /// engine gave none.
+    pub(crate) fn count(&mut self, kind: Kind, outcome: &Outcome, figure: Option<u64>) {
+        if Reclaimed::counts(kind, outcome) {
+            self.add(figure);
+        }
     }
 
     /// Counts one removed object's figure.

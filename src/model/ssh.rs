@@ -11,9 +11,15 @@
 /// '-' ...`, without the value. `None` when both are acceptable, and for
 /// any other address or text that is no URL (other checks say why).
 pub(crate) fn ssh_target_problem(address: &str) -> Option<String> {
-    let ssh = address
-        .get(..6)
-        .is_some_and(|s| s.eq_ignore_ascii_case("ssh://"));
+    // The scheme as a URL parser reads it: leading C0 controls and spaces
+    // trimmed, tabs and line breaks dropped (`s\nsh://` is `ssh://` to it).
+    let scheme: String = address
+        .trim_start_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .take(6)
+        .collect();
+    let ssh = scheme.eq_ignore_ascii_case("ssh://");
     if !ssh {
         return None;
     }

@@ -381,7 +381,7 @@ impl Metrics {
     /// it was not measured; only containers and volumes hold space, and
     /// only an object this run removed counts.
     pub(crate) fn add_reclaimed(&self, kind: Kind, outcome: &Outcome, figure: Option<u64>) {
-        if *outcome != Outcome::Removed || !kind.holds_space() {
+        if !crate::exec::report::Reclaimed::counts(kind, outcome) {
             return;
         }
         match figure {
@@ -1042,6 +1042,38 @@ mod tests {
         let mut lines: Vec<_> = text.lines().collect();
         lines.sort_unstable();
         lines.join("\n")
+    }
+
+    #[test]
+    fn the_metric_and_the_report_count_what_was_reclaimed_by_one_rule() {
+        use crate::exec::report::Reclaimed;
+        let outcomes = [
+            Outcome::Removed,
+            Outcome::AlreadyGone,
+            Outcome::Refused("changed".into()),
+        ];
+        for kind in Kind::ALL {
+            for outcome in &outcomes {
+                for figure in [Some(7), None] {
+                    let metrics = Metrics::new();
+                    metrics.add_reclaimed(kind, outcome, figure);
+                    let mut report = Reclaimed::default();
+                    report.count(kind, outcome, figure);
+                    let label = kind_label(kind);
+                    let case = format!("{kind:?} {outcome:?} {figure:?}");
+                    assert_eq!(
+                        metrics.unmeasured.get_or_create(&label).get(),
+                        report.unmeasured,
+                        "{case}"
+                    );
+                    assert_eq!(
+                        metrics.reclaimed.get_or_create(&label).get(),
+                        report.bytes,
+                        "{case}"
+                    );
+                }
+            }
+        }
     }
 
     #[tokio::test]

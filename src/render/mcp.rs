@@ -13,8 +13,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::table::{kind_counts, plural};
-use crate::exec::report::remaining_key;
-use crate::model::Kind;
+use crate::exec::report::{remaining_key, Reclaimed};
+use crate::model::{Kind, Outcome};
 use crate::text::{clip, escape};
 
 /// The most leftovers a summary names one by one (the structured content
@@ -35,15 +35,21 @@ fn words(v: &Value) -> String {
 /// `reclaimedBytes` (as the human report says it; none when nothing that
 /// holds space was removed).
 fn reclaimed_words(removed: &Value) -> String {
-    let mut total = crate::exec::report::Reclaimed::default();
+    let mut total = Reclaimed::default();
     let mut unmeasured = [0usize; 2];
     for (i, kind) in Kind::HOLDS_SPACE.into_iter().enumerate() {
         for gone in removed[kind.plural()].as_array().into_iter().flatten() {
+            // The report's rule (`Reclaimed::counts`): only what this run removed.
+            let outcome = if gone["outcome"] == Outcome::Removed.code() {
+                Outcome::Removed
+            } else {
+                Outcome::AlreadyGone
+            };
             let figure = gone["reclaimedBytes"].as_u64();
-            if figure.is_none() {
+            if Reclaimed::counts(kind, &outcome) && figure.is_none() {
                 unmeasured[i] += 1;
             }
-            total.add(figure);
+            total.count(kind, &outcome, figure);
         }
     }
     super::report::reclaimed_line(&total, |k| match k {
@@ -269,9 +275,13 @@ mod tests {
         let doc = json!({
             "converged": true,
             "removed": {
-                "containers": [{ "reclaimedBytes": 2_000_000 }],
-                "volumes": [{ "reclaimedBytes": 1_000_000 }, { "reclaimedBytes": null }],
-                "networks": [{ "reclaimedBytes": null }]
+                "containers": [{ "outcome": "removed", "reclaimedBytes": 2_000_000 }],
+                "volumes": [
+                    { "outcome": "removed", "reclaimedBytes": 1_000_000 },
+                    { "outcome": "removed", "reclaimedBytes": null },
+                    { "outcome": "alreadyGone", "reclaimedBytes": null }
+                ],
+                "networks": [{ "outcome": "removed", "reclaimedBytes": null }]
             },
             "kept": {}, "retained": { "images": [] }, "failures": [], "interrupted": false
         });

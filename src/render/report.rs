@@ -128,7 +128,7 @@ fn unmeasured_of(report: &Report, kind: Kind) -> usize {
         .removed
         .get(kind)
         .iter()
-        .filter(|g| g.reclaimed_bytes.is_none())
+        .filter(|g| Reclaimed::counts(kind, &g.outcome) && g.reclaimed_bytes.is_none())
         .count()
 }
 
@@ -333,7 +333,7 @@ mod tests {
           network  net-b (5eed00000002)  box b  remove network 5eed00000002: engine answered HTTP 500: boom
 
         Removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.
-        Reclaimed 7.3 MB (1 volume not measured).
+        Reclaimed 7.3 MB.
         NOT converged: 1 failure, 1 object left behind.
         ");
     }
@@ -386,10 +386,11 @@ mod tests {
                 gone(v, "v1", removed(), None),
                 gone(v, "v2", Outcome::AlreadyGone, None),
             ]),
+            // Another actor's removal gave this run nothing: not counted.
             (
-                "Reclaimed 1.2 GB (2 volumes not measured).".into(),
+                "Reclaimed 1.2 GB (1 volume not measured).".into(),
                 1_234_567_890u64.into(),
-                2.into()
+                1.into()
             )
         );
         // Nothing measured: null, never 0.
@@ -536,13 +537,13 @@ mod tests {
         assert!(human.ends_with(
             "Engines:\n  ci-1  ssh://ci-1  NOT converged  removed 2  1 left\n\n\
              Fleet: removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.\n\
-             Reclaimed 7.3 MB (1 volume not measured).\n\
+             Reclaimed 7.3 MB.\n\
              NOT converged on 1 engine of 1.\n"
         ), "{human}");
         let v: serde_json::Value =
             serde_json::from_str(&fleet_report(&fleet, Format::Json)).unwrap();
         assert_eq!(v["reclaimedBytes"], 7_340_032);
-        assert_eq!(v["reclaimedUnmeasured"], 1);
+        assert_eq!(v["reclaimedUnmeasured"], 0);
         assert_eq!(v["engines"][0]["engine"], "ci-1");
         assert_eq!(v["remainingNetworks"][0]["name"], "net-b");
     }

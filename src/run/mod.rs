@@ -22,7 +22,7 @@ mod health;
 mod hold;
 mod inventory;
 mod lease;
-mod mcp;
+pub(crate) mod mcp;
 mod operator;
 mod plan;
 mod printer;

@@ -339,6 +339,10 @@ struct ContainerUsage {
     id: String,
     #[serde(rename = "SizeRw", default)]
     size_rw: Option<i64>,
+    /// Present when the engine measured the container (Go omits a zero
+    /// `SizeRw` but not the root size of an image with content).
+    #[serde(rename = "SizeRootFs", default)]
+    size_root_fs: Option<i64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -363,7 +367,17 @@ pub(super) fn disk_usage_from(engine: &str, body: &[u8]) -> Result<DiskUsage, St
     let answer: DiskUsageAnswer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let mut sizes = BTreeMap::new();
     for c in answer.containers.unwrap_or_default() {
-        if let Some(size) = c.size_rw.and_then(|s| u64::try_from(s).ok()) {
+        // The engine omits a zero `SizeRw` (Go's `omitempty`): Docker 20.10
+        // answers a created, never started container with `SizeRootFs` and
+        // no `SizeRw`. A container it lists with a root size measured is
+        // measured, its layer 0 B when `SizeRw` is absent; a negative
+        // figure, or neither size, is not measured (decision 0026).
+        let size = match (c.size_rw, c.size_root_fs) {
+            (Some(rw), _) => u64::try_from(rw).ok(),
+            (None, Some(root)) if root >= 0 => Some(0),
+            (None, _) => None,
+        };
+        if let Some(size) = size {
             sizes.insert(ObjectKey::new(engine, Kind::Container, &c.id), size);
         }
     }
@@ -395,7 +409,8 @@ mod tests {
     #[test]
     fn disk_usage_reads_api_1_41_and_leaves_out_what_was_not_measured() {
         let body = br#"{"LayersSize": 1, "Images": [],
-            "Containers": [{"Id": "c1", "SizeRw": 4194304}, {"Id": "c2", "SizeRw": -1}, {"Id": "c3"}],
+            "Containers": [{"Id": "c1", "SizeRw": 4194304}, {"Id": "c2", "SizeRw": -1}, {"Id": "c3"},
+                           {"Id": "c4", "SizeRootFs": 3}, {"Id": "c5", "SizeRw": -1, "SizeRootFs": 3}],
             "Volumes": [{"Name": "v1", "UsageData": {"Size": 3145728, "RefCount": 1}},
                         {"Name": "v2", "UsageData": {"Size": -1, "RefCount": -1}}, {"Name": "v3"}],
             "BuildCache": null}"#;
@@ -405,6 +420,8 @@ mod tests {
             sizes.0,
             BTreeMap::from([
                 (key(Kind::Container, "c1"), 4194304),
+                // Created, never started (Docker 20.10): no SizeRw, a root size.
+                (key(Kind::Container, "c4"), 0),
                 (key(Kind::Volume, "v1"), 3145728),
             ])
         );

@@ -99,8 +99,9 @@ impl<'a> Args<'a> {
         } else {
             format!("it takes only {}", declared.join(", "))
         };
+        // The name is the caller's text: escaped and clipped, as any value.
         Err(self.error(
-            Some(first),
+            Some(&crate::text::clip(first, 80)),
             format!(
                 "unknown argument ({takes}; a scope, an engine or a host is fixed when the server starts)"
             ),
@@ -251,6 +252,37 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
             }
         }
     }
+}
+
+/// What an accepted call names: its box IDs and its ttl.
+pub(crate) type Accepted = (Vec<String>, Option<Duration>);
+
+/// The check of one call's arguments as a fuzz target sees it
+/// (`crate::fuzz::mcp_arguments`): `None` for a tool the server does not
+/// have; else the box IDs and ttl (seconds) of the call it gives, or the
+/// refusal in words.
+pub(crate) fn checked(
+    tool: &str,
+    arguments: Option<&Map<String, Value>>,
+) -> Option<Result<Accepted, String>> {
+    let tool = Tool::named(tool)?;
+    Some(
+        parse(tool, arguments)
+            .map_err(|e| e.to_string())
+            .map(|call| match call {
+                Call::Destroy { ids, .. } | Call::Release { ids } => (ids, None),
+                Call::Lease { ids, ttl } => (ids, Some(ttl)),
+                Call::Explain { .. } | Call::Plan | Call::Prune | Call::Inventory => {
+                    (Vec::new(), None)
+                }
+            }),
+    )
+}
+
+/// The names of the server's tools and the most box IDs a call takes, for
+/// the fuzz target.
+pub(crate) fn tools() -> ([&'static str; 6], usize) {
+    (Tool::ALL.map(Tool::name), MAX_IDS)
 }
 
 #[cfg(test)]
@@ -444,6 +476,19 @@ mod tests {
         let long = "x".repeat(MAX_OBJECT_CHARS + 1);
         let (named, _) = refused(Tool::Explain, json!({ "object": long }));
         assert_eq!(named.as_deref(), Some("object"));
+    }
+
+    #[test]
+    fn an_unknown_argument_s_name_is_shown_escaped_and_clipped() {
+        // Found by the fuzzer: the name was echoed as given.
+        let (argument, text) = refused(Tool::Prune, json!({ "i\u{7f}\u{1b}[31m": [] }));
+        assert_eq!(argument.as_deref(), Some("i\\u{7f}\\u{1b}[31m"));
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7f}'),
+            "{text:?}"
+        );
+        let (_, text) = refused(Tool::Plan, json!({ "x".repeat(500): 1 }));
+        assert!(text.len() < 400, "{}", text.len());
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! Must not decide what a call removes or whether it succeeded: that is
 //! the run's, and `Exit::of`'s.
 
-mod args;
+pub(crate) mod args;
 mod calls;
 mod progress;
 mod tools;
