@@ -12,6 +12,7 @@
 //! `Display`, raw; escaping them for a terminal is `render`'s job.
 
 mod by_kind;
+pub mod duration;
 mod error;
 pub mod lease;
 mod outcome;
