@@ -31,7 +31,7 @@ pub use error::{EngineError, ErrorKind};
 pub use outcome::Outcome;
 pub(crate) use outcome::{codes_schema, gone_schema};
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
-pub(crate) use reason::cut;
+pub(crate) use reason::{box_words, cut};
 pub use reason::{Listing, Reason, Ref};
 pub(crate) use ssh::ssh_target_problem;
 

@@ -165,6 +165,7 @@ pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
         out.push_str(&format!(
             "\n{}\n",
             match b.box_id {
+                Some("") => format!("box {}", crate::model::box_words("", CELL_CHARS)),
                 Some(id) => format!("box {}", clip(id, CELL_CHARS)),
                 None => "no box label (leaked)".to_string(),
             }
