@@ -15,6 +15,7 @@ mod by_kind;
 pub mod duration;
 mod error;
 pub mod lease;
+mod natural;
 mod outcome;
 mod owner;
 mod reason;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use by_kind::ByKind;
 pub use error::{EngineError, ErrorKind};
+pub use natural::{natural_cmp, Natural};
 pub use outcome::Outcome;
 pub(crate) use outcome::{codes_schema, gone_schema};
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
