@@ -1294,3 +1294,129 @@ async fn destroy_keep_volume_without_an_id_is_refused() {
     out.expect_code(2);
     assert_eq!(world(&sbx).await, before);
 }
+
+/// A unix socket that accepts every connection and never answers (nor
+/// closes): the connections are held until the returned guard is dropped
+/// with its folder.
+struct MuteSocket {
+    host: String,
+    _dir: tempfile::TempDir,
+}
+
+fn mute_socket() -> MuteSocket {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mute.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            match stream {
+                Ok(s) => held.push(s),
+                Err(_) => return,
+            }
+        }
+    });
+    MuteSocket {
+        host: format!("unix://{}", path.display()),
+        _dir: dir,
+    }
+}
+
+// Issue 43: `--call-timeout` bounds the API version check too (it waited
+// --timeout, 30 s), and --timeout takes the state file's durations.
+trial!(call_timeout_bounds_the_version_check);
+fn call_timeout_bounds_the_version_check() {
+    let mute = mute_socket();
+    let started = std::time::Instant::now();
+    let out = Cli::new()
+        .docker_host(&mute.host)
+        .state_toml("[[box]]\nid = \"a\"\n")
+        .deadline(Duration::from_secs(20))
+        .args(["plan", "--call-timeout", "2"])
+        .run();
+    let took = started.elapsed();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "plan --call-timeout 2 took {took:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("no answer to the API version check within 2s")
+            || out
+                .stdout
+                .contains("no answer to the API version check within 2s"),
+        "{out:?}"
+    );
+
+    // The same as a duration, and --timeout as one: accepted, and bounded
+    // alike.
+    let started = std::time::Instant::now();
+    let out = Cli::new()
+        .docker_host(&mute.host)
+        .state_toml("[[box]]\nid = \"a\"\n")
+        .deadline(Duration::from_secs(20))
+        .args(["plan", "--timeout", "30s", "--call-timeout", "1s"])
+        .run();
+    let took = started.elapsed();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(
+        format!("{}{}", out.stdout, out.stderr).contains("within 1s"),
+        "{out:?}"
+    );
+}
+
+// Issue 43: every duration flag takes the one grammar, a bare number as
+// seconds, and refuses in the tool's own words.
+trial!(duration_flags_share_the_state_files_grammar);
+fn duration_flags_share_the_state_files_grammar() {
+    for args in [
+        ["--timeout", "soon"],
+        ["--call-timeout", "1.5h"],
+        ["--grace", "1y"],
+        ["--grace", "1h 30m"],
+    ] {
+        let out = Cli::new()
+            .unreachable_docker()
+            .state_toml("[[box]]\nid = \"a\"\n")
+            .args(args)
+            .arg("plan")
+            .run();
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.contains("is not a duration")
+                && out.stderr.contains("use 30s, 10m, 8h or 2d"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("invalid digit"), "{}", out.stderr);
+    }
+    let out = Cli::new()
+        .unreachable_docker()
+        .state_toml("[[box]]\nid = \"a\"\n")
+        .args(["--timeout", "2h", "plan"])
+        .run();
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("from 1s to 1h"), "{}", out.stderr);
+    // Accepted: the plan runs (and fails only on the missing engine).
+    for args in [
+        ["--timeout", "30s"],
+        ["--timeout", "30"],
+        ["--grace", "90"],
+        ["--grace", "1h30m"],
+    ] {
+        let out = Cli::new()
+            .unreachable_docker()
+            .state_toml("[[box]]\nid = \"a\"\n")
+            .args(args)
+            .arg("plan")
+            .run();
+        assert_eq!(out.code, Some(1), "{args:?}: {out:?}");
+        assert!(
+            !out.stderr.contains("not a duration"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

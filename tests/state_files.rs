@@ -49,7 +49,7 @@ fn check_error(bytes: &[u8], error: &StateError, path: &str) -> Result<(), Strin
         return Err(format!("message of {} characters", message.chars().count()));
     }
     match error.kind {
-        StateErrorKind::NotFound | StateErrorKind::NotAFile | StateErrorKind::Read(_) => {
+        StateErrorKind::NotFound | StateErrorKind::NotAFile { .. } | StateErrorKind::Read(_) => {
             return Err(format!("parse() cannot produce a file error: {message}"));
         }
         StateErrorKind::TooLarge { .. } => {

@@ -123,7 +123,10 @@ fn an_invalid_file_gets_every_problem_with_its_position_in_file_order() {
     assert_eq!(positions, sorted, "in file order");
     // Every message says what to do, not only what is wrong.
     for line in out.stdout.lines() {
-        assert!(line.contains("; "), "no advice in {line:?}");
+        assert!(
+            line.contains("; ") || line.contains(": use "),
+            "no advice in {line:?}"
+        );
     }
     snapshot("validate_invalid_human", &out.stdout);
 }
@@ -325,4 +328,32 @@ fn no_engine_resolution_takes_an_ssh_user_or_host_that_ssh_would_misread() {
             std::fs::read_to_string(cli.dir().join("bin/ssh.ran"))
         );
     }
+}
+
+// Issue 43: a FIFO with no writer was waited on forever; it is refused at
+// once, as anything but a regular file is.
+trial!(a_fifo_is_refused_without_blocking);
+fn a_fifo_is_refused_without_blocking() {
+    let cli = cli().deadline(std::time::Duration::from_secs(10));
+    let fifo = cli.dir().join("fifo.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let started = std::time::Instant::now();
+    let out = cli.run_with(["validate".as_ref(), fifo.as_os_str()]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "validate of a FIFO took {:?}",
+        started.elapsed()
+    );
+    out.expect_code(1);
+    no_engine_call(&out);
+    assert!(
+        out.stdout
+            .contains("fifo.toml: is a FIFO (named pipe), not a state file; give the path of a regular .toml file"),
+        "{}",
+        out.stdout
+    );
 }

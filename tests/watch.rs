@@ -559,7 +559,7 @@ async fn broken_state_edit_keeps_the_last_good_state() {
         .await;
     let error = line["error"].as_str().unwrap_or_default();
     assert!(
-        error.starts_with(&format!("{}:6:7: invalid ttl duration", path.display())),
+        error.starts_with(&format!("{}:6:7: ttl \"", path.display())),
         "stateBroken does not name file:line:col: {line}"
     );
     assert!(error.contains("last good state"), "{line}");

@@ -58,17 +58,19 @@ pub struct Cli {
     grace: Option<Duration>,
 
     /// Deadline for each engine call that changes something (a removal, a
-    /// create), in seconds.
-    #[arg(long, global = true, env = "SANDBOXCTL_TIMEOUT", value_name = "SECS",
-          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: u64,
+    /// create): 30s, 10m (a bare number is seconds), from 1s to 1h.
+    #[arg(long, global = true, env = "SANDBOXCTL_TIMEOUT", value_name = "DURATION",
+          default_value = "30s", value_parser = parse_engine_deadline)]
+    timeout: Duration,
 
-    /// Deadline for each engine read (a listing, an inspect), in seconds (at
-    /// most --timeout). A read that passes it fails only what depends on it.
-    /// [default: 5; over ssh, --timeout: a read may open an ssh session first]
-    #[arg(long, global = true, env = "SANDBOXCTL_CALL_TIMEOUT", value_name = "SECS",
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    call_timeout: Option<u64>,
+    /// Deadline for each engine read: the API version check when the engine
+    /// is first reached, a listing, an inspect (at most --timeout; a bare
+    /// number is seconds). A read that passes it fails only what depends on
+    /// it; a version check that passes it fails that engine's part.
+    /// [default: 5s; over ssh, --timeout: a read may open an ssh session first]
+    #[arg(long, global = true, env = "SANDBOXCTL_CALL_TIMEOUT", value_name = "DURATION",
+          value_parser = parse_engine_deadline)]
+    call_timeout: Option<Duration>,
 
     #[command(subcommand)]
     command: Command,
@@ -391,9 +393,23 @@ impl Args {
     }
 }
 
-/// A duration like `30s`, `10m`, `8h`, `2d` (a bare number is refused: say the unit).
+/// A duration of the one grammar (`model::duration`: `30s`, `10m`, `8h`,
+/// `2d`, `1h30m`), the state file's; on the command line a bare number is
+/// seconds.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::state::parse_duration(s)
+    crate::state::parse_flag_duration(s)
+}
+
+/// `--timeout` and `--call-timeout`: a duration from 1s to 1h (bollard
+/// counts whole seconds; a deadline of zero would fail every call).
+fn parse_engine_deadline(s: &str) -> Result<Duration, String> {
+    match parse_duration(s)? {
+        d if d.is_zero() || d > Duration::from_secs(3600) => Err(format!(
+            "{} is not a deadline from 1s to 1h: use e.g. 30s, 2m or 1h",
+            humantime::format_duration(d)
+        )),
+        d => Ok(d),
+    }
 }
 
 /// A lease's ttl: whole seconds, over zero (the ceiling, `[policy]
@@ -509,10 +525,8 @@ impl Cli {
             state: self.state,
             scope,
             format,
-            timeout: Duration::from_secs(self.timeout),
-            call_timeout: self
-                .call_timeout
-                .map(|c| Duration::from_secs(c.min(self.timeout))),
+            timeout: self.timeout,
+            call_timeout: self.call_timeout.map(|c| c.min(self.timeout)),
             command: self.command,
         })
     }

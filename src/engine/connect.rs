@@ -49,7 +49,7 @@ const NO_FILE: &str = "/dev/null";
 ///
 /// The error is a one-line detail for `EngineError::Unreachable`.
 pub async fn connect(ep: &Endpoint, timeout: Duration) -> Result<Docker, String> {
-    connect_versioned(ep, timeout)
+    connect_versioned(ep, timeout, timeout)
         .await
         .map(|(docker, _)| docker)
 }
@@ -66,11 +66,13 @@ pub(crate) struct Server {
 
 /// [`connect`], also returning what the engine said of itself. One question
 /// serves the negotiation and the caller: `/_ping` over a unix socket, else
-/// `/version` (see the module header); the API version is the lower of the
-/// engine's and bollard's.
+/// `/version` (see the module header), asked within `check` (a read's
+/// deadline, `--call-timeout`); the client's requests get `timeout`. The
+/// API version is the lower of the engine's and bollard's.
 pub(crate) async fn connect_versioned(
     ep: &Endpoint,
     timeout: Duration,
+    check: Duration,
 ) -> Result<(Docker, Server), String> {
     let secs = whole_seconds(timeout);
     // One ssh pool for the probe and the client after it: the connection the
@@ -81,17 +83,20 @@ pub(crate) async fn connect_versioned(
         }
         _ => None,
     };
-    let probe = open(ep, secs, API_DEFAULT_VERSION, ssh.as_ref())?;
-    let no_answer = || format!("no answer to the API version check within {secs}s");
+    let check_secs = whole_seconds(check);
+    // The probe's own request deadline is the check's: bollard's timeout
+    // would otherwise outlast it.
+    let probe = open(ep, check_secs, API_DEFAULT_VERSION, ssh.as_ref())?;
+    let no_answer = || format!("no answer to the API version check within {check_secs}s");
     let pinged = match unix_path(&ep.host) {
-        Some(path) => tokio::time::timeout(timeout, ping(path))
+        Some(path) => tokio::time::timeout(check, ping(path))
             .await
             .map_err(|_| no_answer())??,
         None => None,
     };
     let server = match pinged {
         Some(server) => server,
-        None => match tokio::time::timeout(timeout, probe.version()).await {
+        None => match tokio::time::timeout(check, probe.version()).await {
             Err(_) | Ok(Err(BollardError::RequestTimeoutError)) => return Err(no_answer()),
             Ok(Err(e)) => return Err(failure_detail(ep, &e)),
             Ok(Ok(v)) => Server {

@@ -58,15 +58,10 @@ impl Shared {
                 return Err(error.clone());
             }
         }
-        let result = DockerEngine::connect(&self.endpoint, &self.name, self.timeout)
-            .await
-            .map(|e| {
-                let e = e.with_misses(self.misses.clone());
-                match self.read_timeout {
-                    Some(read) => e.with_read_timeout(read),
-                    None => e,
-                }
-            });
+        let result =
+            DockerEngine::connect(&self.endpoint, &self.name, self.timeout, self.read_timeout)
+                .await
+                .map(|e| e.with_misses(self.misses.clone()));
         let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         match result {
             Ok(engine) => {

@@ -58,26 +58,22 @@ impl fmt::Display for TtlError {
     }
 }
 
-/// Reads a lease's ttl (seconds): a duration with units as humantime reads
-/// them (`15m`, `1h30m`, `90s`) or whole seconds (`900`), over zero and at
-/// most `max_lease`. Anything else, whatever its length or characters, is an
-/// error: such a volume is not a lease.
+/// Reads a lease's ttl (seconds) by the one duration grammar
+/// (`model::duration`, a bare number being seconds): `15m`, `1h30m`, `90s`
+/// or whole seconds (`900`), over zero and at most `max_lease`. Anything
+/// else, whatever its length or characters, is an error: such a volume is
+/// not a lease.
 pub fn parse_ttl(text: &str, max_lease: u64) -> Result<u64, TtlError> {
-    if text.is_empty()
-        || text.len() > MAX_TTL_TEXT
-        || !text.bytes().all(|b| b.is_ascii_alphanumeric())
-    {
+    if text.len() > MAX_TTL_TEXT {
         return Err(TtlError::Unreadable);
     }
-    let secs = if text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse::<u64>().map_err(|_| TtlError::Unreadable)?
-    } else {
-        let d = humantime::parse_duration(text).map_err(|_| TtlError::Unreadable)?;
-        if d.subsec_nanos() != 0 {
-            return Err(TtlError::Unreadable);
-        }
-        d.as_secs()
-    };
+    let secs = super::duration::parse(text, super::duration::Bare::Seconds)
+        .map_err(|e| match e {
+            // Past the grammar's 3650 days is past any ceiling.
+            super::duration::DurationError::TooLong => TtlError::OverCeiling { max_lease },
+            _ => TtlError::Unreadable,
+        })?
+        .as_secs();
     if secs == 0 {
         return Err(TtlError::Zero);
     }
@@ -218,6 +214,10 @@ mod tests {
             " 5m",
             "5m\n",
             "1.5s",
+            "1ms",
+            "1y",
+            "15min",
+            "30m1h",
             "5\u{1b}[2Jm",
         ] {
             assert_eq!(parse_ttl(text, max), Err(TtlError::Unreadable), "{text:?}");
@@ -232,10 +232,10 @@ mod tests {
                 "{text:?}"
             );
         }
-        // Past u64 seconds: unreadable, never a wrap-around to a short lease.
+        // Past u64 seconds: over the ceiling, never a wrap-around to a short lease.
         assert_eq!(
             parse_ttl("99999999999999999999", max),
-            Err(TtlError::Unreadable)
+            Err(TtlError::OverCeiling { max_lease: max })
         );
     }
 }

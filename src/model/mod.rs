@@ -12,8 +12,10 @@
 //! `Display`, raw; escaping them for a terminal is `render`'s job.
 
 mod by_kind;
+pub mod duration;
 mod error;
 pub mod lease;
+mod natural;
 mod outcome;
 mod owner;
 mod reason;
@@ -27,10 +29,11 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use by_kind::ByKind;
 pub use error::{EngineError, ErrorKind};
+pub use natural::{natural_cmp, Natural};
 pub use outcome::Outcome;
 pub(crate) use outcome::{codes_schema, gone_schema};
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
-pub(crate) use reason::cut;
+pub(crate) use reason::{box_words, cut};
 pub use reason::{Listing, Reason, Ref};
 pub(crate) use ssh::ssh_target_problem;
 

@@ -30,6 +30,20 @@ pub(crate) fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// How an empty `ca.sandbox.id=` label's box is named in words: visibly,
+/// not as nothing between two spaces ("box  is not declared").
+pub(crate) const EMPTY_BOX_ID: &str = "(empty)";
+
+/// A box ID for words: cut to `max` characters, an empty one
+/// [`EMPTY_BOX_ID`]. Not escaped (`render` escapes).
+pub(crate) fn box_words(box_id: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if box_id.is_empty() {
+        std::borrow::Cow::Borrowed(EMPTY_BOX_ID)
+    } else {
+        cut(box_id, max)
+    }
+}
+
 /// Another object a reason refers to, as the report names it.
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -244,26 +258,27 @@ impl fmt::Display for Reason {
     /// the engine or the state file: they are cut short, not escaped.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let short = |s: &str| cut(s, QUOTED_CHARS).into_owned();
+        let boxed = |s: &str| box_words(s, QUOTED_CHARS).into_owned();
         match self {
             Reason::NoBoxLabel => f.write_str("leaked: no ca.sandbox.id label"),
             Reason::BoxNotDeclared { box_id } => {
-                write!(f, "leaked: box {} is not declared", short(box_id))
+                write!(f, "leaked: box {} is not declared", boxed(box_id))
             }
             Reason::DestroyRequested {
                 box_id,
                 leased_until: None,
-            } => write!(f, "destroy {} requested", short(box_id)),
+            } => write!(f, "destroy {} requested", boxed(box_id)),
             Reason::DestroyRequested {
                 box_id,
                 leased_until: Some(until),
             } => write!(
                 f,
                 "destroy {} requested (it was leased until {})",
-                short(box_id),
+                boxed(box_id),
                 short(until)
             ),
             Reason::Expired { box_id, at } => {
-                write!(f, "box {} expired at {}", short(box_id), short(at))
+                write!(f, "box {} expired at {}", boxed(box_id), short(at))
             }
             Reason::DeclaredBox {
                 expires: Some(at), ..
@@ -279,7 +294,7 @@ impl fmt::Display for Reason {
             } => write!(
                 f,
                 "box {} leased until {} (lease volume {})",
-                short(box_id),
+                boxed(box_id),
                 short(until),
                 short(lease)
             ),
@@ -544,6 +559,22 @@ mod tests {
             "{words:?}"
         );
         assert!(words.ends_with("… is not declared"), "{words:?}");
+    }
+
+    #[test]
+    fn an_empty_box_id_is_named_visibly() {
+        // Issue 43: "box  is not declared" named nothing.
+        let words = Reason::BoxNotDeclared {
+            box_id: String::new(),
+        }
+        .to_string();
+        assert_eq!(words, "leaked: box (empty) is not declared");
+        let words = Reason::DestroyRequested {
+            box_id: String::new(),
+            leased_until: None,
+        }
+        .to_string();
+        assert_eq!(words, "destroy (empty) requested");
         assert_eq!(
             Reason::WaitsForFailed {
                 step: 2,

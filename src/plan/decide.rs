@@ -15,7 +15,9 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 
 use crate::model::time::rfc3339;
-use crate::model::{Kind, Listing, Object, ObjectKey, Reason, Ref, SANDBOX_LABEL, SANDBOX_VALUE};
+use crate::model::{
+    Kind, Listing, Natural, Object, ObjectKey, Reason, Ref, SANDBOX_LABEL, SANDBOX_VALUE,
+};
 use crate::plan::inventory::{Holder, Inventory};
 use crate::plan::lease::Leases;
 use crate::plan::{
@@ -512,9 +514,17 @@ impl Plan {
         let ages = Ages::of(inv, goal);
         let goal_index = GoalIndex::of(goal);
         let leases = Leases::of(inv, now, goal.max_lease());
-        // Objects in a readable order: by kind, then box, then name, then key.
+        // Objects in a readable order: by kind, then box, then name (both in
+        // natural order: cb2 before cb10), then key.
         let mut objects: Vec<&Object> = inv.objects.values().collect();
-        objects.sort_by_cached_key(|&o| (o.kind(), o.box_id(), o.name.as_str(), &o.key));
+        objects.sort_by_cached_key(|&o| {
+            (
+                o.kind(),
+                o.box_id().map(Natural),
+                Natural(o.name.as_str()),
+                &o.key,
+            )
+        });
         let mut index: foldhash::HashMap<&ObjectKey, usize> =
             foldhash::HashMap::with_capacity_and_hasher(objects.len(), Default::default());
         index.extend(objects.iter().enumerate().map(|(i, o)| (&o.key, i)));

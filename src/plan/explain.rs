@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::model::{Exclusion, Kind, Labels, Object, Reason, Scope};
+use crate::model::{Exclusion, Kind, Labels, Natural, Object, Reason, Scope};
 use crate::plan::{Entry, Plan};
 
 /// What the user named.
@@ -278,7 +278,9 @@ pub(crate) fn universe(
         all.entry(o.key.clone()).or_insert(o);
     }
     let mut list: Vec<Object> = all.into_values().collect();
-    list.sort_by(|a, b| (a.kind(), &a.name, &a.key).cmp(&(b.kind(), &b.name, &b.key)));
+    list.sort_by(|a, b| {
+        (a.kind(), Natural(&a.name), &a.key).cmp(&(b.kind(), Natural(&b.name), &b.key))
+    });
     list
 }
 

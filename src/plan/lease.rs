@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::lease::{parse_ttl, TtlError, DEFAULT_MAX_LEASE, LEASE_TTL_LABEL};
 use crate::model::time::rfc3339;
+use crate::model::Natural;
 use crate::model::{cut, Kind};
 use crate::plan::inventory::Inventory;
 
@@ -192,9 +193,9 @@ impl Leases {
                 state,
             });
         }
-        leases
-            .notes
-            .sort_by(|a, b| (&a.box_id, &a.volume).cmp(&(&b.box_id, &b.volume)));
+        leases.notes.sort_by(|a, b| {
+            (Natural(&a.box_id), Natural(&a.volume)).cmp(&(Natural(&b.box_id), Natural(&b.volume)))
+        });
         leases
     }
 }

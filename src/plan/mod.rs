@@ -211,6 +211,22 @@ mod tests {
     }
 
     #[test]
+    fn steps_are_in_natural_order_of_their_boxes() {
+        // Issue 43: cb1, cb10, cb11, cb2 was text order.
+        let inv = inventory(
+            ["cb10", "cb2", "cb1", "cb11"]
+                .iter()
+                .map(|b| container(b, Some(b), &[]))
+                .collect(),
+        );
+        let plan = Plan::build(&reconcile(&[], &[]), &inv, NOW);
+        assert_eq!(
+            names(&plan.steps),
+            ["sbx-cb1", "sbx-cb2", "sbx-cb10", "sbx-cb11"]
+        );
+    }
+
+    #[test]
     fn empty_inventory_gives_empty_plan() {
         let plan = Plan::build(&reconcile(&[], &[]), &inventory(vec![]), NOW);
         assert!(plan.is_empty());

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::{ImageInfo, Kind, ObjectKey};
+use crate::model::{ImageInfo, Kind, Natural, ObjectKey};
 use crate::plan::inventory::Inventory;
 use crate::plan::lease::{EngineClock, LeaseNote, Leases};
 use crate::render::table::{
@@ -88,9 +88,11 @@ pub(crate) struct InventoryView<'a> {
 /// The inventory grouped by box, borrowed: the JSON form, and what the
 /// human form is laid out from.
 fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'a> {
-    let mut grouped: BTreeMap<Option<&str>, InventoryBox> = BTreeMap::new();
+    let mut grouped: BTreeMap<Option<Natural>, InventoryBox> = BTreeMap::new();
     let mut objects: Vec<_> = inv.objects.values().collect();
-    objects.sort_by(|a, b| (a.kind(), &a.name, &a.key).cmp(&(b.kind(), &b.name, &b.key)));
+    objects.sort_by(|a, b| {
+        (a.kind(), Natural(&a.name), &a.key).cmp(&(b.kind(), Natural(&b.name), &b.key))
+    });
     fn name_of<'a>(inv: &'a Inventory, key: &'a ObjectKey) -> &'a str {
         inv.objects
             .get(key)
@@ -98,14 +100,16 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
             .unwrap_or(key.id.as_str())
     }
     for o in objects {
-        let b = grouped.entry(o.box_id()).or_insert_with(|| InventoryBox {
-            box_id: o.box_id(),
-            containers: vec![],
-            volumes: vec![],
-            networks: vec![],
-            swarm: vec![],
-            leases: vec![],
-        });
+        let b = grouped
+            .entry(o.box_id().map(Natural))
+            .or_insert_with(|| InventoryBox {
+                box_id: o.box_id(),
+                containers: vec![],
+                volumes: vec![],
+                networks: vec![],
+                swarm: vec![],
+                leases: vec![],
+            });
         match o.kind() {
             Kind::Container => b.containers.push(InventoryContainer {
                 id: &o.key.id,
@@ -143,7 +147,7 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
         }
     }
     for note in &leases.notes {
-        if let Some(b) = grouped.get_mut(&Some(note.box_id.as_str())) {
+        if let Some(b) = grouped.get_mut(&Some(Natural(note.box_id.as_str()))) {
             b.leases.push(note);
         }
     }
@@ -165,6 +169,7 @@ pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
         out.push_str(&format!(
             "\n{}\n",
             match b.box_id {
+                Some("") => format!("box {}", crate::model::box_words("", CELL_CHARS)),
                 Some(id) => format!("box {}", clip(id, CELL_CHARS)),
                 None => "no box label (leaked)".to_string(),
             }

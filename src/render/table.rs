@@ -60,10 +60,11 @@ pub(crate) fn table(mut rows: Vec<Vec<String>>, indent: &str) -> String {
     out
 }
 
-/// `box <id>`, or `no box` for an object without the box label.
+/// `box <id>` (`box (empty)` for an empty `ca.sandbox.id=` label), or
+/// `no box` for an object without the box label.
 pub(crate) fn box_cell(b: Option<&str>) -> String {
     match b {
-        Some(b) => format!("box {b}"),
+        Some(b) => format!("box {}", crate::model::box_words(b, usize::MAX)),
         None => "no box".to_string(),
     }
 }
@@ -153,6 +154,13 @@ pub(crate) fn indented(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_box_label_is_named_visibly() {
+        assert_eq!(box_cell(Some("")), "box (empty)");
+        assert_eq!(box_cell(Some("cb1")), "box cb1");
+        assert_eq!(box_cell(None), "no box");
+    }
 
     #[test]
     fn sizes_are_in_decimal_units_with_one_decimal() {

@@ -111,7 +111,9 @@ mod tests {
                 vec![StateError {
                     path: evil,
                     at: None,
-                    kind: StateErrorKind::NotAFile,
+                    kind: StateErrorKind::NotAFile {
+                        what: "a directory",
+                    },
                 }],
             ),
         ]
@@ -123,7 +125,7 @@ mod tests {
         insta::assert_snapshot!(human, @r"
         state/sandboxes.toml: valid
         bad.toml:5:9: state file does not exist; check the path given with --state or SANDBOXCTL_STATE (without either, state/sandboxes.toml is used if it exists)
-        st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a .toml file
+        st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a regular .toml file
         ");
         assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
     }
@@ -141,11 +143,11 @@ mod tests {
         assert_eq!(problem["line"], serde_json::Value::Null);
         assert_eq!(
             problem["message"],
-            "is a directory, not a state file; give the path of a .toml file"
+            "is a directory, not a state file; give the path of a regular .toml file"
         );
         assert_eq!(
             problem["text"],
-            "st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a .toml file"
+            "st\u{1b}[2Jate\n\u{202e}.toml: is a directory, not a state file; give the path of a regular .toml file"
         );
     }
 }

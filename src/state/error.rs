@@ -39,8 +39,9 @@ pub struct StateError {
 pub enum StateErrorKind {
     /// The state file that was asked for does not exist.
     NotFound,
-    /// The path names a directory, not a file.
-    NotAFile,
+    /// The path names a directory, a FIFO, a socket or a device, not a
+    /// regular file; `what` says which ("a directory").
+    NotAFile { what: &'static str },
     /// The file exists but could not be read (permissions, I/O error).
     Read(std::io::Error),
     /// Larger than [`MAX_STATE_BYTES`](super::MAX_STATE_BYTES); `size` is `None`
@@ -106,7 +107,9 @@ pub enum StateErrorKind {
     InvalidHost { host: String, reason: String },
     /// An engine `context` that is not a docker context name.
     InvalidContext { context: String, reason: String },
-    /// A bad `grace` or `ttl`; `reason` (from `parse_duration`) says what a good one looks like.
+    /// A bad `grace`, `max_lease` or `ttl`; `reason` (from `parse_duration`,
+    /// a predicate of the value: "is not a duration: use ...") says what a
+    /// good one looks like.
     InvalidDuration {
         key: &'static str,
         value: String,
@@ -159,9 +162,10 @@ impl fmt::Display for StateErrorKind {
                 "state file does not exist; check the path given with --state or \
                  SANDBOXCTL_STATE (without either, {DEFAULT_STATE_PATH} is used if it exists)"
             ),
-            K::NotAFile => {
-                f.write_str("is a directory, not a state file; give the path of a .toml file")
-            }
+            K::NotAFile { what } => write!(
+                f,
+                "is {what}, not a state file; give the path of a regular .toml file"
+            ),
             K::Read(e) => write!(
                 f,
                 "cannot read state file: {e}; check that it is a readable file"
@@ -311,7 +315,7 @@ impl fmt::Display for StateErrorKind {
                 Shown(context)
             ),
             K::InvalidDuration { key, value, reason } => {
-                write!(f, "invalid {key} duration {}: {reason}", Shown(value))
+                write!(f, "{key} {} {reason}", Shown(value))
             }
             K::InvalidTime { value, reason } => {
                 write!(f, "invalid expires time {}: {reason}", Shown(value))

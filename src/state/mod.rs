@@ -45,7 +45,10 @@
 //!
 //! * Size: at most [`MAX_STATE_BYTES`] (1 MiB). [`DesiredState::load`] checks the
 //!   file's metadata and then reads at most one byte more than the limit, so a
-//!   huge file, `/dev/zero` or a FIFO is refused without reading it all.
+//!   huge file is refused without reading it all. Only a regular file is
+//!   read: a directory, a FIFO (opened without blocking, so one with no
+//!   writer is refused at once), a socket or a device such as `/dev/zero`
+//!   is refused, named.
 //! * Encoding: UTF-8. A UTF-8 byte order mark is **accepted** and skipped (some
 //!   editors write one); positions are then counted after it. CRLF line endings
 //!   are accepted. Invalid UTF-8 is reported at the line and column of its first
@@ -72,8 +75,10 @@
 //!   an `ssh://` user or host neither begins with `-` nor holds a control
 //!   character, plainly or percent-encoded (`model::ssh_target_problem`).
 //!   Contexts: Docker's `[a-zA-Z0-9][a-zA-Z0-9_.+-]+`.
-//! * Durations (`parse_duration`): `30s`, `10m`, `8h`, `2d` (humantime), at
-//!   most `MAX_DURATION` (3650 days). Times (`parse_time`): RFC 3339 in UTC.
+//! * Durations (`parse_duration`): the one grammar of `model::duration`
+//!   (`30s`, `10m`, `8h`, `2d`, `1h30m`; a unit required), at most 3650
+//!   days; on the command line (`parse_flag_duration`) a bare number is
+//!   seconds too. Times (`parse_time`): RFC 3339 in UTC.
 //!
 //! Text from the file that appears in a message is escaped (control and
 //! invisible characters as `\u{..}`) and shortened, so a hostile file cannot
@@ -109,7 +114,7 @@ use crate::model::Labels;
 pub use error::{StateError, StateErrorKind};
 pub use read::MAX_STATE_BYTES;
 pub use rules::{check_box_id, check_label, check_volume_name};
-pub(crate) use rules::{parse_duration, parse_label_arg, MAX_BOX_ID_CHARS};
+pub(crate) use rules::{parse_flag_duration, parse_label_arg, MAX_BOX_ID_CHARS};
 pub use scan::MAX_NESTING;
 
 /// Where the state file is looked for when neither `--state` nor `SANDBOXCTL_STATE` is given.

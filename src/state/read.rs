@@ -40,31 +40,53 @@ pub(super) fn decode<'b>(bytes: &'b [u8], path: &Path) -> Result<&'b str, StateE
     })
 }
 
-/// Reads at most [`MAX_STATE_BYTES`]` + 1` bytes of `path`, refusing a
-/// directory and a file whose metadata is over the limit without reading it.
+/// What a path that is not a regular file is, for [`StateErrorKind::NotAFile`].
+fn not_a_file(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        None
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_char_device() || file_type.is_block_device() {
+        Some("a device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Reads at most [`MAX_STATE_BYTES`]` + 1` bytes of `path`, refusing
+/// anything but a regular file (a directory, a FIFO, a device) and a file
+/// whose metadata is over the limit without reading it. The file is opened
+/// with `O_NONBLOCK`, so a FIFO with no writer is refused at once instead
+/// of blocking the open (the flag changes nothing for a regular file).
 pub(super) fn read_limited(path: &Path) -> Result<Vec<u8>, StateError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let error = |kind| StateError::new(path, None, kind);
-    let file = std::fs::File::open(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => error(StateErrorKind::NotFound),
-        _ => error(StateErrorKind::Read(source)),
-    })?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => error(StateErrorKind::NotFound),
+            _ => error(StateErrorKind::Read(source)),
+        })?;
     let meta = file
         .metadata()
         .map_err(|e| error(StateErrorKind::Read(e)))?;
-    if meta.is_dir() {
-        return Err(error(StateErrorKind::NotAFile));
+    if let Some(what) = not_a_file(meta.file_type()) {
+        return Err(error(StateErrorKind::NotAFile { what }));
     }
-    if meta.is_file() && meta.len() > MAX_STATE_BYTES {
+    if meta.len() > MAX_STATE_BYTES {
         return Err(error(StateErrorKind::TooLarge {
             size: Some(meta.len()),
             limit: MAX_STATE_BYTES,
         }));
     }
-    let capacity = if meta.is_file() {
-        meta.len().min(MAX_STATE_BYTES) as usize + 1
-    } else {
-        8 * 1024
-    };
+    let capacity = meta.len().min(MAX_STATE_BYTES) as usize + 1;
     let mut bytes = Vec::with_capacity(capacity);
     file.take(MAX_STATE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -139,7 +161,44 @@ mod tests {
         assert_eq!(e.line_col(), None);
 
         let e = DesiredState::load(dir.path()).unwrap_err();
-        assert!(matches!(e.kind, StateErrorKind::NotAFile), "{e}");
+        assert!(
+            matches!(
+                e.kind,
+                StateErrorKind::NotAFile {
+                    what: "a directory"
+                }
+            ),
+            "{e}"
+        );
+
+        // Issue 43: a FIFO with no writer is refused at once, not waited on.
+        let fifo = dir.path().join("fifo.toml");
+        let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo reads it only.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let (done, took) = std::sync::mpsc::channel();
+        let reader = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = done.send(DesiredState::load(&reader).map(|_| ()));
+        });
+        let e = took
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("reading a FIFO with no writer blocked")
+            .unwrap_err();
+        assert!(
+            matches!(
+                e.kind,
+                StateErrorKind::NotAFile {
+                    what: "a FIFO (named pipe)"
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("is a FIFO (named pipe), not a state file"),
+            "{e}"
+        );
 
         let big = dir.path().join("big.toml");
         std::fs::write(&big, vec![b'#'; MAX_STATE_BYTES as usize + 10]).unwrap();
@@ -164,12 +223,17 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn load_stops_reading_an_endless_file() {
+    fn load_refuses_an_endless_device_unread() {
+        // A device is not a regular file: refused by its metadata, before a
+        // byte is read (the read stays limited to one byte past the limit).
         let e = DesiredState::load(Path::new("/dev/zero")).unwrap_err();
         assert!(
-            matches!(e.kind, StateErrorKind::TooLarge { size: None, .. }),
+            matches!(e.kind, StateErrorKind::NotAFile { what: "a device" }),
             "{e}"
         );
-        assert!(e.to_string().contains("more than 1048576 bytes"), "{e}");
+        assert!(
+            e.to_string().contains("is a device, not a state file"),
+            "{e}"
+        );
     }
 }

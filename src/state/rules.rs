@@ -10,6 +10,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::model::duration::{self, Bare};
 use crate::model::{SANDBOX_LABEL, SANDBOX_VALUE};
 use crate::text::is_hidden;
 
@@ -27,10 +28,7 @@ pub(crate) const MAX_LABEL_VALUE_CHARS: usize = 256;
 pub(crate) const MAX_HOST_CHARS: usize = 1024;
 /// The longest docker context name, in characters.
 pub(crate) const MAX_CONTEXT_CHARS: usize = 128;
-/// The longest duration accepted by [`parse_duration`]: 3650 days.
-pub(crate) const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 60 * 60);
-
-pub(super) const DURATION_HINT: &str = "write a number and a unit, e.g. 30s, 10m, 8h or 2d";
+pub(super) const DURATION_HINT: &str = crate::model::duration::HINT;
 pub(super) const TIME_HINT: &str = "write an RFC 3339 time in UTC, e.g. \"2026-12-24T18:00:00Z\"";
 
 const HOST_SCHEMES: &[&str] = &["unix", "tcp", "http", "https", "ssh"];
@@ -67,27 +65,21 @@ pub fn check_volume_name(name: &str) -> Result<(), String> {
     name_problem(name, MAX_VOLUME_NAME_CHARS).map_or(Ok(()), Err)
 }
 
-/// Parses a duration such as `30s`, `10m`, `8h`, `2d` or `1h 30m` (humantime's
-/// syntax), from 0 to [`MAX_DURATION`]. The error is a sentence that ends with
-/// what a good value looks like; shared by the state file and CLI flags.
+/// Parses a duration of the state file by the one grammar
+/// (`model::duration`: `30s`, `10m`, `8h`, `2d`, `1h30m`, a unit required),
+/// from 0 to 3650 days. The error is a predicate of the value that ends with
+/// what a good value looks like ("is not a duration: use 30s, 10m, 8h or
+/// 2d"); the caller names the value.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    if s.is_empty() {
-        return Err(format!("it is empty; {DURATION_HINT}"));
-    }
-    if s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
-        return Err(format!(
-            "it has leading or trailing whitespace; {DURATION_HINT}"
-        ));
-    }
-    let duration = humantime::parse_duration(s)
-        .map_err(|e| format!("{}; {DURATION_HINT}", clean_message(&e.to_string())))?;
-    if duration > MAX_DURATION {
-        return Err(format!(
-            "it is longer than the limit of {} days; {DURATION_HINT}",
-            MAX_DURATION.as_secs() / 86_400
-        ));
-    }
-    Ok(duration)
+    duration::parse(s, Bare::Refused).map_err(|e| e.to_string())
+}
+
+/// Parses a duration given on the command line (a flag, the MCP `lease`
+/// tool's `ttl`): the state file's grammar, and a bare whole number is
+/// seconds. The error names the value, quoted and escaped: "\"soon\" is
+/// not a duration: use 30s, 10m, 8h or 2d".
+pub(crate) fn parse_flag_duration(s: &str) -> Result<Duration, String> {
+    duration::parse(s, Bare::Seconds).map_err(|e| format!("{} {e}", Shown(s)))
 }
 
 /// Parses an RFC 3339 time in UTC, such as `2026-12-24T18:00:00Z` (fractional
@@ -374,30 +366,47 @@ mod tests {
     fn duration_rules_and_boundaries() {
         let ok = |s: &str| parse_duration(s).unwrap_or_else(|e| panic!("{s:?}: {e}"));
         assert_eq!(ok("0s"), Duration::ZERO);
-        assert_eq!(ok("1ns"), Duration::from_nanos(1));
         assert_eq!(ok("30s"), Duration::from_secs(30));
         assert_eq!(ok("10m"), Duration::from_secs(600));
         assert_eq!(ok("8h"), Duration::from_secs(8 * 3600));
         assert_eq!(ok("2d"), Duration::from_secs(2 * 86_400));
-        assert_eq!(ok("1h 30m"), Duration::from_secs(5400));
-        assert_eq!(ok("3650d"), MAX_DURATION);
+        assert_eq!(ok("1h30m"), Duration::from_secs(5400));
+        assert_eq!(ok("3650d"), crate::model::duration::MAX_DURATION);
         for (bad, why) in [
-            ("", "it is empty"),
-            (" 10m", "leading or trailing whitespace"),
-            ("10m ", "leading or trailing whitespace"),
-            ("10", "time unit needed"),
-            ("-1s", "expected number"),
-            ("10 fortnights", "unknown time unit"),
+            ("", "is empty"),
+            (" 10m", "no spaces"),
+            ("10m ", "no spaces"),
+            ("1h 30m", "no spaces"),
+            ("10", "a number needs its unit"),
+            ("-1s", "is not a duration"),
+            ("soon", "is not a duration"),
+            ("1ns", "ns is not a unit"),
+            ("1ms", "ms is not a unit"),
+            ("1y", "y is not a unit"),
+            ("1.5h", "whole numbers only"),
+            ("10 fortnights", "no spaces"),
             ("3651d", "longer than the limit of 3650 days"),
-            ("3650d 1ns", "longer than the limit of 3650 days"),
-            ("99999999999999999999s", "too large"),
+            ("3650d1s", "longer than the limit of 3650 days"),
+            ("99999999999999999999s", "longer than the limit"),
         ] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
-            assert!(e.ends_with("e.g. 30s, 10m, 8h or 2d"), "{bad:?}: {e}");
+            assert!(e.ends_with(": use 30s, 10m, 8h or 2d"), "{bad:?}: {e}");
         }
+        // On the command line a bare number is seconds; the value is named.
+        assert_eq!(parse_flag_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_flag_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(
+            parse_flag_duration("soon").unwrap_err(),
+            "\"soon\" is not a duration: use 30s, 10m, 8h or 2d"
+        );
+        assert_eq!(
+            parse_flag_duration("\u{1b}[2J").unwrap_err(),
+            "\"\\u{1b}[2J\" is not a duration: use 30s, 10m, 8h or 2d"
+        );
         // A zero ttl is refused in the file (grace 0 is fine).
-        assert!(err("[[box]]\nid = \"a\"\nttl = \"0s\"\n").contains("a ttl of zero"));
+        assert!(err("[[box]]\nid = \"a\"\nttl = \"0s\"\n")
+            .contains("is zero, which would expire the box at once"));
         assert_eq!(
             parse("[policy]\ngrace = \"0s\"\n").unwrap().policy.grace,
             Some(Duration::ZERO)

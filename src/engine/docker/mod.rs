@@ -66,14 +66,16 @@ impl DockerEngine {
     /// Connects to a resolved endpoint (unix, tcp/http, TLS, ssh; see
     /// `engine::connect`), negotiates the API version (every later request
     /// carries its `/vX.Y` prefix) and learns whether the engine is Podman.
-    /// Every later call that changes something is bounded by `timeout`,
-    /// every read by [`DEFAULT_READ_TIMEOUT`] (over ssh by `timeout`) unless
-    /// `with_read_timeout` says otherwise. Any failure here is
-    /// `ErrorKind::Unreachable` naming the endpoint.
+    /// Every later call that changes something is bounded by `timeout`;
+    /// every read, the version check first of all, by `read_timeout` (at
+    /// most `timeout`), or without it by [`DEFAULT_READ_TIMEOUT`] (over ssh
+    /// by `timeout`: a read may open an ssh session first). Any failure here
+    /// is `ErrorKind::Unreachable` naming the endpoint.
     pub(crate) async fn connect(
         ep: &Endpoint,
         name: &str,
         timeout: Duration,
+        read_timeout: Option<Duration>,
     ) -> Result<Self, EngineError> {
         let unreachable = |detail: String| {
             EngineError::new(
@@ -84,23 +86,22 @@ impl DockerEngine {
                 },
             )
         };
-        let (docker, server) = super::connect::connect_versioned(ep, timeout)
+        let ssh = ep.host.to_ascii_lowercase().starts_with("ssh://");
+        let read_timeout = match read_timeout {
+            Some(read) => read.min(timeout),
+            None if ssh => timeout,
+            None => timeout.min(DEFAULT_READ_TIMEOUT),
+        };
+        let (docker, server) = super::connect::connect_versioned(ep, timeout, read_timeout)
             .await
             .map_err(unreachable)?;
         let podman = server.podman;
-        let ssh = ep.host.to_ascii_lowercase().starts_with("ssh://");
         Ok(DockerEngine {
             docker,
             name: name.to_string(),
             endpoint: ep.host.clone(),
             timeout,
-            // Over ssh a read may first open a session (a handshake, the
-            // remote docker CLI starting): it gets the write deadline.
-            read_timeout: if ssh {
-                timeout
-            } else {
-                timeout.min(DEFAULT_READ_TIMEOUT)
-            },
+            read_timeout,
             misses: Default::default(),
             podman,
             requests: ssh.then(|| tokio::sync::Semaphore::new(super::ssh::CONNECTIONS)),
@@ -128,7 +129,7 @@ impl DockerEngine {
                 },
             )
         })?;
-        Self::connect(&ep, crate::model::DEFAULT_ENGINE, timeout).await
+        Self::connect(&ep, crate::model::DEFAULT_ENGINE, timeout, None).await
     }
 
     /// The same engine with reads bounded by `read_timeout` (at most the

@@ -243,8 +243,8 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
                 (true, None) => Ok(Call::Release { ids }),
                 (false, ttl) => {
                     let text = ttl.unwrap_or(DEFAULT_TTL);
-                    let ttl = crate::state::parse_duration(text)
-                        .map_err(|e| args.error(Some("ttl"), format!("{}: {e}", shown(text))))?;
+                    let ttl = crate::state::parse_flag_duration(text)
+                        .map_err(|e| args.error(Some("ttl"), e))?;
                     crate::cli::check_ttl(ttl)
                         .map_err(|e| args.error(Some("ttl"), e.replace("--ttl", "ttl")))?;
                     Ok(Call::Lease { ids, ttl })
@@ -428,9 +428,9 @@ mod tests {
             (Tool::Lease, json!({}), "ids", "name at least one box ID"),
             (
                 Tool::Lease,
-                json!({ "ids": ["a"], "ttl": "10" }),
+                json!({ "ids": ["a"], "ttl": "1.5h" }),
                 "ttl",
-                "\"10\"",
+                "\"1.5h\" is not a duration (whole numbers only",
             ),
             (
                 Tool::Lease,

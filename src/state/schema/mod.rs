@@ -394,7 +394,10 @@ impl Walker<'_> {
         let parsed = parse_duration(&text.value).and_then(|d| {
             // A ceiling of zero would make every lease label invalid.
             if key == "max_lease" && d.is_zero() {
-                Err("a lease could never hold; write more than zero, e.g. 24h".to_string())
+                Err(
+                    "is zero, so a lease could never hold: write more than zero, e.g. 24h"
+                        .to_string(),
+                )
             } else {
                 Ok(d)
             }
@@ -561,7 +564,7 @@ impl Walker<'_> {
             let kind = StateErrorKind::InvalidDuration {
                 key: "ttl",
                 value: text.value.clone(),
-                reason: format!("a ttl of zero would expire the box at once; {DURATION_HINT}"),
+                reason: format!("is zero, which would expire the box at once: {DURATION_HINT}"),
             };
             self.problem(text.at, kind);
             return None;
