@@ -189,7 +189,7 @@ async fn render(engines: &[&str], args: &[&str]) -> (sandboxctl::cli::exit::Exit
             if i == 0 {
                 let id = "d00d000000000000000000000000000000000000000000000000000000000001";
                 let error = EngineError::new(
-                    &format!("remove container {id}"),
+                    format!("remove container {id}"),
                     ErrorKind::Other {
                         status: Some(500),
                         message: "docs: the removal fails".into(),
@@ -375,7 +375,7 @@ fn the_pipe_status_check_catches_a_pipe() {
     )
     .unwrap();
     let page = page.display().to_string();
-    let wrong = pipe_status_lines(&[page.clone()]);
+    let wrong = pipe_status_lines(std::slice::from_ref(&page));
     assert_eq!(
         wrong,
         vec![format!("{page}:1: $ a | tail -n 3; echo \"exit $?\"")]
@@ -406,6 +406,10 @@ pub const COUNTS: &[(&str, &str)] = &[
     ("docs/testing.md", "`tests/bad_states/` ({bad_states} files,"),
     ("docs/testing.md", "`state_files::*` ({bad_states} bad files)"),
     ("docs/testing.md", "`degraded::*` ({degraded_tests} tests,"),
+    (
+        "docs/testing.md",
+        "`archive_crash`, on a dockerd of its own, {crash_kills} trials that each SIGKILL `apply --archive` of {crash_boxes} boxes",
+    ),
     ("docs/testing.md", "`exec::memo::tests::*` ({memo_tests})"),
     ("docs/testing.md", "(proptest, {proptest_cases} cases each)"),
     ("docs/testing.md", "- **commands** ({commands}):"),
@@ -567,9 +571,21 @@ pub fn facts() -> std::collections::BTreeMap<&'static str, usize> {
             lines_starting("src/exec/memo.rs", &["#[test]", "#[tokio::test"]),
         ),
         ("proptest_cases", cases.into_iter().next().unwrap()),
+        ("crash_kills", constant("tests/archive_crash.rs", "KILLS")),
+        ("crash_boxes", constant("tests/archive_crash.rs", "BOXES")),
     ]
     .into_iter()
     .collect()
+}
+
+/// The value of `const NAME: usize = N;` in `file`.
+fn constant(file: &str, name: &str) -> usize {
+    let line = format!("const {name}: usize = ");
+    read(file)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(line.as_str()))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .unwrap_or_else(|| panic!("{file}: no {line}N;"))
 }
 
 /// `text` with every run of whitespace one space, and for each byte of it
@@ -655,7 +671,11 @@ fn find(text: &str, sentence: &str) -> Vec<Vec<(String, std::ops::Range<usize>)>
     found
 }
 
-/// The numbers of `text` followed by `cells` (one word between at most):
+/// What the docs count that the sweep of [`cell_counts`] looks for.
+const COUNTED: [&str; 3] = ["cells", "tests", "cases"];
+
+/// The numbers of `text` followed by a word of [`COUNTED`] (one word
+/// between at most):
 /// each must stand in a [`COUNTS`] sentence or in [`HISTORY`].
 fn cell_counts(text: &str) -> Vec<std::ops::Range<usize>> {
     let (flat, at) = squeeze(text);
@@ -666,7 +686,10 @@ fn cell_counts(text: &str) -> Vec<std::ops::Range<usize>> {
         if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()) {
             let end = i + bytes[i..].iter().take_while(|b| b.is_ascii_digit()).count();
             let words: Vec<&str> = flat[end..].split(' ').skip(1).take(2).collect();
-            let cells = |w: &&str| w.trim_end_matches([',', ')', ';', '.', ':']) == "cells";
+            let cells = |w: &&str| {
+                let w = w.trim_end_matches([',', ')', ';', '.', ':']);
+                COUNTED.contains(&w)
+            };
             if flat[end..].starts_with(' ') && words.iter().any(cells) {
                 out.push(at[i]..at[end - 1] + 1);
             }
@@ -819,5 +842,334 @@ fn where_plan_is_said_to_change_nothing_the_memo_is_named() {
         wrong.is_empty(),
         "says plan changes nothing without naming the memo it writes:\n{}",
         wrong.join("\n")
+    );
+}
+
+// ----- the README's tour ----------------------------------------------------------
+
+/// The README's tour: its scene (the first `sh` block of "A short tour"),
+/// then each command it shows (a `$ ` line of an unlabelled block; not
+/// `watch`, which runs until stopped and whose lines carry their times),
+/// with the output shown under it.
+struct Tour {
+    scene: String,
+    commands: Vec<Shown>,
+}
+
+/// A command the tour shows: its line in the README, the command, and the
+/// output shown under it.
+struct Shown {
+    line: usize,
+    command: String,
+    output: Vec<String>,
+}
+
+fn tour(readme: &str) -> Tour {
+    let start = readme
+        .find("\n## A short tour")
+        .expect("README: ## A short tour");
+    let end = readme[start + 1..]
+        .find("\n## ")
+        .map_or(readme.len(), |e| start + 1 + e);
+    let first = readme[..start].lines().count() + 1;
+    let section = &readme[start..end];
+    let blocks = blocks(section);
+    let scene = blocks
+        .iter()
+        .find(|b| b.lang == "sh")
+        .expect("the tour's scene: an sh block")
+        .lines
+        .join("\n");
+    let mut commands = Vec::new();
+    for block in blocks.iter().filter(|b| b.lang.is_empty()) {
+        for (i, line) in block.lines.iter().enumerate() {
+            if let Some(command) = line.strip_prefix("$ ") {
+                commands.push(Shown {
+                    line: first + block.line - 1 + i,
+                    command: command.to_string(),
+                    output: Vec::new(),
+                });
+            } else if let Some(shown) = commands.last_mut() {
+                shown.output.push(line.clone());
+            }
+        }
+    }
+    commands.retain(|c| !c.command.starts_with("sandboxctl watch"));
+    Tour { scene, commands }
+}
+
+/// Runs `script` with bash in `dir`, with `env`; its status and what it
+/// printed (stdout and stderr in the order printed: one pipe).
+fn bash(dir: &Path, env: &[(String, String)], script: &str) -> (i32, String) {
+    let mut command = std::process::Command::new("bash");
+    command
+        .args(["-c", &format!("exec 2>&1\n{script}")])
+        .current_dir(dir);
+    // Nothing of sandboxctl's own environment but what `env` says.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("SANDBOXCTL_") {
+            command.env_remove(key);
+        }
+    }
+    let out = command
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run bash");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// What the tour shows of an output, made from what a run printed on the
+/// test's engine: the test's own scope value, the engine's address and how
+/// it was chosen as the README's reader has them (`readme`, the default
+/// socket); of the retained images only the tour's own (a fresh engine has
+/// no other; the test's engine may), their count in the summary lines with
+/// them.
+fn as_shown(printed: &str, subs: &[(String, String)]) -> Vec<String> {
+    let mut text = printed.to_string();
+    for (from, to) in subs {
+        text = text.replace(from.as_str(), to);
+    }
+    let mut images = 0;
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        if cells.first() == Some(&"image") {
+            if line.contains(TOUR_IMAGE) {
+                images += 1;
+                let indent = &line[..line.len() - line.trim_start().len()];
+                lines.push(format!("{indent}{}", cells.join("  ")));
+            }
+            continue;
+        }
+        lines.push(line.to_string());
+    }
+    lines
+        .into_iter()
+        .map(|line| with_image_count(&line, Some(images)))
+        .collect()
+}
+
+/// The tour's image.
+const TOUR_IMAGE: &str = "ca-sbx:sandboxctl-test-sleep";
+
+/// `line` with the number in `retain N image(s)` / `retained N image(s)`
+/// made `count` (`None`: `<n>`).
+fn with_image_count(line: &str, count: Option<usize>) -> String {
+    let mut out = line.to_string();
+    for word in ["retain ", "retained "] {
+        let Some(at) = out.find(word) else { continue };
+        let from = at + word.len();
+        let digits = out[from..].bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || !out[from + digits..].starts_with(" image") {
+            continue;
+        }
+        let n = count.map_or("<n>".to_string(), |c| c.to_string());
+        let unit = if count == Some(1) { "image" } else { "images" };
+        let rest = out[from + digits..]
+            .trim_start_matches(" images")
+            .trim_start_matches(" image")
+            .to_string();
+        out = format!("{}{n} {unit}{rest}", &out[..from]);
+    }
+    out
+}
+
+/// How a shown and a printed output are compared: object IDs (12 or 64 hex
+/// digits) as `<id>`, runs of spaces as one (names and IDs set the
+/// columns), image rows and their count left out (which images an engine
+/// holds is its own), trailing blank lines dropped.
+fn comparable(lines: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = lines
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("image "))
+        .map(|l| {
+            let l = with_image_count(l, None);
+            let mut s = String::new();
+            let mut word = String::new();
+            let flush = |word: &mut String, s: &mut String| {
+                let hex = word
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+                if hex
+                    && (word.len() == 12 || word.len() == 64)
+                    && word.bytes().any(|b| b.is_ascii_digit())
+                {
+                    s.push_str("<id>");
+                } else {
+                    s.push_str(word);
+                }
+                word.clear();
+            };
+            for c in l.chars() {
+                if c.is_ascii_alphanumeric() {
+                    word.push(c);
+                } else {
+                    flush(&mut word, &mut s);
+                    s.push(c);
+                }
+            }
+            flush(&mut word, &mut s);
+            s.split_whitespace().collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    while out.last().is_some_and(String::is_empty) {
+        out.pop();
+    }
+    out
+}
+
+/// Removes what the tour made on the test's engine (everything labeled with
+/// the test's own scope value, and the image the script check made), also
+/// when the test fails.
+struct TourCleanup {
+    env: Vec<(String, String)>,
+    dir: std::path::PathBuf,
+    owner: String,
+    image: String,
+}
+
+impl Drop for TourCleanup {
+    fn drop(&mut self) {
+        let label = format!("label=ca.sandbox.owner={}", self.owner);
+        let script = format!(
+            "docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null\n\
+             docker volume ls -q --filter {label} | xargs -r docker volume rm >/dev/null\n\
+             docker network ls -q --filter {label} | xargs -r docker network rm >/dev/null\n\
+             docker image rm {} >/dev/null 2>&1; true",
+            self.image
+        );
+        let (status, out) = bash(&self.dir, &self.env, &script);
+        if status != 0 {
+            eprintln!("docs: the tour's cleanup: {out}");
+        }
+    }
+}
+
+/// The README's tour runs as written, on a dockerd of the harness's own
+/// (the shared second dockerd: the tour's names are fixed, and its scope
+/// value is made the test's own): `scripts/tour-image.sh` makes an image a
+/// container runs, the scene's commands all succeed, and each command the
+/// tour shows prints what it shows (compared as [`comparable`] says) and
+/// exits as it shows. `SANDBOXCTL_UPDATE_DOCS=1` writes the shown output
+/// again from this run ([`as_shown`]).
+trial!(the_readme_tour_runs_as_written);
+async fn the_readme_tour_runs_as_written() {
+    use crate::support::cli::BIN;
+    let engine = crate::support::engines::SecondDockerd::new().shared().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path();
+    for link in ["scripts", "tests"] {
+        std::os::unix::fs::symlink(Path::new(ROOT).join(link), root.join(link)).unwrap();
+    }
+    std::fs::create_dir(root.join("bin")).unwrap();
+    std::os::unix::fs::symlink(BIN, root.join("bin/sandboxctl")).unwrap();
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let owner = format!("readme-{unique}");
+    let host = engine.socket_host();
+    let path = format!(
+        "{}:{}",
+        root.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env: Vec<(String, String)> = [
+        ("DOCKER_HOST", host.as_str()),
+        ("PATH", &path),
+        (
+            "XDG_STATE_HOME",
+            &root.join("state-home").display().to_string(),
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let check_image = format!("sandboxctl-tour-check:{unique}");
+    let _cleanup = TourCleanup {
+        env: env.clone(),
+        dir: root.to_path_buf(),
+        owner: owner.clone(),
+        image: check_image.clone(),
+    };
+
+    // The script makes an image that runs (under a tag of the test's own:
+    // the engine has the tour's image already, which the script keeps).
+    let (status, out) = bash(
+        root,
+        &env,
+        &format!("scripts/tour-image.sh {check_image} && docker run --rm {check_image} /sleep 0"),
+    );
+    assert_eq!(status, 0, "scripts/tour-image.sh {check_image}:\n{out}");
+
+    let readme = read("README.md");
+    let tour = tour(&readme);
+    assert!(
+        tour.commands.len() >= 4,
+        "the tour shows plan, explain, apply and validate"
+    );
+    let scene = tour.scene.replace("readme", &owner);
+    let (status, out) = bash(root, &env, &format!("set -e\n{scene}"));
+    assert_eq!(status, 0, "the tour's scene fails:\n{scene}\n{out}");
+
+    let subs = [
+        (owner.clone(), "readme".to_string()),
+        (
+            format!("{host} (from DOCKER_HOST)"),
+            "unix:///var/run/docker.sock (default socket)".to_string(),
+        ),
+        (host.clone(), "unix:///var/run/docker.sock".to_string()),
+    ];
+    let mut wrong = Vec::new();
+    let mut shown_again = Vec::new();
+    for shown in &tour.commands {
+        let (status, printed) = bash(&root.join("tour"), &env, &shown.command);
+        if status != 0 {
+            wrong.push(format!(
+                "README.md:{}: `{}` exits {status}:\n{printed}",
+                shown.line, shown.command
+            ));
+        }
+        let printed = as_shown(&printed, &subs);
+        if comparable(&printed) != comparable(&shown.output) {
+            wrong.push(format!(
+                "README.md:{}: `{}` prints\n{}\n-- where the README shows --\n{}",
+                shown.line,
+                shown.command,
+                printed.join("\n"),
+                shown.output.join("\n")
+            ));
+        }
+        shown_again.push(printed);
+    }
+    // Written again only when something differs, then every output of the
+    // run (one run's IDs throughout).
+    if updating() && !wrong.is_empty() {
+        let mut lines: Vec<String> = readme.lines().map(str::to_string).collect();
+        for (shown, printed) in tour.commands.iter().zip(shown_again).rev() {
+            let from = shown.line; // the line after the `$ ` line, 0-based
+            lines.splice(from..from + shown.output.len(), printed);
+        }
+        let mut text = lines.join("\n");
+        text.push('\n');
+        std::fs::write(Path::new(ROOT).join("README.md"), text).expect("write README.md");
+        eprintln!("docs: README.md's tour written again from this run");
+        return;
+    }
+    assert!(
+        wrong.is_empty(),
+        "the README's tour (SANDBOXCTL_UPDATE_DOCS=1 writes its output again from a run):\n{}",
+        wrong.join("\n\n")
     );
 }
