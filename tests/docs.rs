@@ -12,12 +12,18 @@
 //! - An example that shows an exit status takes it from the command, never
 //!   from the last command of a pipe ([`exit_statuses_are_the_command_s`]).
 //! - Every count of the honesty matrix and of the test corpora the docs give
-//!   is the code's ([`COUNTS`]); and the README's tour runs as written
+//!   is the code's ([`COUNTS`]); where `plan` is said to change nothing, its
+//!   memo is named; and the README's tour runs as written
 //!   ([`the_readme_tour_runs_as_written`]).
 //!
 //! `SANDBOXCTL_UPDATE_DOCS=1 cargo test --test sandboxctl docs::` writes
 //! the counts and the tour's shown output again from what the code says and
 //! does; the checks then pass, and `git diff` shows what changed.
+//!
+//! Must not write a file but under `SANDBOXCTL_UPDATE_DOCS=1` (then only
+//! the pages it checks), nor touch an engine object the tour did not make
+//! (the tour runs on the harness's second dockerd, in a scope value of its
+//! own, and removes what carries it).
 
 use std::collections::BTreeSet;
 use std::path::Path;
