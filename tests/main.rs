@@ -15,6 +15,7 @@ mod archive_restart;
 mod cli_docker;
 mod degraded;
 mod docker_engine;
+mod docs;
 mod engine_endpoints;
 mod engines;
 mod engines_harness;
