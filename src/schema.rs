@@ -376,7 +376,7 @@ mod tests {
         outcome["removed"]["containers"][0]["outcome"] = json!("failed");
         bad.push(("a removed object that failed", outcome));
         let mut version = good.clone();
-        version["schemaVersion"] = json!(2);
+        version["schemaVersion"] = json!(1);
         bad.push(("another version", version));
         let mut null = good.clone();
         null["now"] = Value::Null;

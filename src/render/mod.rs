@@ -67,7 +67,7 @@ pub(crate) use plan::{
     lease_warnings, plan, plan_heading, unlisted_warnings,
 };
 pub(crate) use report::{
-    error_line, fleet_report, report, unknown_box_warning, unmeasured_warning,
+    engine_report, error_line, fleet_report, unknown_box_warning, unmeasured_warning,
 };
 pub(crate) use signal::{interrupt_notice, quit_line};
 pub(crate) use validate::validation;
