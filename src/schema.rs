@@ -39,6 +39,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
         ("validate", validate()),
         ("lease", lease()),
         ("restore", restore()),
+        ("health", health()),
         ("audit", audit()),
         ("manifest", manifest()),
     ]
@@ -112,6 +113,15 @@ pub fn restore() -> Value {
         "restore",
         "What `restore --format json` restored, or why it did not.",
         generate::<Versioned<crate::render::RestoreDoc<'static>>>(),
+    )
+}
+
+/// The schema of `health --format json`.
+pub fn health() -> Value {
+    finish(
+        "health",
+        "What `health --format json` says of a running watch's `/healthz`: what it answered, or why nothing did.",
+        generate::<Versioned<crate::render::HealthDoc<'static>>>(),
     )
 }
 

@@ -41,6 +41,7 @@ use crate::text::escape_lines;
 pub(crate) use archive::RestoreDoc;
 pub(crate) use explain::ExplainDoc;
 pub use graph::{graph_dot, graph_mermaid};
+pub(crate) use health::HealthDoc;
 pub(crate) use inventory::InventoryDoc;
 pub(crate) use lease::LeaseDoc;
 pub(crate) use plan::PlanDoc;
