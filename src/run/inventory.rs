@@ -41,7 +41,13 @@ pub(super) async fn inventory(
                 let leases = Leases::of(&shown.value, config.now, *max_lease);
                 (shown.value, leases)
             });
-            (part.engine, part.endpoint, judged)
+            // The address as `plan` says it (with where it came from).
+            let endpoint = run
+                .endpoints
+                .iter()
+                .find(|(n, _)| *n == part.engine)
+                .map_or(part.endpoint, |(_, e)| e.clone());
+            (part.engine, endpoint, judged)
         })
         .collect();
     if config.fleet {

@@ -104,7 +104,13 @@ impl<'a> Printer<'a> {
         let mut sink = self.sink.borrow_mut();
         match (config.fleet, report.parts.as_slice()) {
             (false, [part]) => {
-                let (engine, endpoint) = (part.engine.as_str(), part.endpoint.as_str());
+                // The address as `plan` says it (with where it came from).
+                let endpoint = self
+                    .endpoints
+                    .iter()
+                    .find(|(n, _)| *n == part.engine)
+                    .map_or(part.endpoint.as_str(), |(_, e)| e.as_str());
+                let engine = part.engine.as_str();
                 let heading = !self.headed.get();
                 match &part.result {
                     Err(e) => {
