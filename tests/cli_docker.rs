@@ -257,7 +257,11 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
     let out = inv.run(&cli, &["plan", "--format", "json"]).await;
     out.success();
     let plan = out.plan();
-    assert_eq!(plan.version, 2);
+    assert_eq!(plan.schema_version, 2);
+    assert!(
+        plan.endpoint.is_some(),
+        "the plan names its engine's address"
+    );
     assert_eq!(
         plan.scope,
         BTreeMap::from([
@@ -499,7 +503,7 @@ async fn plan_inventory_and_apply_on_a_mixed_scope() {
         set(view.group(None).volumes.clone()),
         set([shared.volume.clone(), leaked_vol.clone()])
     );
-    assert!(view.images.iter().any(|i| i.id == sbx.image_id()));
+    assert!(view.retained.images.iter().any(|i| i.id == sbx.image_id()));
     inv.assert_no_decoy_in(&view, "inventory --format json");
 
     // plan and inventory changed nothing.

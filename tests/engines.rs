@@ -984,8 +984,8 @@ async fn core_promises(socket: &Path, api: &str, test: &str) {
     let blocked = plan["blocked"].as_array().expect("blocked");
     assert_eq!(blocked.len(), 1, "{plan:#}");
     assert_eq!(blocked[0]["name"], held.as_str());
-    assert_eq!(blocked[0]["why"]["code"], "heldByUnmanaged");
-    assert_eq!(blocked[0]["why"]["holders"][0]["id"], user.as_str());
+    assert_eq!(blocked[0]["reason"]["code"], "heldByUnmanaged");
+    assert_eq!(blocked[0]["reason"]["holders"][0]["id"], user.as_str());
 
     let out = run.run_with(["--format", "json", "apply"]);
     out.expect_code(1);

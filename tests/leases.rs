@@ -857,7 +857,7 @@ async fn each_fleet_engine_keeps_only_the_boxes_leased_on_it() {
         "{report:#}"
     );
     for kept in report["kept"]["containers"].as_array().unwrap() {
-        assert_eq!(kept["why"]["code"], "leased", "{kept:#}");
+        assert_eq!(kept["reason"]["code"], "leased", "{kept:#}");
     }
     assert_eq!(
         entries("removed", "containers"),

@@ -66,6 +66,7 @@ fn redacted(sbx: &Sandbox, doc: &impl Serialize, subs: &[(String, String)]) -> V
                     match k.as_str() {
                         "now" | "createdAt" => *x = Value::from("[time]"),
                         "fingerprint" => *x = Value::from("[fingerprint]"),
+                        "endpoint" => *x = Value::from("[endpoint]"),
                         "basis" => {
                             if let Value::Object(b) = x {
                                 b.values_mut().for_each(|d| *d = Value::from("[digest]"));

@@ -152,7 +152,7 @@ fn save_plan(cli: &Cli) -> (std::path::PathBuf, Plan) {
     let out = cli.run_with(["plan".as_ref(), "--out".as_ref(), path.as_os_str()]);
     out.expect_code(0);
     let saved = read_plan(&cli.read("plan.json"));
-    assert_eq!(saved.version, 2);
+    assert_eq!(saved.schema_version, 2);
     assert!(saved.fingerprint.starts_with("sha256:"), "{saved:#?}");
     (path, saved)
 }

@@ -182,7 +182,7 @@ fn documents_wrong_in_type_key_or_code_do_not_match_the_committed_schemas() {
             .is_valid(document)
     };
     let validate = json!({
-        "schemaVersion": 1,
+        "schemaVersion": 2,
         "files": [{"path": "a.toml", "problems": [
             {"column": 9, "line": 5, "message": "m", "text": "a.toml:5:9: m"}
         ], "valid": false}],
@@ -258,7 +258,7 @@ async fn destroy_json_of_a_real_box_matches_the_report_schema() {
     out.success();
     let report = out.json();
     check("report", &report, &out.command);
-    assert_eq!(report["schemaVersion"], 1, "{}", out.dump());
+    assert_eq!(report["schemaVersion"], 2, "{}", out.dump());
     assert_eq!(report["converged"], true, "{}", out.dump());
     let removed: Vec<&str> = ["containers", "volumes"]
         .iter()

@@ -675,7 +675,7 @@ async fn a_two_node_swarm_needs_a_fleet_entry_per_node_for_its_volumes() {
     assert_eq!(plan["swarmOutOfScope"], true, "{dump}");
     assert!(plan.get("incomplete").is_none(), "{dump}");
     assert_eq!(plan["steps"].as_array().map(Vec::len), Some(0), "{dump}");
-    let owned = |b: &serde_json::Value| b["why"]["code"] == "ownedByOrchestrator";
+    let owned = |b: &serde_json::Value| b["reason"]["code"] == "ownedByOrchestrator";
     assert!(
         plan["blocked"].as_array().unwrap().iter().any(owned),
         "{dump}"

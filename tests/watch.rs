@@ -1442,7 +1442,7 @@ async fn watch_once_runs_one_cycle_and_exits_like_apply() {
         out.dump()
     );
     assert_eq!(
-        report["kept"]["containers"][0]["why"]["code"],
+        report["kept"]["containers"][0]["reason"]["code"],
         "withinGrace"
     );
     assert!(!sbx.container_exists(&old.id).await && sbx.container_exists(&young.id).await);

@@ -35,9 +35,10 @@ use crate::plan::{Goal, Plan, PLAN_VERSION};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub(crate) struct FleetPlan {
-    /// The saved plan's format (`apply FILE` refuses another).
-    #[schemars(extend("const" = PLAN_VERSION))]
-    pub(crate) version: u32,
+    /// The format of a plan saved under schema version 1 or before (read,
+    /// never printed: the plan's version is its `schemaVersion`).
+    #[serde(default, skip_serializing)]
+    pub(crate) version: Option<u32>,
     /// One plan per engine that was listed, in the state file's order.
     pub(crate) engines: Vec<Plan>,
     /// Engines that could not be reached or listed.
@@ -53,10 +54,9 @@ impl FleetPlan {
 
     /// Checks every engine's plan (see `Plan::validate`) and that each engine appears once.
     fn validate(&self) -> Result<(), String> {
-        if self.version != PLAN_VERSION {
+        if let Some(version) = self.version.filter(|v| *v != PLAN_VERSION) {
             return Err(format!(
-                "plan version {} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`",
-                self.version
+                "plan version {version} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`"
             ));
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -107,13 +107,21 @@ impl FleetPlan {
             }
             Err(e) => return Err(fail(e.to_string())),
         };
-        // Plans saved before documents carried `schemaVersion` have none;
-        // their format is `version`'s to judge. One of another schema
-        // version was made by a sandboxctl this one may misread.
-        if let Some(schema) = value
-            .get("schemaVersion")
-            .filter(|v| **v != crate::model::SCHEMA_VERSION)
-        {
+        // A plan of this schema version is read as it is. One saved under
+        // schema version 1, or before documents carried `schemaVersion`, is
+        // read by its own format `version` (its `why` read as `reason`:
+        // decision 19). One of any other schema version was made by a
+        // sandboxctl this one may misread.
+        let schema = value.get("schemaVersion");
+        if schema.is_none_or(|v| *v == 1) {
+            if value.get("version") != Some(&PLAN_VERSION.into()) {
+                return Err(fail(format!(
+                    "its schemaVersion is {}, and its format version is not {PLAN_VERSION}: it was made by another version of sandboxctl; nothing was removed: make a new plan with `sandboxctl plan --out {}`",
+                    schema.map_or_else(|| "absent".to_string(), ToString::to_string),
+                    path.display()
+                )));
+            }
+        } else if let Some(schema) = schema.filter(|v| **v != crate::model::SCHEMA_VERSION) {
             return Err(fail(format!(
                 "its schemaVersion is {schema}, not {}: it was made by another version of sandboxctl; nothing was removed: make a new plan with `sandboxctl plan --out {}`",
                 crate::model::SCHEMA_VERSION,
@@ -122,7 +130,7 @@ impl FleetPlan {
         }
         let fleet = match serde_json::from_value::<Plan>(value.clone()) {
             Ok(plan) => FleetPlan {
-                version: PLAN_VERSION,
+                version: None,
                 engines: vec![plan],
                 failures: vec![],
             },
@@ -214,7 +222,7 @@ impl FleetPlan {
     /// listed, in the run's order, and a failure per engine that was not.
     pub(crate) fn of(planned: &FleetReport<Shown<(Inventory, Plan)>>) -> FleetPlan {
         let mut fleet = FleetPlan {
-            version: PLAN_VERSION,
+            version: None,
             engines: Vec::new(),
             failures: Vec::new(),
         };
@@ -420,11 +428,13 @@ mod tests {
         assert_eq!(report.report.failures[0].engine, "down");
     }
 
-    /// A saved plan of this schema version, and one saved before plans
-    /// carried `schemaVersion`, are read; one of another schema version is
-    /// refused, naming it, whatever its seal.
+    /// A saved plan of this schema version, one saved under schema version
+    /// 1 (its format `version` 2, its reasons under `why`) and one saved
+    /// before plans carried `schemaVersion` are read; one of another schema
+    /// version, or an old one without its format version, is refused,
+    /// naming it, whatever its seal.
     #[tokio::test]
-    async fn a_saved_plan_of_another_schema_version_is_refused_and_one_without_it_is_read() {
+    async fn a_saved_plan_of_another_schema_version_is_refused_and_an_older_one_is_read() {
         let engines: Vec<Arc<dyn Engine>> = vec![engine("default", &["x"])];
         let planned = plan_all(
             &engines,
@@ -435,8 +445,11 @@ mod tests {
         )
         .await;
         let plan = &FleetPlan::of(&planned).engines[0];
+        assert!(!plan.steps.is_empty());
         let printed: serde_json::Value =
             serde_json::from_str(&crate::render::plan_json(plan)).unwrap();
+        assert!(printed.get("version").is_none(), "{printed:#}");
+        assert_eq!(printed["steps"][0]["reason"]["code"], "boxNotDeclared");
         let key = Key::fixed_for_tests();
         let dir = tempfile::tempdir().unwrap();
         let read = |value: &serde_json::Value| {
@@ -446,14 +459,34 @@ mod tests {
             FleetPlan::read(&path, || Ok(key.clone()))
         };
         assert_eq!(read(&printed).unwrap().engines[0], *plan);
-        let mut old = printed.clone();
-        old.as_object_mut().unwrap().remove("schemaVersion");
-        assert_eq!(read(&old).unwrap().engines[0], *plan);
+        // As schema version 1 printed it.
+        let mut v1 = printed.clone();
+        v1["schemaVersion"] = 1.into();
+        v1["version"] = PLAN_VERSION.into();
+        for step in v1["steps"].as_array_mut().unwrap() {
+            let reason = step.as_object_mut().unwrap().remove("reason").unwrap();
+            step["why"] = reason;
+        }
+        let old_plan = |read: FleetPlan| Plan {
+            version: None,
+            ..read.engines[0].clone()
+        };
+        assert_eq!(old_plan(read(&v1).unwrap()), *plan);
+        let mut before = v1.clone();
+        before.as_object_mut().unwrap().remove("schemaVersion");
+        assert_eq!(old_plan(read(&before).unwrap()), *plan);
+        let mut unversioned = v1;
+        unversioned.as_object_mut().unwrap().remove("version");
+        let refused = read(&unversioned).unwrap_err().to_string();
+        assert!(
+            refused.contains("its schemaVersion is 1, and its format version is not 2"),
+            "{refused}"
+        );
         let mut newer = printed;
-        newer["schemaVersion"] = 2.into();
+        newer["schemaVersion"] = 3.into();
         let refused = read(&newer).unwrap_err().to_string();
         assert!(
-            refused.contains("its schemaVersion is 2, not 1"),
+            refused.contains("its schemaVersion is 3, not 2"),
             "{refused}"
         );
     }

@@ -20,9 +20,7 @@ use crate::model::{
 };
 use crate::plan::inventory::{Holder, Inventory};
 use crate::plan::lease::Leases;
-use crate::plan::{
-    DeclaredBox, Entry, Goal, Kept, KeptVolume, Noted, Plan, Read, Retained, Step, PLAN_VERSION,
-};
+use crate::plan::{DeclaredBox, Entry, Goal, Kept, KeptVolume, Noted, Plan, Read, Retained, Step};
 
 /// A volume archived before it goes is read through the box's own container
 /// when exactly one listed container mounts it, that container goes in this
@@ -705,12 +703,12 @@ impl Plan {
             });
         }
 
-        let mut scope = inv.scope.labels.clone();
-        scope.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
+        let scope = inv.scope.all_labels();
         let incomplete = incomplete(inv, &blocked);
         Plan {
-            version: PLAN_VERSION,
+            version: None,
             engine: inv.engine.clone(),
+            endpoint: None,
             scope,
             swarm_out_of_scope: !inv.scope.lists_swarm(&inv.engine),
             goal: goal.clone(),

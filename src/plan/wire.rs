@@ -2,7 +2,10 @@
 //! `Step`s, `Entry`s, `Noted` objects, `Read`s, and the checks a saved plan
 //! must pass (`Plan::validate`) with what it says (`scope`, `now`, ...).
 //!
-//! The serialized form is versioned (`PLAN_VERSION`). Must not decide what
+//! The serialized form is versioned by the document's `schemaVersion`
+//! (`model::SCHEMA_VERSION`); a plan saved under schema version 1, or before
+//! documents carried one, is read by its own `version` (`PLAN_VERSION`), and
+//! its `why` as `reason` (decision 19). Must not decide what
 //! happens to an object (that is `decide.rs`) or do I/O.
 
 use std::collections::BTreeMap;
@@ -16,7 +19,9 @@ use crate::model::{
 use crate::plan::lease::{EngineClock, LeaseNote};
 use crate::plan::Goal;
 
-/// The version of the plan's JSON form; a saved plan of another version is refused.
+/// The format `version` a plan saved under schema version 1 (or before
+/// documents carried `schemaVersion`) carries; no longer printed (the plan's
+/// one version is its `schemaVersion`), read only to judge such a plan.
 pub(crate) const PLAN_VERSION: u32 = 2;
 
 /// An object as the plan and the report name it.
@@ -109,7 +114,8 @@ pub struct Step {
     pub step: usize,
     #[serde(flatten)]
     pub object: Entry,
-    /// Why the object goes.
+    /// Why the object goes (`reason`; `why` in a plan saved under schema version 1).
+    #[serde(rename = "reason", alias = "why")]
     pub(crate) why: Reason,
     /// Steps (by number) that must have succeeded before this one may start.
     pub waits_for: Vec<usize>,
@@ -145,6 +151,8 @@ pub struct Read {
 pub struct Noted {
     #[serde(flatten)]
     pub object: Entry,
+    /// Why it stays (`reason`; `why` in a plan saved under schema version 1).
+    #[serde(rename = "reason", alias = "why")]
     pub why: Reason,
 }
 
@@ -164,11 +172,16 @@ pub struct Retained {
 #[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
-    /// The saved plan's format (`apply FILE` refuses another).
-    #[schemars(extend("const" = PLAN_VERSION))]
-    pub(crate) version: u32,
+    /// The format of a plan saved under schema version 1 or before (read,
+    /// never printed: the plan's version is its `schemaVersion`).
+    #[serde(default, skip_serializing)]
+    pub(crate) version: Option<u32>,
     /// The engine the plan was made for.
     pub(crate) engine: String,
+    /// Its address when the plan was made, as `Engine:` says it in human
+    /// output (what `apply FILE` acts on is the engine of that name now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) endpoint: Option<String>,
     /// Every label a managed object carries: `ca.sandbox=1` and the scope labels.
     pub(crate) scope: Labels,
     /// The engine's Swarm kinds are out of scope (`[[engine]] swarm = false`).
@@ -241,10 +254,9 @@ impl Plan {
     /// Checks a plan read from a file: version, scope, step numbering, and that
     /// every edge points backwards (so it is acyclic).
     pub fn validate(&self) -> Result<(), String> {
-        if self.version != PLAN_VERSION {
+        if let Some(version) = self.version.filter(|v| *v != PLAN_VERSION) {
             return Err(format!(
-                "plan version {} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`",
-                self.version
+                "plan version {version} is not supported (expected {PLAN_VERSION}); make a new plan with `sandboxctl plan --out`"
             ));
         }
         if self.scope.get(SANDBOX_LABEL).map(String::as_str) != Some(SANDBOX_VALUE) {

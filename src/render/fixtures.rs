@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::exec::report::{Failure, Gone, Leftover, Named, Report};
 use crate::model::{ImageInfo, Kind, Labels, Outcome, Reason, Ref};
-use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step, PLAN_VERSION};
+use crate::plan::{Entry, Goal, Noted, Plan, Retained, Step};
 
 /// Snapshots a view's human text as `NAME_human` and its JSON as
 /// `NAME_json`, in the crate's `snapshots` folder, and checks the JSON
@@ -49,8 +49,9 @@ pub(crate) fn entry(kind: Kind, name: &str, id: Option<&str>, box_id: Option<&st
 fn empty_plan() -> Plan {
     let scope: Labels = [("ca.sandbox".to_string(), "1".to_string())].into();
     Plan {
-        version: PLAN_VERSION,
+        version: None,
         engine: "default".into(),
+        endpoint: None,
         scope,
         swarm_out_of_scope: false,
         goal: Goal::nothing_declared(),

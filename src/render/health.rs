@@ -5,7 +5,27 @@
 //! what the endpoint sent: escaped in human output, exact in JSON.
 
 use crate::exec::probe::{NoAnswer, Probe};
-use crate::render::{json, Format};
+use crate::render::{document, Format};
+
+/// `health --format json` (`health.schema.json`): what the endpoint
+/// answered, or why nothing did. Every key is printed; `status` and
+/// `detail` are `null` when nothing answered, `error` when something did.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct HealthDoc<'a> {
+    /// True when the endpoint answered 200 (a watch whose cycles converge or degrade).
+    healthy: bool,
+    /// True when it answered 200 with a `degraded: ` detail.
+    degraded: bool,
+    /// The address asked: `http://ADDR/healthz`.
+    url: String,
+    /// The HTTP status it answered.
+    status: Option<u16>,
+    /// The detail line it sent (exact, not escaped).
+    detail: Option<&'a str>,
+    /// Why nothing answered, and what to do.
+    error: Option<String>,
+}
 use crate::text::clip;
 
 /// The longest detail line shown in human output.
@@ -19,14 +39,14 @@ pub(crate) fn health(probe: &Probe, format: Format) -> String {
             Ok(answer) => (Some(answer.status), Some(answer.detail.as_str())),
             Err(_) => (None, None),
         };
-        return json(&serde_json::json!({
-            "healthy": probe.healthy(),
-            "degraded": probe.degraded(),
-            "url": url,
-            "status": status,
-            "detail": detail,
-            "error": probe.result.as_ref().err().map(|e| why(e, probe)),
-        }));
+        return document(HealthDoc {
+            healthy: probe.healthy(),
+            degraded: probe.degraded(),
+            url,
+            status,
+            detail,
+            error: probe.result.as_ref().err().map(|e| why(e, probe)),
+        });
     }
     let line = match &probe.result {
         Ok(answer) if probe.healthy() => format!(
@@ -131,7 +151,9 @@ mod tests {
     #[test]
     fn json_keeps_the_exact_detail() {
         let text = health(&probe(answer(200, "degraded: \u{1b}x")), Format::Json);
+        crate::schema::check("health", &text);
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["schemaVersion"], crate::model::SCHEMA_VERSION);
         assert_eq!(value["healthy"], true);
         assert_eq!(value["degraded"], true);
         assert_eq!(value["status"], 200);
@@ -139,6 +161,7 @@ mod tests {
         assert_eq!(value["error"], serde_json::Value::Null);
         assert_eq!(value["url"], "http://127.0.0.1:9464/healthz");
         let text = health(&probe(Err(NoAnswer::Refused)), Format::Json);
+        crate::schema::check("health", &text);
         let value: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(value["healthy"], false);
         assert_eq!(value["status"], serde_json::Value::Null);

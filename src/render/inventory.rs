@@ -21,11 +21,26 @@ use crate::text::{clip, escape};
 /// An engine's inventory with its leases judged.
 pub(crate) type Listed = (Inventory, Leases);
 
-/// The inventory in `format`.
-pub(crate) fn inventory(inv: &Inventory, leases: &Leases, format: Format) -> String {
+/// The inventory of the engine at `endpoint` in `format`: JSON with its
+/// `endpoint`, or human text under `Engine: ADDRESS` (as `plan` prints it).
+pub(crate) fn inventory(
+    inv: &Inventory,
+    leases: &Leases,
+    endpoint: &str,
+    format: Format,
+) -> String {
     match format {
-        Format::Json => inventory_json(inv, leases),
-        _ => inventory_human(inv, leases),
+        Format::Json => document(InventoryDoc::One {
+            view: InventoryView {
+                endpoint: Some(endpoint),
+                ..inventory_view(inv, leases)
+            },
+        }),
+        _ => format!(
+            "{}{}",
+            crate::render::plan_heading(endpoint),
+            inventory_human(inv, leases)
+        ),
     }
 }
 
@@ -77,12 +92,23 @@ struct InventorySwarm<'a> {
 #[schemars(deny_unknown_fields)]
 pub(crate) struct InventoryView<'a> {
     engine: &'a str,
-    scope: Vec<String>,
+    /// The engine's address, as `Engine:` says it in human output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<&'a str>,
+    /// Every label a managed object carries: `ca.sandbox=1` and the scope labels.
+    scope: crate::model::Labels,
     boxes: Vec<InventoryBox<'a>>,
-    images: Vec<&'a ImageInfo>,
+    retained: RetainedImages<'a>,
     /// The engine's clock, when leases were judged by it.
     #[serde(rename = "engineClock", skip_serializing_if = "Option::is_none")]
     engine_clock: Option<&'a EngineClock>,
+}
+
+/// The images listed, as the plan and the report say them: `retained.images`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct RetainedImages<'a> {
+    images: Vec<&'a ImageInfo>,
 }
 
 /// The inventory grouped by box, borrowed: the JSON form, and what the
@@ -153,9 +179,12 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
     }
     InventoryView {
         engine: &inv.engine,
-        scope: inv.scope.filters(),
+        endpoint: None,
+        scope: inv.scope.all_labels(),
         boxes: grouped.into_values().collect(),
-        images: inv.images.values().collect(),
+        retained: RetainedImages {
+            images: inv.images.values().collect(),
+        },
         engine_clock: leases.clock.as_ref(),
     }
 }
@@ -164,7 +193,7 @@ fn inventory_view<'a>(inv: &'a Inventory, leases: &'a Leases) -> InventoryView<'
 /// container states, then the retained images.
 pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
     let view = inventory_view(inv, leases);
-    let mut out = format!("Scope: {}\n", escape(&view.scope.join(", ")));
+    let mut out = format!("Scope: {}\n", escape(&inv.scope.filters().join(", ")));
     for b in &view.boxes {
         out.push_str(&format!(
             "\n{}\n",
@@ -216,9 +245,9 @@ pub(crate) fn inventory_human(inv: &Inventory, leases: &Leases) -> String {
         }));
         out.push_str(&table(rows, "  "));
     }
-    if !view.images.is_empty() {
+    if !view.retained.images.is_empty() {
         out.push_str("\nImages (retained, never removed):\n");
-        out.push_str(&image_table(view.images.iter().copied()));
+        out.push_str(&image_table(view.retained.images.iter().copied()));
     }
     out.push_str(&format!(
         "\n{} managed; {} retained.\n",
@@ -252,28 +281,39 @@ pub(crate) enum FleetPart<'a> {
     /// The engine could not be listed.
     Failed {
         engine: &'a str,
+        endpoint: &'a str,
         error: &'a str,
     },
 }
 
-/// The inventory as JSON.
+/// The inventory as JSON (without the engine's address).
+#[cfg(test)]
 pub(crate) fn inventory_json(inv: &Inventory, leases: &Leases) -> String {
     document(InventoryDoc::One {
         view: inventory_view(inv, leases),
     })
 }
 
-/// A fleet's inventories, each under its engine's heading (JSON: a list).
+/// A fleet's inventories, each under its engine's heading with its address
+/// (JSON: a list, each with its `endpoint`): `parts` are each engine's name,
+/// address, and inventory or why it could not be listed.
 pub(crate) fn fleet_inventory(
-    parts: &[(String, Result<Listed, String>)],
+    parts: &[(String, String, Result<Listed, String>)],
     format: Format,
 ) -> String {
     if format == Format::Json {
         let engines = parts
             .iter()
-            .map(|(engine, r)| match r {
-                Ok((inv, leases)) => FleetPart::Listed(inventory_view(inv, leases)),
-                Err(error) => FleetPart::Failed { engine, error },
+            .map(|(engine, endpoint, r)| match r {
+                Ok((inv, leases)) => FleetPart::Listed(InventoryView {
+                    endpoint: Some(endpoint),
+                    ..inventory_view(inv, leases)
+                }),
+                Err(error) => FleetPart::Failed {
+                    engine,
+                    endpoint,
+                    error,
+                },
             })
             .collect();
         // Through a `Value`, whose keys are sorted at every depth: a fleet's
@@ -282,8 +322,8 @@ pub(crate) fn fleet_inventory(
         return json(&serde_json::to_value(doc).expect("plain data always serializes"));
     }
     let mut out = String::new();
-    for (engine, r) in parts {
-        let _ = writeln!(out, "Engine {}:", escape(engine));
+    for (engine, endpoint, r) in parts {
+        let _ = writeln!(out, "Engine {}: {endpoint}", escape(engine));
         match r {
             Ok((inv, leases)) => {
                 out.push_str(&indented(&inventory_human(inv, leases)));
@@ -453,22 +493,43 @@ mod tests {
     #[test]
     fn fleet_inventories_and_the_rejected_warning() {
         let parts = vec![
-            ("default".to_string(), Ok((small(), Leases::default()))),
-            ("ci\u{1b}".to_string(), Err("cannot reach\nit".to_string())),
+            (
+                "default".to_string(),
+                "unix:///var/run/docker.sock".to_string(),
+                Ok((small(), Leases::default())),
+            ),
+            (
+                "ci\u{1b}".to_string(),
+                "ssh://ci".to_string(),
+                Err("cannot reach\nit".to_string()),
+            ),
         ];
         let human = fleet_inventory(&parts, Format::Human);
         assert!(
-            human.starts_with("Engine default:\n  Scope: ca.sandbox=1\n"),
+            human.starts_with(
+                "Engine default: unix:///var/run/docker.sock\n  Scope: ca.sandbox=1\n"
+            ),
             "{human}"
         );
         assert!(
-            human.ends_with("Engine ci\\u{1b}:\n  FAILED: cannot reach\\nit\n\n"),
+            human.ends_with("Engine ci\\u{1b}: ssh://ci\n  FAILED: cannot reach\\nit\n\n"),
             "{human}"
         );
-        let v: serde_json::Value =
-            serde_json::from_str(&fleet_inventory(&parts, Format::Json)).unwrap();
+        let json = fleet_inventory(&parts, Format::Json);
+        crate::schema::check("inventory", &json);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["engines"][1]["error"], "cannot reach\nit");
+        assert_eq!(v["engines"][1]["endpoint"], "ssh://ci");
         assert_eq!(v["engines"][0]["engine"], "default");
+        assert_eq!(v["engines"][0]["endpoint"], "unix:///var/run/docker.sock");
+        assert_eq!(
+            v["engines"][0]["scope"],
+            serde_json::json!({"ca.sandbox": "1"})
+        );
+        assert_eq!(
+            v["engines"][0]["retained"]["images"][0]["tags"][0],
+            "ca-sbx:repo-1"
+        );
 
         assert_eq!(rejected_warning(&small()), None);
         let mut inv = small();

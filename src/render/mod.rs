@@ -41,6 +41,7 @@ use crate::text::escape_lines;
 pub(crate) use archive::RestoreDoc;
 pub(crate) use explain::ExplainDoc;
 pub use graph::{graph_dot, graph_mermaid};
+pub(crate) use health::HealthDoc;
 pub(crate) use inventory::InventoryDoc;
 pub(crate) use lease::LeaseDoc;
 pub(crate) use plan::PlanDoc;
@@ -67,7 +68,7 @@ pub(crate) use plan::{
     lease_warnings, plan, plan_heading, unlisted_warnings,
 };
 pub(crate) use report::{
-    error_line, fleet_report, report, unknown_box_warning, unmeasured_warning,
+    engine_report, error_line, fleet_report, unknown_box_warning, unmeasured_warning,
 };
 pub(crate) use signal::{interrupt_notice, quit_line};
 pub(crate) use validate::validation;

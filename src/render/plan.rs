@@ -501,15 +501,15 @@ mod tests {
           "engine": "default",
           "kind": "volume",
           "name": "data-a",
-          "step": 2,
-          "waitsFor": [
-            1
-          ],
-          "why": {
+          "reason": {
             "boxId": "a",
             "code": "boxNotDeclared",
             "text": "leaked: box a is not declared"
-          }
+          },
+          "step": 2,
+          "waitsFor": [
+            1
+          ]
         }
         "#);
         assert_eq!(
@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(json["steps"][0]["name"], "evil\u{1b}[2J\n\u{202e}x");
         assert_eq!(json["steps"][0]["box"], "b\u{1b}]0;t\u{7}\nFORGED");
         assert_eq!(
-            json["steps"][0]["why"]["text"],
+            json["steps"][0]["reason"]["text"],
             "leaked: box b\u{1b}]0;t\u{7}\nFORGED is not declared"
         );
     }
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn a_fleet_plan_has_a_heading_per_engine_and_its_failures() {
         let fleet = FleetPlan {
-            version: crate::plan::PLAN_VERSION,
+            version: None,
             engines: vec![plan_of_two()],
             failures: vec![crate::exec::report::Failure {
                 kind: "engine".into(),

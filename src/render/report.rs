@@ -16,14 +16,6 @@ use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, t
 use crate::render::{document, Format};
 use crate::text::escape;
 
-/// The report in `format`.
-pub(crate) fn report(report: &Report, format: Format) -> String {
-    match format {
-        Format::Json => report_json(report),
-        _ => report_human(report),
-    }
-}
-
 /// `destroy ID`: the warning for a box ID that no managed object carries
 /// (`partial`: some engine could not be listed).
 pub(crate) fn unknown_box_warning(
@@ -213,6 +205,14 @@ pub fn report_human(report: &Report) -> String {
 #[derive(serde::Serialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub(crate) struct ReportDoc<'a> {
+    /// One engine's report: the engine's name (as each object's `engine`
+    /// says it); absent from a fleet's, whose `engines` name each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<&'a str>,
+    /// One engine's report: the engine's address, as `Engine:` says it in
+    /// human output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<&'a str>,
     #[serde(flatten)]
     report: &'a Report,
     /// A fleet's summary per engine; absent for one engine.
@@ -223,9 +223,37 @@ pub(crate) struct ReportDoc<'a> {
 /// The report as JSON.
 pub fn report_json(report: &Report) -> String {
     document(ReportDoc {
+        engine: None,
+        endpoint: None,
         report,
         engines: None,
     })
+}
+
+/// One engine's report, the engine named: JSON with its `engine` and
+/// `endpoint`; human text under `Engine: ADDRESS` when `heading` (a run
+/// that printed its plan has said it already).
+pub(crate) fn engine_report(
+    report: &Report,
+    engine: &str,
+    endpoint: &str,
+    heading: bool,
+    format: Format,
+) -> String {
+    match format {
+        Format::Json => document(ReportDoc {
+            engine: Some(engine),
+            endpoint: Some(endpoint),
+            report,
+            engines: None,
+        }),
+        _ if heading => format!(
+            "{}{}",
+            crate::render::plan_heading(endpoint),
+            report_human(report)
+        ),
+        _ => report_human(report),
+    }
 }
 
 /// A fleet's report: each engine's report under its heading, then the
@@ -234,6 +262,8 @@ pub fn report_json(report: &Report) -> String {
 pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
     if format == Format::Json {
         return document(ReportDoc {
+            engine: None,
+            endpoint: None,
             report: &report.report,
             engines: Some(&report.engines),
         });

@@ -41,21 +41,30 @@ pub(super) async fn inventory(
                 let leases = Leases::of(&shown.value, config.now, *max_lease);
                 (shown.value, leases)
             });
-            (part.engine, part.endpoint, judged)
+            // The address as `plan` says it (with where it came from).
+            let endpoint = run
+                .endpoints
+                .iter()
+                .find(|(n, _)| *n == part.engine)
+                .map_or(part.endpoint, |(_, e)| e.clone());
+            (part.engine, endpoint, judged)
         })
         .collect();
     if config.fleet {
-        let parts: Vec<(String, Result<render::Listed, String>)> = parts
+        let parts: Vec<(String, String, Result<render::Listed, String>)> = parts
             .into_iter()
-            .map(|(n, _, r)| (n, r.map_err(|e| e.to_string())))
+            .map(|(n, e, r)| (n, e, r.map_err(|e| e.to_string())))
             .collect();
         sink.out(&render::fleet_inventory(&parts, config.format));
     } else {
         for (name, endpoint, result) in &parts {
             match result {
-                Ok((inventory, leases)) => {
-                    sink.out(&render::inventory(inventory, leases, config.format))
-                }
+                Ok((inventory, leases)) => sink.out(&render::inventory(
+                    inventory,
+                    leases,
+                    endpoint,
+                    config.format,
+                )),
                 Err(e) => {
                     run.fail(sink, name, endpoint, &anyhow::Error::new(e.clone()));
                 }

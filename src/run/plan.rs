@@ -59,7 +59,14 @@ pub(super) async fn plan(
             sink.err(&w);
         }
     }
-    let fleet = FleetPlan::of(&planned);
+    let mut fleet = FleetPlan::of(&planned);
+    for plan in &mut fleet.engines {
+        plan.endpoint = run
+            .endpoints
+            .iter()
+            .find(|(name, _)| *name == plan.engine)
+            .map(|(_, endpoint)| endpoint.clone());
+    }
     let verdict = Verdict {
         pending: detailed && !fleet.is_empty(),
         ..Verdict::of_report(&planned.report)

@@ -36,6 +36,9 @@ pub(super) struct Printer<'a> {
     audit_failed: Cell<bool>,
     /// Lease warnings already said.
     warned: RefCell<BTreeSet<String>>,
+    /// True once one engine's `Engine: ADDRESS` heading was printed (with
+    /// its plan): the report does not say it again.
+    headed: Cell<bool>,
 }
 
 impl<'a> Printer<'a> {
@@ -60,6 +63,7 @@ impl<'a> Printer<'a> {
             audit,
             audit_failed: Cell::new(false),
             warned: RefCell::new(BTreeSet::new()),
+            headed: Cell::new(false),
         }
     }
 
@@ -99,15 +103,37 @@ impl<'a> Printer<'a> {
         }
         let mut sink = self.sink.borrow_mut();
         match (config.fleet, report.parts.as_slice()) {
-            (false, [part]) => match &part.result {
-                Err(e) => {
-                    sink.err(&render::error(&anyhow::Error::new(e.clone())));
-                    if config.format == Format::Json {
-                        sink.out(&render::report_json(&report.report));
+            (false, [part]) => {
+                // The address as `plan` says it (with where it came from).
+                let endpoint = self
+                    .endpoints
+                    .iter()
+                    .find(|(n, _)| *n == part.engine)
+                    .map_or(part.endpoint.as_str(), |(_, e)| e.as_str());
+                let engine = part.engine.as_str();
+                let heading = !self.headed.get();
+                match &part.result {
+                    Err(e) => {
+                        sink.err(&render::error(&anyhow::Error::new(e.clone())));
+                        if config.format == Format::Json {
+                            sink.out(&render::engine_report(
+                                &report.report,
+                                engine,
+                                endpoint,
+                                heading,
+                                Format::Json,
+                            ));
+                        }
                     }
+                    Ok(_) => sink.out(&render::engine_report(
+                        &report.report,
+                        engine,
+                        endpoint,
+                        heading,
+                        config.format,
+                    )),
                 }
-                Ok(_) => sink.out(&render::report(&report.report, config.format)),
-            },
+            }
             _ => sink.out(&render::fleet_report(report, config.format)),
         }
         let mut verdict = Verdict::of_report(&report.report);
@@ -157,7 +183,13 @@ impl Observer for Printer<'_> {
                         .borrow_mut()
                         .out(&render::fleet_engine_plan(engine, endpoint, plan));
                 } else {
-                    self.sink.borrow_mut().out(&render::engine_plan(plan));
+                    let endpoint = self.endpoints.first().map_or("", |(_, e)| e.as_str());
+                    let mut sink = self.sink.borrow_mut();
+                    if !self.headed.replace(true) {
+                        sink.out(&render::plan_heading(endpoint));
+                    }
+                    sink.out(&render::engine_plan(plan));
+                    drop(sink);
                     *self.progress.borrow_mut() = Progress::new(format, plan.steps.len());
                 }
             }

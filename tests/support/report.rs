@@ -236,6 +236,7 @@ pub struct Noted {
     pub state: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
+    #[serde(rename = "reason")]
     pub why: Reason,
 }
 
@@ -255,6 +256,7 @@ pub struct Step {
     pub state: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
+    #[serde(rename = "reason")]
     pub why: Reason,
     pub waits_for: Vec<usize>,
 }
@@ -405,10 +407,12 @@ pub struct EngineClock {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Plan {
-    /// The schema version of every document (`1`).
+    /// The schema version of every document (`2`).
     pub schema_version: u32,
-    pub version: u32,
     pub engine: String,
+    /// The engine's address when the plan was made.
+    #[serde(default)]
+    pub endpoint: Option<String>,
     pub scope: BTreeMap<String, String>,
     /// Present (true) when the engine's Swarm kinds are out of scope.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -603,8 +607,13 @@ pub struct EngineSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Report {
-    /// The schema version of every document (`1`).
+    /// The schema version of every document (`2`).
     pub schema_version: u32,
+    /// One engine's report: the engine's name and address.
+    #[serde(default)]
+    pub engine: Option<String>,
+    #[serde(default)]
+    pub endpoint: Option<String>,
     pub converged: bool,
     /// `--archive`: the volumes archived (`volume`, `path`, `sha256`, `bytes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -708,12 +717,15 @@ pub fn read_plan(text: &str) -> Plan {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inventory {
-    /// The schema version of every document (`1`).
+    /// The schema version of every document (`2`).
     pub schema_version: u32,
     pub engine: String,
-    pub scope: Vec<String>,
+    /// The engine's address.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    pub scope: BTreeMap<String, String>,
     pub boxes: Vec<InventoryBox>,
-    pub images: Vec<Image>,
+    pub retained: Retained,
 }
 
 impl Inventory {
