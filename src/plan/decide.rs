@@ -698,6 +698,16 @@ impl Plan {
         let mut scope = inv.scope.labels.clone();
         scope.insert(SANDBOX_LABEL.to_string(), SANDBOX_VALUE.to_string());
         let incomplete = incomplete(inv, &blocked);
+        let unknown_boxes = match goal {
+            Goal::Destroy { ids, .. } => {
+                let present = inv.box_ids();
+                ids.iter()
+                    .filter(|id| !present.contains(id.as_str()))
+                    .cloned()
+                    .collect()
+            }
+            Goal::Reconcile { .. } => Vec::new(),
+        };
         Plan {
             version: PLAN_VERSION,
             engine: inv.engine.clone(),
@@ -714,6 +724,7 @@ impl Plan {
             leases: leases.notes,
             engine_clock: leases.clock,
             incomplete,
+            unknown_boxes,
             fingerprint: String::new(),
             basis: BTreeMap::new(),
         }
