@@ -955,15 +955,45 @@ mod tests {
         let find = |tail| last_removal(&path, "b1", &scope, &engines, tail).unwrap();
         assert_eq!(find(TAIL_BYTES), None, "no file is no line");
         let mut text = String::new();
-        text.push_str(&line("2026-01-01T00:00:00.000Z", "default", "b1", "removed", "a"));
+        text.push_str(&line(
+            "2026-01-01T00:00:00.000Z",
+            "default",
+            "b1",
+            "removed",
+            "a",
+        ));
         text.push_str("\nnot json\n");
-        text.push_str(&line("2026-01-02T00:00:00.000Z", "default", "b1", "failed", "a"));
+        text.push_str(&line(
+            "2026-01-02T00:00:00.000Z",
+            "default",
+            "b1",
+            "failed",
+            "a",
+        ));
         text.push('\n');
-        text.push_str(&line("2026-01-03T00:00:00.000Z", "other", "b1", "removed", "a"));
+        text.push_str(&line(
+            "2026-01-03T00:00:00.000Z",
+            "other",
+            "b1",
+            "removed",
+            "a",
+        ));
         text.push('\n');
-        text.push_str(&line("2026-01-04T00:00:00.000Z", "default", "b1", "removed", "b"));
+        text.push_str(&line(
+            "2026-01-04T00:00:00.000Z",
+            "default",
+            "b1",
+            "removed",
+            "b",
+        ));
         text.push('\n');
-        text.push_str(&line("2026-01-05T00:00:00.000Z", "default", "b10", "removed", "a"));
+        text.push_str(&line(
+            "2026-01-05T00:00:00.000Z",
+            "default",
+            "b10",
+            "removed",
+            "a",
+        ));
         text.push('\n');
         std::fs::write(&path, &text).unwrap();
         // Failed, another engine, another scope, another box: not it.

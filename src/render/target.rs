@@ -165,7 +165,10 @@ mod tests {
             text.contains("removed on engine default at 2026-12-05T09:00:00.000Z (destroyRequested: destroy named box a)"),
             "{text}"
         );
-        assert_eq!(not_found(&report).as_deref(), Some("box nosuchbox not found"));
+        assert_eq!(
+            not_found(&report).as_deref(),
+            Some("box nosuchbox not found")
+        );
         report.unknown_boxes.remove(0);
         assert_eq!(not_found(&report), None);
         assert_eq!(unknown_section(&Report::empty()), "");
@@ -174,7 +177,11 @@ mod tests {
     #[test]
     fn the_question_names_the_running_boxes_and_defaults_to_no() {
         let q = prune_question(
-            |k| if k == Kind::Container { 2 } else { 1 },
+            |k| match k {
+                Kind::Container => 2,
+                k if k.is_swarm() => 0,
+                _ => 1,
+            },
             &[
                 Running::Box {
                     engine: "default".into(),
@@ -187,7 +194,9 @@ mod tests {
             ],
         );
         assert!(
-            q.starts_with("This prune removes 2 containers, 1 volume and 1 network, 2 containers running:\n"),
+            q.starts_with(
+                "This prune removes 2 containers, 1 volume and 1 network, 2 containers running:\n"
+            ),
             "{q}"
         );
         assert!(q.contains("  box a  (engine default)\n"), "{q}");

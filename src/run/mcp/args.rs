@@ -368,7 +368,12 @@ mod tests {
             ),
             // An empty or missing list never means every box (issue 43).
             (Tool::Destroy, json!({}), "ids", "call the prune tool"),
-            (Tool::Destroy, json!({ "ids": [] }), "ids", "call the prune tool"),
+            (
+                Tool::Destroy,
+                json!({ "ids": [] }),
+                "ids",
+                "call the prune tool",
+            ),
             (
                 Tool::Destroy,
                 json!({ "ids": [], "missingOk": true }),

@@ -237,7 +237,9 @@ impl Server {
         // `destroy` names boxes (its arguments were refused otherwise).
         if let (Call::Destroy { .. }, Job::Converge { target, .. }) = (call, &config.job) {
             if !matches!(target, Target::Boxes { .. }) {
-                return Err("destroy names no box; call prune to reclaim every leaked object".into());
+                return Err(
+                    "destroy names no box; call prune to reclaim every leaked object".into(),
+                );
             }
         }
         let base = &self.base;
