@@ -40,7 +40,7 @@ pub(crate) enum Running {
 pub(crate) fn prune_question(count: impl Fn(Kind) -> usize, running: &[Running]) -> String {
     let mut out = format!(
         "This prune removes {}, {} running:\n",
-        kind_counts(|k| count(k)),
+        kind_counts(count),
         plural(running.len(), "container"),
     );
     for r in running {
