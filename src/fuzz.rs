@@ -72,7 +72,7 @@ pub fn state_parser(data: &[u8]) {
         "raw control character in {message:?}"
     );
     match error.kind {
-        StateErrorKind::NotFound | StateErrorKind::NotAFile | StateErrorKind::Read(_) => {
+        StateErrorKind::NotFound | StateErrorKind::NotAFile { .. } | StateErrorKind::Read(_) => {
             panic!("parse() produced a file error: {message}")
         }
         StateErrorKind::TooLarge { .. } => {

@@ -28,12 +28,8 @@ pub(crate) enum Job {
         out: Option<PathBuf>,
         key: KeySource,
     },
-    /// Plan afresh and carry it out (`apply`, `destroy`).
-    Converge {
-        goal: Goal,
-        /// Box IDs `destroy` named (warned about when nothing carries them).
-        named: Vec<String>,
-    },
+    /// Plan afresh and carry it out (`apply`, `destroy`, `prune`).
+    Converge { goal: Goal, target: Target },
     /// Carry out a saved plan, its seal opened with the key at `key`.
     ApplySaved { path: PathBuf, key: KeySource },
     /// List the managed objects (and judge their leases under `max_lease`).
@@ -84,6 +80,31 @@ pub(crate) enum Job {
         max_lease: u64,
         /// The program and its arguments (never empty).
         command: Vec<std::ffi::OsString>,
+    },
+}
+
+/// What a converging run was told to remove: resolved once, here, from the
+/// box IDs (an empty list and no ID alike), `--prune` and the command, then
+/// judged like any other input. Nothing maps onto something wider than it
+/// was given: the MCP `destroy` tool refuses an empty `ids` before a
+/// `Target` is made (`run::mcp::args`), and only `prune`, `destroy
+/// --prune` and the CLI's `destroy` with no ID are `Prune`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `apply`: what the state file does not declare.
+    State,
+    /// `destroy ID...`: exactly these boxes. An ID that nothing in scope
+    /// carries fails the run unless `missing_ok`, or the audit log
+    /// records its removal.
+    Boxes { ids: Vec<String>, missing_ok: bool },
+    /// `prune`, `destroy --prune`, `destroy` with no ID: every leaked object.
+    Prune {
+        /// No state file was found and no `--scope` given: every box
+        /// labeled `ca.sandbox=1` counts as leaked (said first, and in the JSON).
+        no_state_file: bool,
+        /// A person is at the terminal and `--yes` was not given: a prune
+        /// that would remove a running container asks first.
+        ask: bool,
     },
 }
 
@@ -289,24 +310,39 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         },
         Command::Apply { plan: None, .. } => Job::Converge {
             goal: reconcile(&desired, grace).with_archive(archive),
-            named: vec![],
+            target: Target::State,
         },
-        Command::Destroy {
-            ids, keep_volume, ..
-        } => {
-            let goal = if ids.is_empty() {
-                reconcile(&desired, grace).with_archive(archive)
-            } else {
-                Goal::Destroy {
-                    ids: ids.iter().cloned().collect(),
-                    keep_volume,
-                    keep_volumes: kept_volumes(&desired),
-                    max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
-                    archive,
-                }
-            };
-            Job::Converge { goal, named: ids }
+        // The seed's contract: `destroy` with no ID is a prune.
+        Command::Prune { yes, .. } | Command::Destroy { yes, .. }
+            if args.command.named_ids().is_empty() =>
+        {
+            Job::Converge {
+                goal: reconcile(&desired, grace).with_archive(archive),
+                target: Target::Prune {
+                    no_state_file: desired.source.is_none() && args.scope.is_empty(),
+                    ask: args.terminal && !yes,
+                },
+            }
         }
+        Command::Prune { .. } => unreachable!("prune names no box ID"),
+        Command::Destroy {
+            ids,
+            keep_volume,
+            missing_ok,
+            ..
+        } => Job::Converge {
+            goal: Goal::Destroy {
+                ids: ids.iter().cloned().collect(),
+                keep_volume,
+                keep_volumes: kept_volumes(&desired),
+                max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
+                archive,
+            },
+            target: Target::Boxes {
+                ids: distinct(ids),
+                missing_ok,
+            },
+        },
         Command::Inventory => Job::Inventory {
             max_lease: desired.policy.max_lease.map(|d| d.as_secs()),
         },

@@ -101,7 +101,8 @@ impl Exit {
 }
 
 /// A verdict's status: interrupted (the report says a Ctrl-C cut it short)
-/// before a held command's own failure before failed before pending. A run
+/// before a held command's own failure before failed (or a prune declined
+/// at the terminal: nothing asked for was done) before pending. A run
 /// whose audit log could not be written did not fully succeed; nor did a
 /// hold whose command succeeded but whose lease could not be released (its
 /// own failure, exit 1).
@@ -111,7 +112,7 @@ fn decide(verdict: Verdict) -> Exit {
         Exit::Interrupted
     } else if let Some(code) = passed {
         Exit::Passed(code)
-    } else if verdict.failed {
+    } else if verdict.failed || verdict.declined {
         Exit::Failure
     } else if verdict.pending {
         Exit::Pending
@@ -141,6 +142,7 @@ mod tests {
             interrupted,
             pending,
             command: None,
+            declined: false,
         }
     }
 
@@ -254,5 +256,15 @@ mod tests {
         assert_eq!(held(CommandEnd::Signaled(2), true).code(), 130);
         assert_eq!(held(CommandEnd::NotFound, false).code(), 127);
         assert_eq!(held(CommandEnd::NotRun, false).code(), 126);
+    }
+
+    #[test]
+    fn a_prune_declined_at_the_terminal_is_a_failure_not_a_success() {
+        let declined = Verdict {
+            declined: true,
+            ..Verdict::default()
+        };
+        assert_eq!(exit(Ended::Done(declined)), Exit::Failure);
+        assert_eq!(exit(Ended::Interrupted(declined)), Exit::Interrupted);
     }
 }

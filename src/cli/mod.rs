@@ -123,7 +123,13 @@ pub(crate) enum Command {
         removal: Removal,
     },
     /// Remove the named boxes (containers and networks, and volumes unless --keep-volume);
-    /// with --prune or no ID, reclaim every leaked object.
+    /// with --prune or no ID, reclaim every leaked object (as `prune`).
+    ///
+    /// A named ID that nothing in scope carries fails the run (exit 1),
+    /// unless --missing-ok, or the audit log (--audit FILE) records that box's
+    /// removal: then the run says when and by what, and a retry of a
+    /// teardown that worked is a success. List the boxes with `sandboxctl
+    /// inventory`.
     Destroy {
         /// Box IDs (values of ca.sandbox.id).
         #[arg(value_name = "ID")]
@@ -131,9 +137,33 @@ pub(crate) enum Command {
         /// Keep the named boxes' volumes (needs at least one ID).
         #[arg(long, conflicts_with = "prune", requires = "ids")]
         keep_volume: bool,
-        /// Reclaim every leaked object (the same as giving no ID).
+        /// Reclaim every leaked object (the same as giving no ID, and as `prune`).
         #[arg(long, conflicts_with = "ids")]
         prune: bool,
+        /// Exit 0 when a named ID matches nothing in scope (it is still said).
+        #[arg(long, requires = "ids")]
+        missing_ok: bool,
+        /// Prune without asking, on a terminal too (see `prune`).
+        #[arg(long, short = 'y', conflicts_with = "ids")]
+        yes: bool,
+        #[command(flatten)]
+        removal: Removal,
+    },
+    /// Reclaim every leaked object: what the state file does not declare
+    /// (once older than its grace), boxes past their expiry, objects without
+    /// a box label, and their leases run out; then verify. The same as
+    /// `destroy --prune`, and the twin of the MCP server's `prune` tool.
+    ///
+    /// Without a state file (and no --scope) every box labeled ca.sandbox=1
+    /// counts as leaked: the output says so first (JSON: noStateFile). On a
+    /// terminal (stdin and stderr), when it would remove a running
+    /// container, it first shows what will go and asks; --yes skips the
+    /// question, and a "no" (or the end of input) removes nothing and exits
+    /// 1. Without a terminal it does not ask.
+    Prune {
+        /// Do not ask, on a terminal too.
+        #[arg(long, short = 'y')]
+        yes: bool,
         #[command(flatten)]
         removal: Removal,
     },
@@ -324,12 +354,21 @@ pub(crate) enum Command {
 }
 
 impl Command {
+    /// The box IDs `destroy` names (none for any other command).
+    pub(crate) fn named_ids(&self) -> &[String] {
+        match self {
+            Command::Destroy { ids, .. } => ids,
+            _ => &[],
+        }
+    }
+
     /// The `--parallelism`, `--audit`, `--archive` and `--reclaimed` given
     /// to apply, destroy or watch (none for any other command).
     pub(crate) fn removal(&self) -> Removal {
         match self {
             Command::Apply { removal, .. }
             | Command::Destroy { removal, .. }
+            | Command::Prune { removal, .. }
             | Command::Mcp { removal } => removal.clone(),
             Command::Watch {
                 parallelism,
@@ -370,6 +409,10 @@ pub struct Args {
     pub(crate) format: Format,
     timeout: Duration,
     call_timeout: Option<Duration>,
+    /// True when a person is at a terminal (stdin and stderr are ttys):
+    /// set only by the process's own run (`at_terminal`), never for a tool
+    /// call, a test or a program that embeds the run.
+    pub(crate) terminal: bool,
     pub(crate) command: Command,
 }
 
@@ -382,8 +425,15 @@ impl Args {
         Args {
             format: Format::Json,
             command,
+            terminal: false,
             ..self.clone()
         }
+    }
+
+    /// This invocation, knowing whether a person is at a terminal (a prune
+    /// that would remove a running container asks first there).
+    pub(crate) fn at_terminal(self, terminal: bool) -> Args {
+        Args { terminal, ..self }
     }
 
     /// `mcp`'s `--audit`, `--archive` and `--parallelism` (the removal
@@ -476,7 +526,14 @@ impl Cli {
             _ => {}
         }
         match &self.command {
-            Command::Destroy { ids, .. } | Command::Lease { boxes: ids, .. } => {
+            Command::Destroy { ids, .. } => {
+                for id in ids {
+                    check_box_id(id).map_err(|e| {
+                        format!("box ID {id:?}: {e}; no box can carry it as its ID, but a leaked object labeled with it is reclaimed by `sandboxctl prune` (or `destroy --prune`): see what would go with `sandboxctl plan`")
+                    })?;
+                }
+            }
+            Command::Lease { boxes: ids, .. } => {
                 for id in ids {
                     check_box_id(id).map_err(|e| format!("box ID {id:?}: {e}"))?;
                 }
@@ -527,6 +584,7 @@ impl Cli {
             format,
             timeout: self.timeout,
             call_timeout: self.call_timeout.map(|c| c.min(self.timeout)),
+            terminal: false,
             command: self.command,
         })
     }

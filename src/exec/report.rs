@@ -151,6 +151,70 @@ pub struct Leftover {
     pub reason: Reason,
 }
 
+/// A box ID `destroy` named that no managed object in scope carries (on
+/// any engine that could be listed), and how the run judged it: a named
+/// target that matches nothing is never done by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+pub struct UnknownBox {
+    pub id: String,
+    pub status: Unmatched,
+    /// The audit log's latest removal of an object of this box (in scope),
+    /// when `status` is `removedEarlier`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<EarlierRemoval>,
+}
+
+/// How a run judges a named box that nothing carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Unmatched {
+    /// Nothing carries it, and nothing says it was removed: the run fails.
+    NotFound,
+    /// Nothing carries it, and `--missing-ok` (`missingOk`) says that is fine.
+    MissingOk,
+    /// Nothing carries it, and the audit log records its removal: a retry
+    /// of a teardown that worked.
+    RemovedEarlier,
+}
+
+/// A removal the audit log records: when, on which engine, what and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
+pub struct EarlierRemoval {
+    /// The line's `time` (RFC 3339).
+    pub time: String,
+    pub engine: String,
+    /// The removed object's kind and name.
+    pub kind: String,
+    pub name: String,
+    /// The reason's code on that line (`namedByDestroy`: a `destroy`;
+    /// `boxNotDeclared`, `expired`, ...: an `apply`, a prune or a watch).
+    pub code: String,
+    /// The reason's words on that line.
+    pub text: String,
+    /// The audit log it was read from.
+    pub log: String,
+}
+
+impl UnknownBox {
+    /// `id`, not found (yet to be judged further).
+    pub(crate) fn not_found(id: &str) -> UnknownBox {
+        UnknownBox {
+            id: id.to_string(),
+            status: Unmatched::NotFound,
+            removed: None,
+        }
+    }
+
+    /// True when this box fails the run.
+    pub(crate) fn fails(&self) -> bool {
+        self.status == Unmatched::NotFound
+    }
+}
+
 /// One thing that went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
@@ -253,6 +317,19 @@ pub struct Report {
     pub(crate) remaining: ByKind<Vec<Leftover>>,
     /// True if the run was interrupted before every removal was started.
     pub(crate) interrupted: bool,
+    /// The box IDs `destroy` named that nothing in scope carries, each
+    /// judged (`notFound` fails the run); absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_boxes: Vec<UnknownBox>,
+    /// True when this prune found no state file and was given no
+    /// `--scope`: every box labeled `ca.sandbox=1` on the engine counted
+    /// as leaked. Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_state_file: bool,
+    /// True when the person at the terminal answered no to the question
+    /// before a prune: nothing was removed. Absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub declined: bool,
     /// True if discovery could not learn everything (a listing or an
     /// inspection failed) while the engine answered: the run went on with
     /// what was proven safe. Not in the JSON (its failures say it).
@@ -337,6 +414,9 @@ impl Report {
             failures: vec![],
             remaining: ByKind::default(),
             interrupted: false,
+            unknown_boxes: vec![],
+            no_state_file: false,
+            declined: false,
             degraded: false,
         }
     }
@@ -565,8 +645,18 @@ pub(crate) fn merge<T: Judged>(parts: Vec<Part<T>>) -> FleetReport<T> {
     let mut merged = Report::empty();
     merged.converged = !parts.is_empty();
     let mut engines = Vec::new();
+    // A named box is unknown to the fleet when no engine that was listed
+    // carries it (an engine that was not fails the run by itself).
+    let mut unknown: Option<std::collections::BTreeSet<String>> = None;
     for part in &parts {
         let report = part.report();
+        if part.result.is_ok() {
+            let here = report.unknown_boxes.iter().map(|u| u.id.clone()).collect();
+            unknown = Some(match unknown {
+                None => here,
+                Some(before) => before.intersection(&here).cloned().collect(),
+            });
+        }
         engines.push(EngineSummary {
             engine: part.engine.clone(),
             endpoint: part.endpoint.clone(),
@@ -578,6 +668,11 @@ pub(crate) fn merge<T: Judged>(parts: Vec<Part<T>>) -> FleetReport<T> {
         });
         merged.absorb(&report);
     }
+    merged.unknown_boxes = unknown
+        .unwrap_or_default()
+        .iter()
+        .map(|id| UnknownBox::not_found(id))
+        .collect();
     FleetReport {
         report: merged,
         engines,
@@ -599,14 +694,20 @@ pub(crate) struct Verdict {
     pub(crate) pending: bool,
     /// `hold`: how the command it ran ended (its status is passed through).
     pub(crate) command: Option<crate::exec::hold::CommandEnd>,
+    /// A prune the person at the terminal said no to: nothing was removed
+    /// (a failure: what was asked for was not done).
+    pub(crate) declined: bool,
 }
 
 impl Verdict {
-    /// The verdict of a converging run: failed unless the merged report converged.
+    /// The verdict of a converging run: failed unless the merged report
+    /// converged and every box it was told to destroy was found (or is
+    /// excused: `--missing-ok`, or removed earlier by the audit log).
     pub(crate) fn of_report(report: &Report) -> Verdict {
         Verdict {
-            failed: !report.converged,
+            failed: !report.converged || report.unknown_boxes.iter().any(UnknownBox::fails),
             interrupted: report.interrupted,
+            declined: report.declined,
             ..Verdict::default()
         }
     }

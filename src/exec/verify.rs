@@ -35,6 +35,11 @@ pub async fn verify_with(
     report.kept = plan.kept.clone();
     report.retained = plan.retained.clone();
     report.interrupted = applied.interrupted;
+    report.unknown_boxes = plan
+        .unknown_boxes
+        .iter()
+        .map(|id| crate::exec::report::UnknownBox::not_found(id))
+        .collect();
     // Why each planned object might still be there, by object key.
     let mut why_left: BTreeMap<ObjectKey, Reason> = BTreeMap::new();
     for (i, (step, outcome)) in plan.steps.iter().zip(&applied.outcomes).enumerate() {

@@ -419,6 +419,88 @@ impl Observer for AuditObserver {
     }
 }
 
+/// How much of the end of an audit log `last_removal` reads, at most: a
+/// log that grew past it is read from its last 4 MiB (about 10,000 lines),
+/// never whole.
+pub(crate) const TAIL_BYTES: u64 = 4 << 20;
+
+/// A removal the audit log records (one line, as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recorded {
+    pub(crate) time: String,
+    pub(crate) engine: String,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    /// The line's reason: its code and its words.
+    pub(crate) code: String,
+    pub(crate) text: String,
+}
+
+/// The latest line of the log at `path` (read from its end, at most
+/// `tail` bytes of it) that records an object of box `box_id` as removed
+/// (`removed`, or `alreadyGone`) on one of `engines`, carrying
+/// `ca.sandbox=1` and every label of `scope`. `Ok(None)`: no such line in
+/// what was read (a missing file is no line). A line that is not an audit
+/// line is skipped: the log is evidence of a removal, never an order.
+pub(crate) fn last_removal(
+    path: &Path,
+    box_id: &str,
+    scope: &crate::model::Labels,
+    engines: &[String],
+    tail: u64,
+) -> io::Result<Option<Recorded>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(tail);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(tail).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    // Read from the middle of the file: its first line is cut.
+    if start > 0 && !lines.is_empty() {
+        lines.remove(0);
+    }
+    let wanted = |labels: &serde_json::Value| {
+        let has = |k: &str, v: &str| labels.get(k).and_then(serde_json::Value::as_str) == Some(v);
+        has(crate::model::SANDBOX_LABEL, crate::model::SANDBOX_VALUE)
+            && has(crate::model::BOX_ID_LABEL, box_id)
+            && scope.iter().all(|(k, v)| has(k, v))
+    };
+    for line in lines.into_iter().rev() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+        let removed = matches!(field("outcome"), Some("removed" | "alreadyGone"));
+        let on_engine = field("engine").is_some_and(|e| engines.iter().any(|n| n == e));
+        if !(removed && on_engine && v.get("labels").is_some_and(wanted)) {
+            continue;
+        }
+        let reason = |k: &str| {
+            v.get("reason")
+                .and_then(|r| r.get(k))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        return Ok(Some(Recorded {
+            time: field("time").unwrap_or_default().to_string(),
+            engine: field("engine").unwrap_or_default().to_string(),
+            kind: field("kind").unwrap_or_default().to_string(),
+            name: field("name").unwrap_or_default().to_string(),
+            code: reason("code"),
+            text: reason("text"),
+        }));
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -853,5 +935,74 @@ mod tests {
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v1","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"alreadyGone"}
         {"time":"2027-01-15T08:00:00.000Z","engine":"default","kind":"volume","name":"v2","labels":{},"reason":{"code":"noBoxLabel","text":"leaked: no ca.sandbox.id label"},"outcome":"failed","error":"remove volume v2: conflict: volume is in use (in use by container 0123456789ab; never forced)"}
         "#);
+    }
+
+    #[test]
+    fn the_latest_removal_of_a_box_in_scope_is_found_from_the_end_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let line = |time: &str, engine: &str, box_id: &str, outcome: &str, team: &str| {
+            serde_json::json!({
+                "time": time, "engine": engine, "kind": "container", "name": format!("sbx-{box_id}"),
+                "labels": {"ca.sandbox": "1", "ca.sandbox.id": box_id, "team": team},
+                "reason": {"code": "destroyRequested", "text": "destroy named it"},
+                "outcome": outcome
+            })
+            .to_string()
+        };
+        let scope: crate::model::Labels = [("team".to_string(), "a".to_string())].into();
+        let engines = vec!["default".to_string()];
+        let find = |tail| last_removal(&path, "b1", &scope, &engines, tail).unwrap();
+        assert_eq!(find(TAIL_BYTES), None, "no file is no line");
+        let mut text = String::new();
+        text.push_str(&line(
+            "2026-01-01T00:00:00.000Z",
+            "default",
+            "b1",
+            "removed",
+            "a",
+        ));
+        text.push_str("\nnot json\n");
+        text.push_str(&line(
+            "2026-01-02T00:00:00.000Z",
+            "default",
+            "b1",
+            "failed",
+            "a",
+        ));
+        text.push('\n');
+        text.push_str(&line(
+            "2026-01-03T00:00:00.000Z",
+            "other",
+            "b1",
+            "removed",
+            "a",
+        ));
+        text.push('\n');
+        text.push_str(&line(
+            "2026-01-04T00:00:00.000Z",
+            "default",
+            "b1",
+            "removed",
+            "b",
+        ));
+        text.push('\n');
+        text.push_str(&line(
+            "2026-01-05T00:00:00.000Z",
+            "default",
+            "b10",
+            "removed",
+            "a",
+        ));
+        text.push('\n');
+        std::fs::write(&path, &text).unwrap();
+        // Failed, another engine, another scope, another box: not it.
+        let found = find(TAIL_BYTES).expect("the first line");
+        assert_eq!(found.time, "2026-01-01T00:00:00.000Z");
+        assert_eq!(found.code, "destroyRequested");
+        assert_eq!(found.name, "sbx-b1");
+        // Only the end is read: the first line is out of reach.
+        let tail = (text.len() - text.find("not json").unwrap()) as u64;
+        assert_eq!(find(tail), None);
     }
 }

@@ -15,9 +15,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 
 use crate::model::time::rfc3339;
-use crate::model::{
-    Kind, Listing, Natural, Object, ObjectKey, Reason, Ref, SANDBOX_LABEL, SANDBOX_VALUE,
-};
+use crate::model::{Kind, Listing, Natural, Object, ObjectKey, Reason, Ref};
 use crate::plan::inventory::{Holder, Inventory};
 use crate::plan::lease::Leases;
 use crate::plan::{DeclaredBox, Entry, Goal, Kept, KeptVolume, Noted, Plan, Read, Retained, Step};
@@ -705,6 +703,16 @@ impl Plan {
 
         let scope = inv.scope.all_labels();
         let incomplete = incomplete(inv, &blocked);
+        let unknown_boxes = match goal {
+            Goal::Destroy { ids, .. } => {
+                let present = inv.box_ids();
+                ids.iter()
+                    .filter(|id| !present.contains(id.as_str()))
+                    .cloned()
+                    .collect()
+            }
+            Goal::Reconcile { .. } => Vec::new(),
+        };
         Plan {
             version: None,
             engine: inv.engine.clone(),
@@ -722,6 +730,7 @@ impl Plan {
             leases: leases.notes,
             engine_clock: leases.clock,
             incomplete,
+            unknown_boxes,
             fingerprint: String::new(),
             basis: BTreeMap::new(),
         }

@@ -208,6 +208,11 @@ pub struct Plan {
     /// could affect is in `blocked`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<String>,
+    /// The box IDs the goal names (`destroy ID...`) that no managed object
+    /// of this engine carries, sorted: a fact the run's verdict judges
+    /// (`exec::report::Unmatched`), never a step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_boxes: Vec<String>,
     /// The fingerprint of `basis`.
     pub(crate) fingerprint: String,
     /// What the plan was built from: one digest per managed object (see `Inventory::basis`).

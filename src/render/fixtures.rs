@@ -63,6 +63,7 @@ fn empty_plan() -> Plan {
         leases: vec![],
         engine_clock: None,
         incomplete: vec![],
+        unknown_boxes: vec![],
         fingerprint: String::new(),
         basis: BTreeMap::new(),
     }

@@ -26,6 +26,7 @@ mod progress;
 mod report;
 mod signal;
 mod table;
+mod target;
 
 mod validate;
 
@@ -67,10 +68,9 @@ pub(crate) use plan::{
     engine_plan, fleet_engine_plan, fleet_plan, incomplete_warnings, incomplete_warnings_of,
     lease_warnings, plan, plan_heading, unlisted_warnings,
 };
-pub(crate) use report::{
-    engine_report, error_line, fleet_report, unknown_box_warning, unmeasured_warning,
-};
+pub(crate) use report::{engine_report, error_line, fleet_report, report, unmeasured_warning};
 pub(crate) use signal::{interrupt_notice, quit_line};
+pub(crate) use target::{no_state_file_note, prune_declined, prune_question, Running};
 pub(crate) use validate::validation;
 
 /// A top-level JSON document: `schemaVersion` first, then the document's

@@ -16,22 +16,12 @@ use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, t
 use crate::render::{document, Format};
 use crate::text::escape;
 
-/// `destroy ID`: the warning for a box ID that no managed object carries
-/// (`partial`: some engine could not be listed).
-pub(crate) fn unknown_box_warning(
-    id: &str,
-    scope: &dyn std::fmt::Display,
-    partial: bool,
-) -> String {
-    format!(
-        "warning: no managed container, volume or network carries ca.sandbox.id={} (in scope {scope}){}\n",
-        crate::text::escape(id),
-        if partial {
-            " on the engines that could be listed"
-        } else {
-            ""
-        }
-    )
+/// The report in `format`.
+pub(crate) fn report(report: &Report, format: Format) -> String {
+    match format {
+        Format::Json => report_json(report),
+        _ => report_human(report),
+    }
 }
 
 /// A run's own error that is not an engine's (an audit write): `error: `
@@ -178,11 +168,18 @@ pub fn report_human(report: &Report) -> String {
     });
     let left_behind = left.len();
     section(&mut out, "\nLeft behind:\n", left);
+    out.push_str(&crate::render::target::unknown_section(report));
     out.push_str(&counts_line("Removed", report));
     out.push_str(&reclaimed_line(&report.reclaimed, |k| {
         unmeasured_of(report, k)
     }));
-    if report.converged {
+    let not_found = crate::render::target::not_found(report);
+    if report.converged && not_found.is_some() {
+        out.push_str(&format!(
+            "NOT done: {}; a fresh listing shows nothing else left to do.\n",
+            not_found.unwrap_or_default()
+        ));
+    } else if report.converged {
         out.push_str("Converged: a fresh listing shows nothing left to do.\n");
     } else {
         let mut why = Vec::new();
@@ -195,6 +192,7 @@ pub fn report_human(report: &Report) -> String {
         if left_behind > 0 {
             why.push(format!("{} left behind", plural(left_behind, "object")));
         }
+        why.extend(not_found);
         out.push_str(&format!("NOT converged: {}.\n", why.join(", ")));
     }
     out
@@ -271,7 +269,11 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
     let mut out = String::new();
     for part in &report.parts {
         let _ = writeln!(out, "Engine {}:", escape(&part.engine));
-        out.push_str(&indented(&report_human(&part.report())));
+        // A named box one engine lacks may be on another: the fleet's
+        // own section below says which none carries.
+        let mut one = part.report().into_owned();
+        one.unknown_boxes.clear();
+        out.push_str(&indented(&report_human(&one)));
         out.push('\n');
     }
     out.push_str("Engines:\n");
@@ -295,9 +297,15 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
         .collect();
     out.push_str(&table(rows, "  "));
     let r = &report.report;
+    out.push_str(&crate::render::target::unknown_section(r));
     out.push_str(&counts_line("Fleet: removed", r));
     out.push_str(&reclaimed_line(&r.reclaimed, |k| unmeasured_of(r, k)));
-    if r.converged {
+    let not_found = crate::render::target::not_found(r);
+    if let Some(words) = not_found.filter(|_| r.converged) {
+        out.push_str(&format!(
+            "NOT done: {words} on any engine; every engine converged otherwise.\n"
+        ));
+    } else if r.converged {
         out.push_str("Converged on every engine.\n");
     } else {
         let failed = report.engines.iter().filter(|s| !s.converged).count();

@@ -1,10 +1,11 @@
-//! `apply` and `apply FILE` (and `destroy`, whose own part is `destroy.rs`):
-//! every engine at once, one report.
+//! `apply` and `apply FILE` (and `destroy` and `prune`, whose own steps
+//! are `destroy.rs`): every engine at once, one report.
 //!
-//! Owns wiring a converging run: the audit log opened (refused before any
+//! Owns wiring a converging run: the target's steps before the walk (a
+//! prune's note and question), the audit log opened (refused before any
 //! removal when it cannot be), the saved plan read (its seal opened
-//! first), the observers (progress view, `destroy ID`'s box IDs, audit log)
-//! and the merged report concluded.
+//! first), the observers (progress view, audit log), the merged report
+//! judged against the target and concluded.
 //! The work is `exec::fleet`'s, the words `render`'s; ends in a `Verdict`.
 
 use crate::cli::config::Job;
@@ -14,12 +15,17 @@ use crate::exec::reconcile::Carry;
 use crate::exec::report::Verdict;
 
 use super::context::{fail, Run, Sink};
-use super::destroy::NamedBoxes;
+use super::destroy;
 use super::printer::Printer;
 
 /// `apply`, `destroy`, `apply FILE`: every engine at once, one report.
 pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     let config = run.config;
+    if let Job::Converge { goal, target } = &config.job {
+        if let Some(declined) = destroy::before(run, target, goal, sink).await {
+            return declined;
+        }
+    }
     let audit = match run.open_audit(sink) {
         Ok(audit) => audit,
         Err(failed) => return failed,
@@ -41,19 +47,21 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         _ => None,
     };
     let printer = Printer::new(config, run.endpoints, sink, saved.is_none(), audit.as_ref());
-    let named = NamedBoxes::of(&config.job);
-    let mut observers: Vec<&dyn Observer> = vec![&printer, &named];
+    let mut observers: Vec<&dyn Observer> = vec![&printer];
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
     observers.extend(run.observer);
     let observer = Fanout(observers);
     let options = run.options();
     let carry = Carry::new(&options, &run.stop.cancel, &observer);
-    let report = match (&config.job, &saved) {
+    let mut report = match (&config.job, &saved) {
         (_, Some((path, plan))) => reconcile_saved_all(run.engines, plan, path, &carry).await,
         (Job::Converge { goal, .. }, None) => {
             reconcile_all(run.engines, goal, &config.scope, config.now, &carry).await
         }
         _ => unreachable!("converge runs converging jobs"),
     };
-    printer.conclude(&report, &named.warnings(&config.scope, &report))
+    if let Job::Converge { target, .. } = &config.job {
+        destroy::judge(run, target, &mut report);
+    }
+    printer.conclude(&report, "")
 }

@@ -90,9 +90,19 @@ pub async fn run(args: Args) -> Exit {
     // Only commands that end in a report print one when they fail early.
     let reports = matches!(
         args.command,
-        Command::Apply { .. } | Command::Destroy { .. } | Command::Watch { .. }
+        Command::Apply { .. }
+            | Command::Destroy { .. }
+            | Command::Prune { .. }
+            | Command::Watch { .. }
     );
-    let config = match resolve(args) {
+    // Only the process's own run asks a person (never a tool call, a test
+    // or a program that embeds the run): both ends of the question are a
+    // terminal.
+    let at_terminal = {
+        use std::io::IsTerminal;
+        std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+    };
+    let config = match resolve(args.at_terminal(at_terminal)) {
         Ok(config) => config,
         Err(e) => {
             let verdict = fail(

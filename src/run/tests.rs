@@ -70,15 +70,80 @@ fn unreachable(engine: &MemoryEngine) {
 }
 
 #[tokio::test]
-async fn destroy_in_a_fleet_warns_about_ids_no_engine_carries() {
-    let (_dir, config) = config(FLEET, &["destroy", "x", "ghost"]);
+async fn destroy_of_an_id_no_engine_carries_fails_naming_it_unless_missing_ok() {
+    let (_dir, named) = config(FLEET, &["destroy", "x", "ghost"]);
     let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
-    let (exit, sink) = run(&config, engines).await;
+    let (exit, sink) = run(&named, engines).await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    assert_contains(
+        &sink.out,
+        "box ghost: NOT FOUND: nothing in scope carries ca.sandbox.id=ghost",
+    );
+    assert_contains(&sink.out, "`sandboxctl inventory`");
+    assert!(!sink.out.contains("box x:"), "{}", sink.out);
+    // --missing-ok: said, not a failure.
+    let (_dir, ok) = config(FLEET, &["destroy", "--missing-ok", "ghost"]);
+    let engines: Vec<Arc<dyn Engine>> = vec![engine("a", &["x"]), engine("b", &["y"])];
+    let (exit, sink) = run(&ok, engines).await;
     assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
-    assert!(
-        sink.err.contains("ca.sandbox.id=ghost") && !sink.err.contains("ca.sandbox.id=x "),
-        "{}",
-        sink.err
+    assert_contains(&sink.out, "--missing-ok: not a failure");
+    // JSON: the fact, judged.
+    let (_dir, json) = config("", &["--format", "json", "destroy", "nosuchbox"]);
+    let (exit, sink) = run(&json, vec![engine("default", &["x"])]).await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    let v: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(v["converged"], true, "the engine converged: {v}");
+    assert_eq!(v["unknownBoxes"][0]["id"], "nosuchbox");
+    assert_eq!(v["unknownBoxes"][0]["status"], "notFound");
+}
+
+#[tokio::test]
+async fn destroy_again_of_a_box_the_audit_log_records_removed_succeeds_saying_when() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let audit = audit.to_str().unwrap();
+    let memory = engine("default", &["a"]);
+    let (exit, sink) = run_one("", &["destroy", "--audit", audit, "a"], &memory).await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    // The retry: nothing carries a now, the log says it went.
+    let (exit, sink) = run_one("", &["destroy", "--audit", audit, "a"], &memory).await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert_contains(&sink.out, "box a: removed earlier: the audit log");
+    assert_contains(&sink.out, "removed on engine default at ");
+    // Another box the log does not name still fails.
+    let (exit, sink) = run_one("", &["destroy", "--audit", audit, "b"], &memory).await;
+    assert_eq!(exit, Exit::Failure, "{}{}", sink.out, sink.err);
+    assert_contains(&sink.out, "box b: NOT FOUND");
+}
+
+#[tokio::test]
+async fn prune_without_a_state_file_or_scope_says_so_first_and_in_the_json() {
+    let (_dir, mut config) = config("", &["--format", "json", "prune"]);
+    let crate::cli::config::Job::Converge { target, .. } = &mut config.job else {
+        panic!("prune converges");
+    };
+    assert_eq!(
+        *target,
+        crate::cli::config::Target::Prune {
+            no_state_file: false,
+            ask: false
+        },
+        "a state file was given, and no terminal"
+    );
+    // As resolved in a folder without one, and without --scope.
+    *target = crate::cli::config::Target::Prune {
+        no_state_file: true,
+        ask: false,
+    };
+    let (exit, sink) = run(&config, vec![engine("default", &["x"])]).await;
+    assert_eq!(exit, Exit::Success, "{}{}", sink.out, sink.err);
+    assert!(sink.err.starts_with("note: no state file"), "{}", sink.err);
+    let v: serde_json::Value = serde_json::from_str(&sink.out).unwrap();
+    assert_eq!(v["noStateFile"], true, "{v}");
+    assert_eq!(
+        v["removed"]["containers"].as_array().unwrap().len(),
+        1,
+        "{v}"
     );
 }
 

@@ -432,6 +432,9 @@ pub struct Plan {
     /// What discovery could not learn, in words (absent when complete).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<String>,
+    /// The box IDs a destroy goal names that nothing carries (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_boxes: Vec<String>,
     pub fingerprint: String,
     pub basis: BTreeMap<String, String>,
     pub summary: String,

@@ -19,10 +19,12 @@ use super::tools::{Tool, DEFAULT_TTL, MAX_IDS, MAX_OBJECT_CHARS, MAX_TTL_CHARS};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Call {
     Plan,
-    /// `destroy ID...` (`keep_volume`: their volumes stay).
+    /// `destroy ID...` (`keep_volume`: their volumes stay; `missing_ok`:
+    /// an ID nothing carries is not a failure). Never without an ID.
     Destroy {
         ids: Vec<String>,
         keep_volume: bool,
+        missing_ok: bool,
     },
     /// `destroy --prune`: every leaked object.
     Prune,
@@ -202,17 +204,23 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
             })
         }
         Tool::Destroy => {
-            args.only(&["ids", "keepVolume"])?;
+            args.only(&["ids", "keepVolume", "missingOk"])?;
             let ids = args.ids("ids")?.unwrap_or_default();
             let keep_volume = args.bool("keepVolume")?.unwrap_or(false);
-            match (ids.is_empty(), keep_volume) {
-                (true, true) => Err(args.error(
-                    Some("keepVolume"),
-                    "keeps the volumes of the boxes named in `ids`, and none is named; name the boxes, or call prune",
-                )),
-                (true, false) => Ok(Call::Prune),
-                (false, _) => Ok(Call::Destroy { ids, keep_volume }),
+            let missing_ok = args.bool("missingOk")?.unwrap_or(false);
+            // An empty list is what a bug or an unset variable gives: it
+            // never widens to every box. Reclaiming them is `prune`'s.
+            if ids.is_empty() {
+                return Err(args.error(
+                    Some("ids"),
+                    "names no box: give at least one box ID (the inventory tool lists them); to reclaim every leaked object, call the prune tool. Nothing was done",
+                ));
             }
+            Ok(Call::Destroy {
+                ids,
+                keep_volume,
+                missing_ok,
+            })
         }
         Tool::Explain => {
             args.only(&["object"])?;
@@ -305,19 +313,22 @@ mod tests {
         assert_eq!(parse(Tool::Plan, None), Ok(Call::Plan));
         assert_eq!(call(Tool::Prune, json!({})), Ok(Call::Prune));
         assert_eq!(
-            call(Tool::Destroy, json!({})),
-            Ok(Call::Prune),
-            "no ID is prune"
-        );
-        assert_eq!(call(Tool::Destroy, json!({ "ids": [] })), Ok(Call::Prune));
-        assert_eq!(
             call(
                 Tool::Destroy,
                 json!({ "ids": ["a", "b.1", "a"], "keepVolume": true })
             ),
             Ok(Call::Destroy {
                 ids: vec!["a".into(), "b.1".into()],
-                keep_volume: true
+                keep_volume: true,
+                missing_ok: false,
+            })
+        );
+        assert_eq!(
+            call(Tool::Destroy, json!({ "ids": ["a"], "missingOk": true })),
+            Ok(Call::Destroy {
+                ids: vec!["a".into()],
+                keep_volume: false,
+                missing_ok: true,
             })
         );
         assert_eq!(
@@ -384,14 +395,34 @@ mod tests {
             (
                 Tool::Destroy,
                 json!({ "keepVolume": true }),
-                "keepVolume",
-                "none is named",
+                "ids",
+                "names no box",
+            ),
+            // An empty or missing list never means every box (issue 43).
+            (Tool::Destroy, json!({}), "ids", "call the prune tool"),
+            (
+                Tool::Destroy,
+                json!({ "ids": [] }),
+                "ids",
+                "call the prune tool",
+            ),
+            (
+                Tool::Destroy,
+                json!({ "ids": [], "missingOk": true }),
+                "ids",
+                "Nothing was done",
+            ),
+            (
+                Tool::Destroy,
+                json!({ "ids": ["a"], "missingOk": "yes" }),
+                "missingOk",
+                "expected true or false, got a string",
             ),
             (
                 Tool::Destroy,
                 json!({ "ids": ["a"], "scope": "x=y" }),
                 "scope",
-                "unknown argument (it takes only ids, keepVolume",
+                "unknown argument (it takes only ids, keepVolume, missingOk",
             ),
             (
                 Tool::Destroy,

@@ -42,7 +42,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::config::{log_time, resolve, Config};
+use crate::cli::config::{log_time, resolve, Config, Job, Target};
 use crate::cli::exit::Exit;
 use crate::cli::{Args, Command};
 use crate::engine::Engine;
@@ -201,16 +201,22 @@ impl Server {
                 detailed_exitcode: false,
                 out: None,
             },
-            Call::Destroy { ids, keep_volume } => Command::Destroy {
+            Call::Destroy {
+                ids,
+                keep_volume,
+                missing_ok,
+            } => Command::Destroy {
                 ids,
                 keep_volume,
                 prune: false,
+                missing_ok,
+                yes: false,
                 removal,
             },
-            Call::Prune => Command::Destroy {
-                ids: vec![],
-                keep_volume: false,
-                prune: true,
+            // The server's prune never asks (its tool call is not a
+            // terminal: `for_tool` says so).
+            Call::Prune => Command::Prune {
+                yes: false,
                 removal,
             },
             Call::Inventory => Command::Inventory,
@@ -227,6 +233,15 @@ impl Server {
             },
         };
         let mut config = resolve(self.template.for_tool(command)).map_err(|e| format!("{e:#}"))?;
+        // A call maps onto its own target and never onto a wider one:
+        // `destroy` names boxes (its arguments were refused otherwise).
+        if let (Call::Destroy { .. }, Job::Converge { target, .. }) = (call, &config.job) {
+            if !matches!(target, Target::Boxes { .. }) {
+                return Err(
+                    "destroy names no box; call prune to reclaim every leaked object".into(),
+                );
+            }
+        }
         let base = &self.base;
         if config.scope != base.scope {
             return Err(format!(

@@ -72,8 +72,8 @@ impl Tool {
     fn description(self) -> &'static str {
         match self {
             Tool::Plan => "Show what prune would remove, in order and why (leaked objects, boxes past their expiry, what the state file does not declare once its grace is over), what it keeps and the images it retains. Changes nothing. The result is the plan that `sandboxctl plan --format json` prints; an error result means an engine could not be listed whole (its failures say what).",
-            Tool::Destroy => "Destroy sandbox boxes by ID: each box's containers (running ones are killed: a box is disposable), its networks and, unless keepVolume is true, its volumes, in dependency order; then list again to verify that nothing is left. Only objects labeled ca.sandbox=1, in this server's scope, with ca.sandbox.id equal to one of the IDs are touched; cached images (ca-sbx:*) are never removed and are listed under retained. With no IDs it reclaims every leaked object, as prune. The result is the report of `sandboxctl destroy --format json`: converged, removed (with reclaimedBytes), kept, retained, failures. An error result means something was left behind: every such object is in remainingContainers, remainingVolumes or remainingNetworks with its reason (for example a volume in use by a container outside the sandbox system, which is never forced).",
-            Tool::Prune => "Reclaim every leaked sandbox object in this server's scope: what the state file does not declare (once older than its grace), boxes past their expiry, objects without a box label, and their leases run out. Declared and leased boxes stay; images are never removed. Then list again to verify. The result is the same report as destroy's; an error result names every object left behind with its reason.",
+            Tool::Destroy => "Destroy sandbox boxes by ID: each box's containers (running ones are killed: a box is disposable), its networks and, unless keepVolume is true, its volumes, in dependency order; then list again to verify that nothing is left. Only objects labeled ca.sandbox=1, in this server's scope, with ca.sandbox.id equal to one of the IDs are touched; cached images (ca-sbx:*) are never removed and are listed under retained. It needs at least one ID: an empty or missing ids is refused and nothing is done (to reclaim every leaked object, call prune). An ID that nothing in scope carries is an error result naming it under unknownBoxes (list the boxes with inventory), unless missingOk is true or the server's audit log records that box's removal (then it says when and by what). The result is the report of `sandboxctl destroy --format json`: converged, removed (with reclaimedBytes), kept, retained, failures, unknownBoxes. An error result means something was left behind or a named box was not found: every such object is in remainingContainers, remainingVolumes or remainingNetworks with its reason (for example a volume in use by a container outside the sandbox system, which is never forced).",
+            Tool::Prune => "The twin of `sandboxctl prune`. Reclaim every leaked sandbox object in this server's scope: what the state file does not declare (once older than its grace), boxes past their expiry, objects without a box label, and their leases run out. Declared and leased boxes stay; images are never removed. Then list again to verify. The result is the same report as destroy's; an error result names every object left behind with its reason.",
             Tool::Inventory => "List the managed sandbox objects (labeled ca.sandbox=1, in this server's scope) grouped by box, with each container's state, mounts and networks, the boxes' leases, and the retained images. Changes nothing. The result is what `sandboxctl inventory --format json` prints.",
             Tool::Explain => "Say what prune would do with one object and why: its labels, whether it is managed, the state-file line that declares or keeps it, what it waits for and what waits for it, what blocks it. object is a container ID or prefix, a container, volume or network name (container:, volume: or network: before it narrows the kind), or box:ID. Changes nothing. An error result means nothing matched, or several objects did (they are listed).",
             Tool::Lease => "Take or renew a lease on boxes, so that prune and the reaper keep them while you still use them (destroy by ID still removes a leased box): a lease holds for ttl (default 15m, at most the state file's max_lease) from its creation, on the engine's clock; renew it before it runs out. With release: true, end every lease of the boxes instead. The result is what `sandboxctl lease --format json` prints; an error result names what failed.",
@@ -99,14 +99,19 @@ impl Tool {
             Tool::Plan | Tool::Prune | Tool::Inventory => (json!({}), &[]),
             Tool::Destroy => (
                 json!({
-                    "ids": ids("The boxes to destroy. None (or an empty array): reclaim every leaked object, as prune."),
+                    "ids": ids("The boxes to destroy (at least one). An empty or missing list is refused: to reclaim every leaked object, call prune."),
                     "keepVolume": {
                         "type": "boolean",
-                        "description": "Keep the named boxes' volumes (needs at least one ID).",
+                        "description": "Keep the named boxes' volumes.",
+                        "default": false
+                    },
+                    "missingOk": {
+                        "type": "boolean",
+                        "description": "Succeed when an ID matches nothing in scope (it is still reported under unknownBoxes). Without it such an ID is an error result, unless the server's audit log records that box's removal.",
                         "default": false
                     }
                 }),
-                &[],
+                &["ids"],
             ),
             Tool::Explain => (
                 json!({
@@ -144,7 +149,7 @@ impl Tool {
         if !required.is_empty() {
             schema["required"] = json!(required);
         }
-        if self == Tool::Lease {
+        if matches!(self, Tool::Lease | Tool::Destroy) {
             schema["properties"]["ids"]["minItems"] = json!(1);
         }
         schema
@@ -209,6 +214,11 @@ mod tests {
             assert_eq!(output["type"], "object", "{}", tool.name());
         }
         assert_eq!(Tool::named("apply"), None);
+        // destroy never takes an empty list (it is not prune).
+        let destroy = Tool::Destroy.listed().input_schema;
+        assert_eq!(destroy["required"], serde_json::json!(["ids"]));
+        assert_eq!(destroy["properties"]["ids"]["minItems"], 1);
+        assert_eq!(destroy["properties"]["missingOk"]["type"], "boolean");
     }
 
     #[test]
