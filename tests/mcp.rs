@@ -291,7 +291,11 @@ async fn every_bad_input_is_an_error_and_removes_nothing() {
             "host",
         ),
         ("destroy", json!({ "ids": huge }), "ids"),
-        ("destroy", json!({ "keepVolume": true }), "keepVolume"),
+        // An empty or missing list never widens to "everything": refused,
+        // naming the prune tool.
+        ("destroy", json!({ "keepVolume": true }), "ids"),
+        ("destroy", json!({ "ids": [] }), "ids"),
+        ("destroy", json!({}), "ids"),
         (
             "prune",
             json!({ "labels": { "ca.sandbox": "1" } }),
@@ -320,6 +324,10 @@ async fn every_bad_input_is_an_error_and_removes_nothing() {
             "{tool} {args}: {text}"
         );
         assert!(r["structured"].is_null(), "{tool} {args}: no report");
+        let names_no_box = args.get("ids").is_none_or(|ids| ids == &json!([]));
+        if *tool == "destroy" && names_no_box {
+            assert!(text.contains("prune tool"), "{tool} {args}: {text}");
+        }
     }
     let unknown = seen.result(bad.len());
     let error = unknown["error"].as_str().unwrap_or_default();

@@ -523,6 +523,9 @@ fn saved_plan_seed() -> Vec<u8> {
             1_800_000_000,
         ))
         .unwrap();
+    // As `plan --out` saves it: the document carries its schemaVersion.
+    let mut plan = serde_json::to_value(&plan).unwrap();
+    plan["schemaVersion"] = sandboxctl::model::SCHEMA_VERSION.into();
     serde_json::to_vec_pretty(&plan).unwrap()
 }
 

@@ -213,7 +213,7 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
             if ids.is_empty() {
                 return Err(args.error(
                     Some("ids"),
-                    "names no box: give at least one box ID (the inventory tool lists them); to reclaim every leaked object, call the prune tool. Nothing was done",
+                    "names no box: give at least one box ID (the inventory tool lists them); to reclaim every leaked object, call the prune tool",
                 ));
             }
             Ok(Call::Destroy {
@@ -410,7 +410,7 @@ mod tests {
                 Tool::Destroy,
                 json!({ "ids": [], "missingOk": true }),
                 "ids",
-                "Nothing was done",
+                "call the prune tool",
             ),
             (
                 Tool::Destroy,
