@@ -392,6 +392,17 @@ async fn shared_engines_start_once_and_stop_with_the_last_user() {
     let (a, b) = tokio::join!(SecondDockerd::new().shared(), SecondDockerd::new().shared());
     assert_eq!(a.pid(), b.pid(), "one engine for both users");
     assert_eq!(a.dir(), b.dir());
+    // Other tests of this process share the same engine (the MCP and docs
+    // tests): the last-user claims below hold only once they let go, so
+    // wait for that (they take seconds), bounded.
+    let waited = Instant::now();
+    while a.users() > 2 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(300),
+            "other tests held the shared engine for 300 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let traces = Traces::of(&a);
     drop(a);
     assert!(alive(traces.pid), "stopped while a user remained");

@@ -341,6 +341,12 @@ impl SshServer {
 }
 
 impl Engine {
+    /// How many handles of this process hold the engine (a shared engine is
+    /// stopped when the last is dropped; other tests may hold it too).
+    pub fn users(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// What runs.
     pub fn kind(&self) -> Kind {
         self.inner.kind
