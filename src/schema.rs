@@ -1,7 +1,8 @@
 //! The published schema of every JSON document sandboxctl prints or writes:
 //! the report, the plan (printed and saved), the inventory, explain,
-//! validate, lease and restore documents, a line of the audit log and an
-//! archive's manifest, each
+//! validate, lease, restore and health documents, the error document of a
+//! refused run, a JSON line of `watch`'s log and of `hold`, a line of the
+//! audit log and an archive's manifest, each
 //! committed as `docs/schema/<name>.schema.json` (JSON Schema draft
 //! 2020-12, self-contained: every definition in its own `$defs`).
 //!
@@ -40,6 +41,9 @@ pub fn documents() -> Vec<(&'static str, Value)> {
         ("lease", lease()),
         ("restore", restore()),
         ("health", health()),
+        ("error", error()),
+        ("watch-line", watch_line()),
+        ("hold-line", hold_line()),
         ("audit", audit()),
         ("manifest", manifest()),
     ]
@@ -122,6 +126,36 @@ pub fn health() -> Value {
         "health",
         "What `health --format json` says of a running watch's `/healthz`: what it answered, or why nothing did.",
         generate::<Versioned<crate::render::HealthDoc<'static>>>(),
+    )
+}
+
+/// The schema of the error document: what every command prints on stdout
+/// under `--format json` when it is refused before any work.
+pub fn error() -> Value {
+    finish(
+        "error",
+        "Why a command was refused before any work (`--format json`, on stdout, for every command): one document, the same shape for all.",
+        generate::<Versioned<crate::render::ErrorDoc<'static>>>(),
+    )
+}
+
+/// The schema of one JSON line of `watch`'s log (`--format json`, on
+/// stderr): one object per line, its `event` saying which.
+pub fn watch_line() -> Value {
+    finish(
+        "watch-line",
+        "One line of the watch log (`watch --format json`, on stderr): one JSON object per line, `event` saying what happened.",
+        generate::<Versioned<crate::render::WatchLine<'static>>>(),
+    )
+}
+
+/// The schema of one JSON line of `hold` (`--format json`, on stderr; its
+/// stdout is its command's).
+pub fn hold_line() -> Value {
+    finish(
+        "hold-line",
+        "One line of `hold --format json` (on stderr; stdout is the command's): one JSON object per line, `event` saying what happened to the lease or the command.",
+        generate::<Versioned<crate::render::HoldLine<'static>>>(),
     )
 }
 

@@ -1253,11 +1253,12 @@ async fn plan_json_carries_the_summary_line() {
     assert_eq!(plan.summary, summary, "{plan:#?}");
 }
 
-/// With `--format json`, apply and destroy print the report (every key) on
-/// stdout whenever they fail, not only when the engine is unreachable: also
-/// for a broken state file (nothing touched, converged false).
-trial!(json_report_also_when_the_state_file_is_broken);
-async fn json_report_also_when_the_state_file_is_broken() {
+/// With `--format json`, a broken state file refuses apply, destroy and plan
+/// alike before any engine work: each prints the one error document on
+/// stdout (decision 20; before, apply and destroy printed a report and plan
+/// nothing), naming the file and the place, and touches nothing.
+trial!(json_error_document_when_the_state_file_is_broken);
+async fn json_error_document_when_the_state_file_is_broken() {
     let sbx = Sandbox::new("cli-json-bad-state").await;
     let leaked = sbx.leaked_volume().await;
     let cli = sbx
@@ -1266,19 +1267,25 @@ async fn json_report_also_when_the_state_file_is_broken() {
     for args in [
         &["apply", "--format", "json"][..],
         &["destroy", "--prune", "--format", "json"],
+        &["plan", "--format", "json"],
     ] {
         let out = cli.run_with(args);
         out.expect_code(1);
         assert!(out.stderr.contains("state.toml:3:1:"), "{}", out.dump());
-        let r = out.report();
-        assert_report_shape(&r);
-        assert!(!r.converged);
-        assert!(r.removed.is_empty(), "{r:#?}");
+        let refused = out.json();
+        let error = &refused["error"];
+        assert_eq!(error["code"], "unknownKey", "{}", out.dump());
+        assert_eq!(
+            (error["line"].clone(), error["column"].clone()),
+            (3.into(), 1.into())
+        );
         assert!(
-            r.failures
-                .iter()
-                .any(|f| f.error.contains("state.toml:3:1")),
-            "{r:#?}"
+            error["file"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("state.toml"),
+            "{}",
+            out.dump()
         );
     }
     assert!(sbx.volume_exists(&leaked).await);

@@ -34,6 +34,7 @@ mod planner;
 mod properties;
 mod races;
 mod reclaimed;
+mod refused;
 mod schema;
 mod state_files;
 mod swarm;

@@ -940,7 +940,8 @@ pub fn lease_verdict(cell: Cell, seen: &LeaseSeen) -> Vec<String> {
                 ));
             }
             if format == "json" {
-                let lines = json_lines(&run.stderr);
+                let lines =
+                    crate::support::schema::check_lines("hold-line", &run.stderr, "hold's stderr");
                 let failed: Vec<&serde_json::Value> = lines
                     .iter()
                     .filter(|l| l["event"] == "notLeased" || l["event"] == "releaseFailed")
@@ -2599,7 +2600,7 @@ mod real {
         terminate(&running);
         let out = running.wait();
         crate::support::schema::check_output(&out);
-        watch.log = super::json_lines(&out.stderr);
+        watch.log = crate::support::schema::check_lines("watch-line", &out.stderr, &out.command);
         problems.extend(world.ssh_left().await);
         problems.extend(world.fault_missed(&out.stderr));
         problems.extend(world.touched_outside().await);
@@ -4117,7 +4118,8 @@ mod memory {
         };
         let (exit, healthz) = tokio::join!(run, observe);
         crate::support::schema::check_stdout(&setup.args(), &sink.stdout());
-        let log = super::json_lines(&sink.stderr());
+        let log =
+            crate::support::schema::check_lines("watch-line", &sink.stderr(), "the watch log");
         let missed = setup.fault_missed(&(sink.stdout() + &sink.stderr()));
         let seen = Seen {
             exit: Some(exit.code()),

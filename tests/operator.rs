@@ -145,7 +145,7 @@ fn check_invocations(file: &str, doc: &Value) -> Vec<Vec<String>> {
         }
         let valid = Definitions::try_parse_from(words)
             .map_err(|e| e.to_string())
-            .and_then(Definitions::into_args);
+            .and_then(|cli| cli.into_args().map_err(|e| e.to_string()));
         if let Err(e) = valid {
             panic!(
                 "{file}: `{}` is not a valid invocation:\n{e}",

@@ -607,8 +607,17 @@ async fn a_saved_plan_edited_to_skip_or_move_an_archive_is_refused() {
             "{what}: {}",
             out.dump()
         );
-        assert!(out.report().failures[0]
-            .error
+        // Refused before any engine work: the error document, not a report.
+        let refused = out.json();
+        assert_eq!(
+            refused["error"]["code"],
+            "planFile",
+            "{what}: {}",
+            out.dump()
+        );
+        assert!(refused["error"]["text"]
+            .as_str()
+            .unwrap_or_default()
             .contains("its seal does not match its content"));
         assert_eq!(
             proxy.count("GET", "") + proxy.count("POST", ""),

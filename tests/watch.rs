@@ -84,16 +84,10 @@ impl Watcher {
         self.running().stderr_so_far()
     }
 
-    /// The JSON log lines written so far (complete lines only), in order.
+    /// The JSON log lines written so far (complete lines only), in order,
+    /// each checked against `watch-line.schema.json`.
     fn log(&self) -> Vec<Value> {
-        let text = self.stderr();
-        text.split_inclusive('\n')
-            .filter(|l| l.ends_with('\n') && l.starts_with('{'))
-            .map(|l| {
-                serde_json::from_str(l)
-                    .unwrap_or_else(|e| panic!("watch log line is not JSON: {e}: {l}"))
-            })
-            .collect()
+        crate::support::schema::check_lines("watch-line", &self.stderr(), "the watch log")
     }
 
     /// The log lines whose `event` is `event`.
@@ -1592,12 +1586,11 @@ impl Driver {
         format!("{LEASE_PREFIX}{}-", self.box_id)
     }
 
-    /// The JSON lines of its hold's stderr with `event`.
+    /// The JSON lines of its hold's stderr with `event` (each checked
+    /// against `hold-line.schema.json`).
     fn hold_events(&self, event: &str) -> Vec<Value> {
-        self.stderr
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        crate::support::schema::check_lines("hold-line", &self.stderr, "hold's stderr")
+            .into_iter()
             .filter(|l| l["event"] == event)
             .collect()
     }

@@ -153,7 +153,7 @@ pub(crate) struct EngineTarget {
 
 /// Errors of resolving an invocation that are not the state file's own.
 #[derive(Debug, thiserror::Error)]
-enum ConfigError {
+pub(crate) enum ConfigError {
     /// `plan` and `apply` need a state file and none was found at the default path.
     #[error("no state file at {DEFAULT_STATE_PATH}; pass --state PATH (or set SANDBOXCTL_STATE), or use `destroy --prune` to reclaim every leaked object")]
     NoStateFile,
@@ -230,15 +230,6 @@ impl Config {
     pub fn without_memo(mut self) -> Config {
         self.memo_file = None;
         self
-    }
-
-    /// True for commands that end with a report (so a failure before it still
-    /// prints one in JSON mode).
-    pub(crate) fn reports(&self) -> bool {
-        matches!(
-            self.job,
-            Job::Converge { .. } | Job::ApplySaved { .. } | Job::Watch { .. }
-        )
     }
 }
 

@@ -2,18 +2,22 @@
 //! args; `config::resolve` makes the high ones).
 //!
 //! Owns flags, environment fallbacks, help text and every check that makes an
-//! invocation invalid (exit 2). Must not read the state file or reach the engine.
+//! invocation invalid (exit 2): `parse` turns the process's words into
+//! `Args`, or into a `Refused` that carries the refusal of the error
+//! document when the command line asked for JSON (`refusal`). Must not read the state file or reach the engine.
 
 pub mod config;
 pub mod exit;
 pub(crate) mod operator;
+pub(crate) mod refusal;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
-use crate::model::Labels;
+use crate::model::{Labels, Refusal, RefusalCode};
 use crate::render::Format;
 use crate::state::{check_box_id, parse_label_arg};
 
@@ -496,12 +500,14 @@ fn parse_parallelism(s: &str) -> Result<usize, String> {
 
 impl Cli {
     /// Validates what clap alone cannot; an `Err` is a usage error (exit 2).
-    pub fn into_args(self) -> Result<Args, String> {
+    pub fn into_args(self) -> Result<Args, Invalid> {
         let mut scope = Labels::new();
         for (k, v) in self.scope {
             if let Some(old) = scope.insert(k.clone(), v.clone()) {
                 if old != v {
-                    return Err(format!("--scope {k} given twice, as {old:?} and {v:?}"));
+                    return Err(Invalid::conflict(format!(
+                        "--scope {k} given twice, as {old:?} and {v:?}"
+                    )));
                 }
             }
         }
@@ -511,17 +517,19 @@ impl Cli {
             .unwrap_or(if graph { Format::Dot } else { Format::Human });
         match (graph, format) {
             (true, Format::Human | Format::Json) => {
-                return Err("graph prints --format dot (the default) or mermaid".into())
+                return Err(Invalid::value(
+                    "graph prints --format dot (the default) or mermaid",
+                ))
             }
             (false, Format::Dot | Format::Mermaid) => {
-                return Err(format!(
+                return Err(Invalid::value(format!(
                     "--format {} is only for `graph`; use human or json",
                     if format == Format::Dot {
                         "dot"
                     } else {
                         "mermaid"
                     }
-                ))
+                )))
             }
             _ => {}
         }
@@ -529,17 +537,18 @@ impl Cli {
             Command::Destroy { ids, .. } => {
                 for id in ids {
                     check_box_id(id).map_err(|e| {
-                        format!("box ID {id:?}: {e}; no box can carry it as its ID, but a leaked object labeled with it is reclaimed by `sandboxctl prune` (or `destroy --prune`): see what would go with `sandboxctl plan`")
+                        Invalid::box_id(format!("box ID {id:?}: {e}; no box can carry it as its ID, but a leaked object labeled with it is reclaimed by `sandboxctl prune` (or `destroy --prune`): see what would go with `sandboxctl plan`"))
                     })?;
                 }
             }
             Command::Lease { boxes: ids, .. } => {
                 for id in ids {
-                    check_box_id(id).map_err(|e| format!("box ID {id:?}: {e}"))?;
+                    check_box_id(id).map_err(|e| Invalid::box_id(format!("box ID {id:?}: {e}")))?;
                 }
             }
             Command::Hold { box_id, .. } => {
-                check_box_id(box_id).map_err(|e| format!("box ID {box_id:?}: {e}"))?;
+                check_box_id(box_id)
+                    .map_err(|e| Invalid::box_id(format!("box ID {box_id:?}: {e}")))?;
             }
             _ => {}
         }
@@ -549,9 +558,11 @@ impl Cli {
                 release: false,
                 ..
             }
-            | Command::Hold { ttl, .. } => check_ttl(*ttl)?,
+            | Command::Hold { ttl, .. } => check_ttl(*ttl).map_err(Invalid::value)?,
             Command::Apply { plan: Some(_), .. } if !scope.is_empty() => {
-                return Err("a saved plan carries its own scope: drop --scope".into());
+                return Err(Invalid::conflict(
+                    "a saved plan carries its own scope: drop --scope",
+                ));
             }
             Command::Apply {
                 plan: Some(_),
@@ -559,16 +570,17 @@ impl Cli {
                     archive: Some(_), ..
                 },
             } => {
-                return Err(
-                    "a saved plan carries its own archive setting: drop --archive (or plan with [policy] archive)"
-                        .into(),
-                );
+                return Err(Invalid::conflict(
+                    "a saved plan carries its own archive setting: drop --archive (or plan with [policy] archive)",
+                ));
             }
             Command::Restore {
                 volume: Some(name), ..
             } => {
-                crate::state::check_volume_name(name)
-                    .map_err(|e| format!("--volume {name:?}: {e}"))?;
+                crate::state::check_volume_name(name).map_err(|e| Invalid {
+                    code: RefusalCode::InvalidVolumeName,
+                    message: format!("--volume {name:?}: {e}"),
+                })?;
             }
             _ => {}
         }
@@ -588,4 +600,74 @@ impl Cli {
             command: self.command,
         })
     }
+}
+
+/// A command line clap accepted and [`Cli::into_args`] refused (exit 2):
+/// what kind of refusal, and its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    code: RefusalCode,
+    message: String,
+}
+
+impl Invalid {
+    fn value(message: impl Into<String>) -> Invalid {
+        Invalid {
+            code: RefusalCode::InvalidValue,
+            message: message.into(),
+        }
+    }
+
+    fn conflict(message: impl Into<String>) -> Invalid {
+        Invalid {
+            code: RefusalCode::ConflictingArguments,
+            message: message.into(),
+        }
+    }
+
+    fn box_id(message: String) -> Invalid {
+        Invalid {
+            code: RefusalCode::InvalidBoxId,
+            message,
+        }
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// A command line refused before it ran: clap's error (what it says, on
+/// stderr, and the exit status, 2; `--help` and `--version` are "errors"
+/// that print on stdout and exit 0), and, when the command line asked for
+/// `--format json`, the refusal its error document says on stdout.
+#[derive(Debug)]
+pub struct Refused {
+    pub(crate) error: clap::Error,
+    pub(crate) json: Option<Refusal>,
+}
+
+/// The command line (`raw`: the program's name first) parsed by clap and
+/// checked by [`Cli::into_args`], or why it was refused.
+pub fn parse(raw: Vec<OsString>) -> Result<Args, Refused> {
+    let cli = match Cli::try_parse_from(&raw) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let json = refusal::asks_for_json(&raw)
+                .then(|| refusal::of_clap(&error))
+                .flatten();
+            return Err(Refused { error, json });
+        }
+    };
+    let json = cli
+        .format
+        .is_some_and(|format| refusal::documented(format, &cli.command));
+    cli.into_args().map_err(|invalid| Refused {
+        json: json.then(|| Refusal::new(invalid.code, invalid.message.clone())),
+        error: Cli::command().error(clap::error::ErrorKind::ValueValidation, invalid.message),
+    })
 }

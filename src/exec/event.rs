@@ -25,6 +25,17 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// Every trigger, in the order of the type.
+    pub(crate) const ALL: [Trigger; 6] = [
+        Trigger::Start,
+        Trigger::Events,
+        Trigger::Timer,
+        Trigger::StateChanged,
+        Trigger::Resync,
+        Trigger::Reconnected,
+    ];
+
+    /// The trigger in words, as the watch log says it.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Trigger::Start => "start",

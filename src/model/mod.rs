@@ -1,9 +1,10 @@
 //! The nouns of sandboxctl: one object type for every kind on every engine,
 //! its identity, labels, the scope that decides which objects are ours, the
 //! typed reasons the planner and the report give (`reason`), what happened to
-//! a removal (`outcome`), the engine's typed error (`error`), one value per
-//! kind (`by_kind`), and the rule for an `ssh://` address's user and host
-//! (`ssh`), shared by the state file's checks and the engine layer.
+//! a removal (`outcome`), the engine's typed error (`error`), a run refused
+//! before any work (`refusal`), one value per kind (`by_kind`), and the rule
+//! for an `ssh://` address's user and host (`ssh`), shared by the state
+//! file's checks and the engine layer.
 //!
 //! Owns the one definition of "managed" (`Scope::manages`) and the one
 //! identity of an object (`ObjectKey`). Does no I/O, imports neither
@@ -19,6 +20,7 @@ mod natural;
 mod outcome;
 mod owner;
 mod reason;
+mod refusal;
 mod ssh;
 pub(crate) mod time;
 
@@ -35,6 +37,7 @@ pub(crate) use outcome::{codes_schema, gone_schema};
 pub use owner::{Orchestrator, Owner, SWARM_SERVICE_ID};
 pub(crate) use reason::{box_words, cut};
 pub use reason::{Listing, Reason, Ref};
+pub use refusal::{Refusal, RefusalCode};
 pub(crate) use ssh::ssh_target_problem;
 
 /// The label every object of the sandbox system carries, with value exactly [`SANDBOX_VALUE`].

@@ -2,7 +2,7 @@
 //! box: the lease taken and until when it holds, the leases released or
 //! kept; the errors, one `error:` line each, for stderr), and `hold`'s lines
 //! (stderr only: its stdout is the command's), human or one JSON object per
-//! line.
+//! line, each a typed `HoldLine` (`hold-line.schema.json`).
 //!
 //! Every time is the engine's clock, and says so. Box IDs, engine names,
 //! volume names and errors are escaped where they are put into a human
@@ -21,15 +21,113 @@ use crate::text::escape;
 /// What starts each human line of `hold`.
 const HOLD: &str = "sandboxctl hold:";
 
-/// A line of `hold`'s, human (after [`HOLD`]) or JSON.
+/// One JSON line of `hold` (`hold-line.schema.json`): when, then what
+/// happened (`event` and its keys). Printed with `schemaVersion` first.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct HoldLine<'a> {
+    /// When it was said (RFC 3339, UTC).
+    #[schemars(extend("format" = "date-time"))]
+    time: &'a str,
+    /// The engine the lease is on.
+    engine: &'a str,
+    #[serde(flatten)]
+    event: HoldLineEvent<'a>,
+}
+
+/// What a line of `hold` says: `event`, and the keys of that event. Every
+/// time in a lease is the engine's clock.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+#[serde(
+    tag = "event",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+#[schemars(deny_unknown_fields)]
+enum HoldLineEvent<'a> {
+    /// The first lease was taken; the command starts next.
+    Leased {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        lease: &'a Lease,
+        /// How often it is renewed.
+        every_ms: u64,
+    },
+    /// The command could not be started.
+    NotStarted {
+        /// The program, as given.
+        command: String,
+        /// Why, as the system said.
+        error: &'a str,
+    },
+    /// A renewal took `lease` and removed the previous one (its volume).
+    Renewed {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        lease: &'a Lease,
+        previous: &'a str,
+    },
+    /// A renewal took `lease` but could not remove `previous` (tried again
+    /// when the command ends).
+    PreviousLeft {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        lease: &'a Lease,
+        previous: &'a Lease,
+        error: &'a LeaseError,
+    },
+    /// A renewal failed: `current` still holds until it runs out; the next
+    /// try is `retryMs` later.
+    RenewFailed {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        error: &'a LeaseError,
+        current: &'a Lease,
+        retry_ms: u64,
+    },
+    /// A signal hold got (its number) was passed on to the command, or came
+    /// after it had ended (`delivered` false).
+    Signal { signal: i32, delivered: bool },
+    /// The first lease could not be taken: the command was not run.
+    NotLeased {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        error: &'a LeaseError,
+    },
+    /// The command ended; the leases the hold made were removed (their volumes).
+    Released {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        volumes: &'a [String],
+    },
+    /// A lease the hold made could not be removed: left behind, harmless
+    /// once it runs out (`lease.until`).
+    ReleaseFailed {
+        #[serde(rename = "box")]
+        box_id: &'a str,
+        lease: &'a Lease,
+        error: &'a LeaseError,
+    },
+}
+
+/// A line of `hold`'s on `engine`, human (after [`HOLD`]) or JSON.
 fn hold_line(
     format: Format,
     time: &str,
-    event: &str,
+    engine: &str,
     human: String,
-    fields: serde_json::Value,
+    event: HoldLineEvent<'_>,
 ) -> String {
-    log::line(format, HOLD, time, event, human, fields)
+    log::line(
+        format,
+        HOLD,
+        human,
+        HoldLine {
+            time,
+            engine,
+            event,
+        },
+    )
 }
 
 /// `box B on engine E`, escaped.
@@ -159,12 +257,11 @@ pub(crate) fn hold_event(
     engine: &str,
     event: &HoldEvent<'_>,
 ) -> Option<String> {
-    let line = |event: &str, human: String, fields: serde_json::Value| {
-        Some(hold_line(format, time, event, human, fields))
+    let line = |human: String, event: HoldLineEvent<'_>| {
+        Some(hold_line(format, time, engine, human, event))
     };
     match *event {
         HoldEvent::Taken { lease, every } => line(
-            "leased",
             format!(
                 "lease {} holds {} until {}; renewed every {}",
                 escape(&lease.volume),
@@ -172,20 +269,29 @@ pub(crate) fn hold_event(
                 until(lease.until),
                 words(every)
             ),
-            serde_json::json!({ "engine": engine, "box": lease.box_id, "lease": lease, "everyMs": every.as_millis() as u64 }),
+            HoldLineEvent::Leased {
+                box_id: &lease.box_id,
+                lease,
+                every_ms: every.as_millis() as u64,
+            },
         ),
         HoldEvent::NotStarted { program, error } => {
             let program = program.to_string_lossy();
             line(
-                "notStarted",
                 format!("error: cannot run {}: {}", escape(&program), escape(error)),
-                serde_json::json!({ "engine": engine, "command": program, "error": error }),
+                HoldLineEvent::NotStarted {
+                    command: program.into_owned(),
+                    error,
+                },
             )
         }
         HoldEvent::Renewed { lease, previous } if format == Format::Json => line(
-            "renewed",
             String::new(),
-            serde_json::json!({ "engine": engine, "box": lease.box_id, "lease": lease, "previous": previous.volume }),
+            HoldLineEvent::Renewed {
+                box_id: &lease.box_id,
+                lease,
+                previous: &previous.volume,
+            },
         ),
         HoldEvent::Renewed { .. } => None,
         HoldEvent::PreviousLeft {
@@ -193,7 +299,6 @@ pub(crate) fn hold_event(
             previous,
             error,
         } => line(
-            "previousLeft",
             format!(
                 "warning: {}: renewed with lease {}, but {}; it is removed again when the command ends (it holds nothing after {})",
                 whose(engine, &lease.box_id),
@@ -201,14 +306,18 @@ pub(crate) fn hold_event(
                 escape(&error.to_string()),
                 until(previous.until)
             ),
-            serde_json::json!({ "engine": engine, "box": lease.box_id, "lease": lease, "previous": previous, "error": error }),
+            HoldLineEvent::PreviousLeft {
+                box_id: &lease.box_id,
+                lease,
+                previous,
+                error,
+            },
         ),
         HoldEvent::RenewFailed {
             error,
             current,
             every,
         } => line(
-            "renewFailed",
             format!(
                 "warning: could not renew the lease of {}: {}; lease {} still holds it until {}; trying again in {}",
                 whose(engine, &current.box_id),
@@ -217,10 +326,14 @@ pub(crate) fn hold_event(
                 until(current.until),
                 words(every)
             ),
-            serde_json::json!({ "engine": engine, "box": current.box_id, "error": error, "current": current, "retryMs": every.as_millis() as u64 }),
+            HoldLineEvent::RenewFailed {
+                box_id: &current.box_id,
+                error,
+                current,
+                retry_ms: every.as_millis() as u64,
+            },
         ),
         HoldEvent::Forwarded { signal, delivered } => line(
-            "signal",
             if delivered {
                 format!(
                     "passed {} on to the command; waiting for it to end",
@@ -232,7 +345,7 @@ pub(crate) fn hold_event(
                     signal_name(signal)
                 )
             },
-            serde_json::json!({ "engine": engine, "signal": signal, "delivered": delivered }),
+            HoldLineEvent::Signal { signal, delivered },
         ),
     }
 }
@@ -248,13 +361,13 @@ pub(crate) fn hold_not_taken(
     hold_line(
         format,
         time,
-        "notLeased",
+        engine,
         format!(
             "error: could not take a lease of {}: {}; the command was not run",
             whose(engine, box_id),
             escape(&error.to_string())
         ),
-        serde_json::json!({ "engine": engine, "box": box_id, "error": error }),
+        HoldLineEvent::NotLeased { box_id, error },
     )
 }
 
@@ -272,14 +385,17 @@ pub(crate) fn hold_end(
         out.push_str(&hold_line(
             format,
             time,
-            "released",
+            engine,
             format!(
                 "released {} of {}: {}",
                 plural(held.released.len(), "lease"),
                 whose(engine, box_id),
                 names(&held.released)
             ),
-            serde_json::json!({ "engine": engine, "box": box_id, "volumes": held.released }),
+            HoldLineEvent::Released {
+                box_id,
+                volumes: &held.released,
+            },
         ));
     }
     for (lease, error) in &held.left {
@@ -298,7 +414,7 @@ fn left_line(
     hold_line(
         format,
         time,
-        "releaseFailed",
+        engine,
         format!(
             "error: could not release lease {} of {}: {}; it is left behind, harmless: it holds nothing after {}",
             escape(&lease.volume),
@@ -306,7 +422,11 @@ fn left_line(
             escape(&error.to_string()),
             until(lease.until)
         ),
-        serde_json::json!({ "engine": engine, "box": lease.box_id, "lease": lease, "error": error }),
+        HoldLineEvent::ReleaseFailed {
+            box_id: &lease.box_id,
+            lease,
+            error,
+        },
     )
 }
 
@@ -449,6 +569,82 @@ mod tests {
             end.starts_with("sandboxctl hold: error: could not release lease ca-sbx-lease-b-1 of box b\\u{1b}[2J on engine default: ")
                 && end.ends_with("; it is left behind, harmless: it holds nothing after 2027-01-15T08:15:00Z (the engine's clock)\n"),
             "{end}"
+        );
+    }
+
+    #[test]
+    fn every_json_line_of_hold_matches_its_schema_one_object_per_line() {
+        const T: &str = "2027-01-15T08:00:00Z";
+        let (current, next) = (
+            lease("ca-sbx-lease-b-1", 1_800_000_900),
+            lease("ca-sbx-lease-b-2", 1_800_001_800),
+        );
+        let error = LeaseError::Remove {
+            volume: current.volume.clone(),
+            error: boom(),
+        };
+        let every = Duration::from_secs(40);
+        let events = [
+            HoldEvent::Taken {
+                lease: &current,
+                every,
+            },
+            HoldEvent::NotStarted {
+                program: std::ffi::OsStr::new("no\nsuch"),
+                error: "No such file or directory (os error 2)",
+            },
+            HoldEvent::Renewed {
+                lease: &next,
+                previous: &current,
+            },
+            HoldEvent::PreviousLeft {
+                lease: &next,
+                previous: &current,
+                error: &error,
+            },
+            HoldEvent::RenewFailed {
+                error: &error,
+                current: &current,
+                every,
+            },
+            HoldEvent::Forwarded {
+                signal: libc::SIGTERM,
+                delivered: true,
+            },
+        ];
+        let mut lines: Vec<String> = events
+            .iter()
+            .map(|e| hold_event(Format::Json, T, "default", e).unwrap())
+            .collect();
+        lines.push(hold_not_taken(Format::Json, T, "default", "b", &error));
+        let held = Held {
+            end: crate::exec::hold::CommandEnd::Exited(0),
+            released: vec![next.volume.clone()],
+            left: vec![(current.clone(), error.clone())],
+        };
+        lines.push(hold_end(Format::Json, T, "default", "b", &held));
+        let mut seen = Vec::new();
+        for text in &lines {
+            for line in text.lines() {
+                crate::schema::check("hold-line", line);
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert!(line.starts_with("{\"schemaVersion\":2,"), "{line}");
+                seen.push(v["event"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(
+            seen,
+            [
+                "leased",
+                "notStarted",
+                "renewed",
+                "previousLeft",
+                "renewFailed",
+                "signal",
+                "notLeased",
+                "released",
+                "releaseFailed"
+            ]
         );
     }
 }

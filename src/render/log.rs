@@ -1,8 +1,9 @@
 //! The watch log (`watch`, on stderr): one line per event, the time first.
 //! Cycles that did something (with each failure on a line of its own), event
 //! streams lost and back, state-file reloads, audit-log failures, start and
-//! stop. Human text, or one JSON object per line with `--format json`; the
-//! same one-line form (`line`) serves `hold`'s lines, headed by its name.
+//! stop. Human text, or one JSON object per line with `--format json`, each
+//! a typed `WatchLine` (`watch-line.schema.json`, `schemaVersion` first);
+//! the same one-line form (`line`) serves `hold`'s lines, headed by its name.
 //!
 //! Every fragment an engine, a state file or the user supplied is escaped
 //! where it is put into the human line, once, so a line's only breaks are
@@ -10,39 +11,117 @@
 
 use std::fmt::Write as _;
 
-use crate::exec::report::PartError;
-use crate::exec::report::Report;
+use serde::Serialize;
+
+use crate::exec::event::Trigger;
+use crate::exec::report::{Failure, PartError, Report};
+use crate::model::ByKind;
 use crate::render::table::{kind_counts, name_cell, plural};
-use crate::render::Format;
+use crate::render::{Format, Versioned};
 use crate::text::{escape, escape_lines};
 
-/// One JSON log line: `time`, `event`, then `fields` (an object), and a newline.
-pub(crate) fn json_line(time: &str, event: &str, fields: serde_json::Value) -> String {
-    let mut v = serde_json::json!({ "time": time, "event": event });
-    if let (Some(map), serde_json::Value::Object(extra)) = (v.as_object_mut(), fields) {
-        map.extend(extra);
-    }
-    let mut s = v.to_string();
-    s.push('\n');
-    s
+/// One JSON line of the watch log (`watch-line.schema.json`): when, then
+/// what happened (`event` and its keys). Printed with `schemaVersion` first.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct WatchLine<'a> {
+    /// When it was said (RFC 3339, UTC).
+    #[schemars(extend("format" = "date-time"))]
+    time: &'a str,
+    #[serde(flatten)]
+    event: WatchEvent<'a>,
+}
+
+/// What a line of the watch log says: `event`, and the keys of that event.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(
+    tag = "event",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+#[schemars(deny_unknown_fields)]
+enum WatchEvent<'a> {
+    /// The watch started: its engines, its grace, its metrics address.
+    Started {
+        engines: Vec<EngineAt<'a>>,
+        /// The grace period in seconds; `null` when there is none.
+        grace_seconds: Option<u64>,
+        /// Where metrics and `/healthz` are served (IP:PORT); `null` without `--metrics`.
+        metrics: Option<String>,
+    },
+    /// A cycle on one engine that removed something or did not converge (a
+    /// cycle that converged with nothing to remove says nothing).
+    Cycle {
+        engine: &'a str,
+        #[schemars(schema_with = "trigger_schema")]
+        trigger: &'a str,
+        took_ms: u64,
+        converged: bool,
+        /// How many of each kind were removed.
+        removed: ByKind<usize>,
+        failures: &'a [Failure],
+        /// How many objects are left behind.
+        remaining: usize,
+    },
+    /// A cycle on one engine that removed nothing: the engine could not be
+    /// listed, or its plan not made.
+    CycleFailed {
+        engine: &'a str,
+        #[schemars(schema_with = "trigger_schema")]
+        trigger: &'a str,
+        took_ms: u64,
+        error: String,
+    },
+    /// The engine's event stream was lost; it is followed again with backoff.
+    StreamLost { engine: &'a str, error: &'a str },
+    /// The engine's event stream is back; a full cycle follows.
+    StreamBack { engine: &'a str },
+    /// The state file changed and was loaded again.
+    StateReloaded,
+    /// The state file changed but is not applied (the last good state stays).
+    StateBroken { error: &'a str },
+    /// A line of the audit log could not be written.
+    AuditFailed { error: &'a str },
+    /// A signal (`SIGTERM`, `SIGINT`) stops the watch after the cycle in flight.
+    Stopping { signal: &'a str },
+    /// A second Ctrl-C ended the watch at once: nothing verified, no report.
+    Quit { signal: &'a str },
+}
+
+/// The schema of a cycle's `trigger`: one of the triggers' words.
+fn trigger_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let words: Vec<&str> = Trigger::ALL.iter().map(|t| t.as_str()).collect();
+    crate::model::codes_schema(&words, "What set the cycle off, in words.")
+}
+
+/// An engine of a watch, by name and address.
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct EngineAt<'a> {
+    engine: &'a str,
+    endpoint: &'a str,
 }
 
 /// One line of a log: `head` (a watch log line's is its time) and the human
 /// text (`human`, in which the caller escaped every fragment it did not
-/// write itself, so its only line breaks are its own), or a JSON object per
-/// line with `--format json` (exact values).
-pub(crate) fn line(
-    format: Format,
-    head: &str,
-    time: &str,
-    event: &str,
-    human: String,
-    fields: serde_json::Value,
-) -> String {
+/// write itself, so its only line breaks are its own), or with `--format
+/// json` the typed line `json`, one object on one line, `schemaVersion`
+/// first (exact values).
+pub(crate) fn line<T: Serialize>(format: Format, head: &str, human: String, json: T) -> String {
     match format {
-        Format::Json => json_line(time, event, fields),
+        Format::Json => {
+            let mut s =
+                serde_json::to_string(&Versioned::new(json)).expect("plain data always serializes");
+            s.push('\n');
+            s
+        }
         _ => format!("{head} {human}\n"),
     }
+}
+
+/// A line of the watch log at `time`: `human`, or `event` as JSON.
+fn watch_line(format: Format, time: &str, human: String, event: WatchEvent<'_>) -> String {
+    line(format, time, human, WatchLine { time, event })
 }
 
 /// The log line of a watch cycle on one engine, or `None` for a cycle that
@@ -57,17 +136,20 @@ pub(crate) fn watch_cycle(
 ) -> Option<String> {
     let ms = took.as_millis() as u64;
     match result {
-        Err(e) => Some(line(
+        Err(e) => Some(watch_line(
             format,
             time,
-            time,
-            "cycleFailed",
             format!(
                 "engine {}: cycle ({trigger}) removed nothing: {}",
                 escape(engine),
                 escape(&e.to_string())
             ),
-            serde_json::json!({ "engine": engine, "trigger": trigger, "tookMs": ms, "error": e.to_string() }),
+            WatchEvent::CycleFailed {
+                engine,
+                trigger,
+                took_ms: ms,
+                error: e.to_string(),
+            },
         )),
         Ok(r) if r.converged && r.removed.is_empty() => None,
         Ok(r) => {
@@ -95,21 +177,19 @@ pub(crate) fn watch_cycle(
                     escape(&f.error)
                 );
             }
-            Some(line(
+            Some(watch_line(
                 format,
                 time,
-                time,
-                "cycle",
                 human,
-                serde_json::json!({
-                    "engine": engine,
-                    "trigger": trigger,
-                    "tookMs": ms,
-                    "converged": r.converged,
-                    "removed": r.removed.map(Vec::len),
-                    "failures": r.failures,
-                    "remaining": left,
-                }),
+                WatchEvent::Cycle {
+                    engine,
+                    trigger,
+                    took_ms: ms,
+                    converged: r.converged,
+                    removed: r.removed.map(Vec::len),
+                    failures: &r.failures,
+                    remaining: left,
+                },
             ))
         }
     }
@@ -123,28 +203,24 @@ pub(crate) fn watch_stream(
     error: Option<&str>,
 ) -> String {
     match error {
-        Some(e) => line(
+        Some(e) => watch_line(
             format,
             time,
-            time,
-            "streamLost",
             format!(
                 "engine {}: event stream lost: {}; reconnecting with backoff",
                 escape(engine),
                 escape(e)
             ),
-            serde_json::json!({ "engine": engine, "error": e }),
+            WatchEvent::StreamLost { engine, error: e },
         ),
-        None => line(
+        None => watch_line(
             format,
             time,
-            time,
-            "streamBack",
             format!(
                 "engine {}: event stream reconnected; running a full cycle",
                 escape(engine)
             ),
-            serde_json::json!({ "engine": engine }),
+            WatchEvent::StreamBack { engine },
         ),
     }
 }
@@ -152,33 +228,28 @@ pub(crate) fn watch_stream(
 /// The log line of a state file reloaded, or broken (`error`).
 pub(crate) fn watch_state(format: Format, time: &str, error: Option<&str>) -> String {
     match error {
-        Some(e) => error_line(format, time, "stateBroken", "state file not applied: ", e),
-        None => line(
+        Some(error) => watch_line(
             format,
             time,
+            format!("state file not applied: {}", escape_lines(error)),
+            WatchEvent::StateBroken { error },
+        ),
+        None => watch_line(
+            format,
             time,
-            "stateReloaded",
             "state file changed: reloaded".into(),
-            serde_json::json!({}),
+            WatchEvent::StateReloaded,
         ),
     }
 }
 
 /// The log line of a failure to write the audit log.
 pub(crate) fn watch_audit_error(format: Format, time: &str, error: &str) -> String {
-    error_line(format, time, "auditFailed", "error: ", error)
-}
-
-/// A watch log line of `event`: `words` then `error`, escaped (JSON: the
-/// exact `error`).
-fn error_line(format: Format, time: &str, event: &str, words: &str, error: &str) -> String {
-    line(
+    watch_line(
         format,
         time,
-        time,
-        event,
-        format!("{words}{}", escape_lines(error)),
-        serde_json::json!({ "error": error }),
+        format!("error: {}", escape_lines(error)),
+        WatchEvent::AuditFailed { error },
     )
 }
 
@@ -201,17 +272,18 @@ pub(crate) fn watch_started(
     if let Some(addr) = metrics {
         let _ = write!(human, "; metrics on http://{addr}/metrics");
     }
-    line(
+    watch_line(
         format,
         time,
-        time,
-        "started",
         human,
-        serde_json::json!({
-            "engines": engines.iter().map(|(n, e)| serde_json::json!({"engine": n, "endpoint": e})).collect::<Vec<_>>(),
-            "graceSeconds": grace.map(|g| g.as_secs()),
-            "metrics": metrics.map(|a| a.to_string()),
-        }),
+        WatchEvent::Started {
+            engines: engines
+                .iter()
+                .map(|(engine, endpoint)| EngineAt { engine, endpoint })
+                .collect(),
+            grace_seconds: grace.map(|g| g.as_secs()),
+            metrics: metrics.map(|a| a.to_string()),
+        },
     )
 }
 
@@ -236,29 +308,25 @@ pub(crate) fn metrics_exposed(addr: std::net::SocketAddr) -> Option<String> {
 
 /// The log line of a watch told to stop.
 pub(crate) fn watch_stopping(format: Format, time: &str, signal: &str) -> String {
-    line(
+    watch_line(
         format,
         time,
-        time,
-        "stopping",
         format!(
             "{}: stopping: finishing removals in flight, then verifying",
             escape(signal)
         ),
-        serde_json::json!({ "signal": signal }),
+        WatchEvent::Stopping { signal },
     )
 }
 
 /// The log line of a watch a second Ctrl-C ended at once: the cycle in
 /// flight not finished, nothing verified, no final report.
 pub(crate) fn watch_quit(format: Format, time: &str) -> String {
-    line(
+    watch_line(
         format,
         time,
-        time,
-        "quit",
         "SIGINT again: quit at once, without finishing the cycle in flight or verifying".into(),
-        serde_json::json!({ "signal": "SIGINT" }),
+        WatchEvent::Quit { signal: "SIGINT" },
     )
 }
 
@@ -363,7 +431,7 @@ mod tests {
         );
         assert_eq!(
             watch_state(Format::Json, T, None),
-            format!("{{\"event\":\"stateReloaded\",\"time\":\"{T}\"}}\n")
+            format!("{{\"schemaVersion\":2,\"time\":\"{T}\",\"event\":\"stateReloaded\"}}\n")
         );
         assert_eq!(
             watch_audit_error(Format::Human, T, "disk full"),
@@ -373,5 +441,44 @@ mod tests {
             watch_stopping(Format::Human, T, "SIGTERM"),
             format!("{T} SIGTERM: stopping: finishing removals in flight, then verifying\n")
         );
+    }
+
+    #[test]
+    fn every_json_line_of_the_watch_log_matches_its_schema() {
+        let took = Duration::from_millis(7);
+        let engines = [("local".to_string(), "unix:///run/docker.sock".to_string())];
+        let failed: Result<Report, PartError> = Err(PartError::Explain("listing failed".into()));
+        let lines = [
+            watch_started(Format::Json, T, &engines, None, None),
+            watch_started(
+                Format::Json,
+                T,
+                &engines,
+                Some(Duration::from_secs(600)),
+                Some("127.0.0.1:9464".parse().unwrap()),
+            ),
+            watch_cycle(
+                Format::Json,
+                T,
+                "local",
+                "events",
+                took,
+                &Ok(hostile_report()),
+            )
+            .unwrap(),
+            watch_cycle(Format::Json, T, "local", "resync", took, &failed).unwrap(),
+            watch_stream(Format::Json, T, "local", Some("reset")),
+            watch_stream(Format::Json, T, "local", None),
+            watch_state(Format::Json, T, None),
+            watch_state(Format::Json, T, Some("state.toml:1:1: bad")),
+            watch_audit_error(Format::Json, T, "disk full"),
+            watch_stopping(Format::Json, T, "SIGTERM"),
+            watch_quit(Format::Json, T),
+        ];
+        for line in &lines {
+            assert_eq!(line.lines().count(), 1, "{line}");
+            assert!(line.starts_with("{\"schemaVersion\":2,"), "{line}");
+            crate::schema::check("watch-line", line);
+        }
     }
 }

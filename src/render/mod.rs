@@ -6,7 +6,8 @@
 //! `model`). One file per view, each with its own tests: `plan`, `report`,
 //! `inventory`, `explain`, `graph`, `health`, `log` (watch), `mcp` (the MCP
 //! server's summaries and lines), `lease` (lease and hold), `validate`,
-//! `progress`, `signal` (what a Ctrl-C makes a run say);
+//! `progress`, `signal` (what a Ctrl-C makes a run say), `refusal` (the
+//! error document of a run refused before any work);
 //! `table` (columns, cells, counts in words) and `text` (escaping) are
 //! shared. Every function that builds text is pure and deterministic (sorted
 //! input in, same bytes out). Everything an engine returned (names, label
@@ -23,6 +24,7 @@ mod log;
 mod mcp;
 mod plan;
 mod progress;
+mod refusal;
 mod report;
 mod signal;
 mod table;
@@ -44,10 +46,13 @@ pub(crate) use explain::ExplainDoc;
 pub use graph::{graph_dot, graph_mermaid};
 pub(crate) use health::HealthDoc;
 pub(crate) use inventory::InventoryDoc;
+pub(crate) use lease::HoldLine;
 pub(crate) use lease::LeaseDoc;
+pub(crate) use log::WatchLine;
 pub(crate) use plan::PlanDoc;
 pub use plan::{plan_human, plan_json};
 pub(crate) use progress::Progress;
+pub(crate) use refusal::{refusal, ErrorDoc};
 pub(crate) use report::ReportDoc;
 pub use report::{report_human, report_json};
 pub use table::entry_label;
@@ -74,8 +79,9 @@ pub(crate) use target::{no_state_file_note, prune_declined, prune_question, Runn
 pub(crate) use validate::validation;
 
 /// A top-level JSON document: `schemaVersion` first, then the document's
-/// own keys. Every document `--format json` prints is one (the audit log's
-/// and the logs' lines are not: see docs/decisions/0012-json-schema.md).
+/// own keys. Every document `--format json` prints is one, and so is each
+/// JSON line of `watch` and `hold` (the audit log's lines are not: see
+/// docs/decisions/0012-json-schema.md).
 #[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(deny_unknown_fields)]

@@ -13,8 +13,9 @@ use crate::exec::event::{Fanout, Observer};
 use crate::exec::fleet::{reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::Carry;
 use crate::exec::report::Verdict;
+use crate::model::RefusalCode;
 
-use super::context::{fail, Run, Sink};
+use super::context::{Run, Sink};
 use super::destroy;
 use super::printer::Printer;
 
@@ -34,14 +35,9 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         Job::ApplySaved { path, key } => match FleetPlan::read(path, || key.for_opening()) {
             Ok(plan) => Some((path.as_path(), plan)),
             Err(e) => {
-                return fail(
-                    sink,
-                    config.format,
-                    true,
-                    &config.engines[0].name,
-                    "plan file",
-                    &e.into(),
-                )
+                let e = anyhow::Error::new(e);
+                let refusal = crate::cli::refusal::of(&e, RefusalCode::PlanFile);
+                return run.refuse(sink, &e, refusal);
             }
         },
         _ => None,

@@ -1,18 +1,19 @@
 //! What every command of a run shares: where text goes (`Sink`), the
 //! command with its config and engines (`Run`), the apply options, the
-//! failure before any engine work that every command says the same way (and
-//! an engine's failed part, in a fleet or alone), the audit log and the time
-//! of a log line.
+//! refusal before any engine work that every command says the same way
+//! (`refuse`: the error document under `--format json`), an engine's failed
+//! part (in a fleet or alone), and the audit log.
 //!
 //! Must not decide an exit status (a command ends in a `Verdict`, the run in
 //! an `Ended`; `cli::exit` decides) nor make words (`render` does).
 
 use std::sync::Arc;
 
-use crate::cli::config::Config;
+use crate::cli::config::{Config, Job};
 use crate::engine::Engine;
 use crate::exec::apply::ApplyOptions;
-use crate::exec::report::{PartError, Report, Verdict};
+use crate::exec::report::{PartError, Verdict};
+use crate::model::{Refusal, RefusalCode};
 use crate::observe::audit::{AuditLog, AuditObserver};
 use crate::render::{self, Format};
 
@@ -84,65 +85,65 @@ impl Run<'_> {
     }
 
     /// Opens `--audit FILE`, if given (`open_audit`); when it cannot be, the
-    /// run's failure, said as `fail` says it.
+    /// run is refused before any removal (`refuse`), naming the file.
     pub(super) fn open_audit(&self, sink: &mut dyn Sink) -> Result<Option<AuditObserver>, Verdict> {
-        open_audit(self.config)
-            .map_err(|e| self.fail(sink, crate::model::DEFAULT_ENGINE, "audit log", &e))
+        open_audit(self.config).map_err(|e| {
+            let mut refusal = crate::cli::refusal::of(&e, RefusalCode::AuditLog);
+            if let Some(path) = &self.config.audit {
+                refusal = refusal.at(path.display().to_string(), None);
+            }
+            self.refuse(sink, &e, refusal)
+        })
     }
 
-    /// One engine's failure before any work, as a single engine prints it:
-    /// the error on stderr and, for commands that end in a report, in JSON,
-    /// the report on stdout.
-    pub(super) fn fail(
+    /// This run refused before any engine work because of `error`: said as
+    /// every refusal is (`refuse`), under this run's format.
+    pub(super) fn refuse(
         &self,
         sink: &mut dyn Sink,
-        engine: &str,
-        name: &str,
-        e: &anyhow::Error,
+        error: &anyhow::Error,
+        refusal: Refusal,
     ) -> Verdict {
-        fail(
-            sink,
-            self.config.format,
-            self.config.reports(),
-            engine,
-            name,
-            e,
-        )
+        let json =
+            self.config.format == Format::Json && !matches!(self.config.job, Job::Mcp { .. });
+        refuse(sink, json, error, &refusal)
     }
 
     /// One engine's part that failed: in a fleet (no heading per engine) the
     /// error names its engine; alone, as `fail` says it.
-    pub(super) fn part_failed(
-        &self,
-        sink: &mut dyn Sink,
-        engine: &str,
-        endpoint: &str,
-        e: &PartError,
-    ) {
+    pub(super) fn part_failed(&self, sink: &mut dyn Sink, engine: &str, e: &PartError) {
         let e = anyhow::Error::new(e.clone());
         if self.config.fleet {
             sink.err(&render::engine_error(engine, &e));
         } else {
-            self.fail(sink, engine, endpoint, &e);
+            fail(sink, &e);
         }
     }
 }
 
-/// Reports a run that failed before any engine work: the error on stderr,
-/// and for commands that end in a report, in JSON mode, the report (with
-/// every key) on stdout. Always a failure.
-pub(super) fn fail(
+/// A failure after the run began (an engine that could not be listed, a
+/// plan that could not be saved): the error on stderr, nothing on stdout (a
+/// converging run's report says its own, `Printer::conclude`). Always a
+/// failure.
+pub(super) fn fail(sink: &mut dyn Sink, error: &anyhow::Error) -> Verdict {
+    sink.err(&render::error(error));
+    failed(true)
+}
+
+/// Says a run refused before any engine work, the one way every command
+/// says it: the error on stderr and, when the run asked for JSON (`json`),
+/// the error document of `refusal` on stdout, nothing else there. Always a
+/// failure (exit 1; a command line clap or `Cli::into_args` refused exits 2
+/// through `run::refused`, which prints the same document).
+pub(super) fn refuse(
     sink: &mut dyn Sink,
-    format: Format,
-    reports: bool,
-    engine: &str,
-    name: &str,
+    json: bool,
     error: &anyhow::Error,
+    refusal: &Refusal,
 ) -> Verdict {
     sink.err(&render::error(error));
-    if reports && format == Format::Json {
-        let report = Report::failed_before_apply(engine, name, format!("{error:#}"));
-        sink.out(&render::report_json(&report));
+    if json {
+        sink.out(&render::refusal(refusal));
     }
     failed(true)
 }

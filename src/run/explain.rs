@@ -44,7 +44,7 @@ pub(super) async fn explain(
                     _ => sink.out(&render::explain(&shown.value, config.format)),
                 }
             }
-            Err(e) => run.part_failed(sink, &part.engine, &part.endpoint, e),
+            Err(e) => run.part_failed(sink, &part.engine, e),
         }
     }
     if config.format == Format::Json && explained.parts.iter().any(|p| p.result.is_ok()) {

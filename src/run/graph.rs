@@ -27,7 +27,7 @@ pub(super) async fn graph(run: &Run<'_>, goal: &Goal, sink: &mut dyn Sink) -> Ve
                 }
                 sink.out(&render::graph(plan, config.format));
             }
-            Err(e) => run.part_failed(sink, &part.engine, &part.endpoint, e),
+            Err(e) => run.part_failed(sink, &part.engine, e),
         }
     }
     Verdict::of_report(&planned.report)

@@ -11,7 +11,7 @@ use crate::exec::report::{PartError, Verdict};
 use crate::plan::lease::Leases;
 use crate::render;
 
-use super::context::{Run, Sink};
+use super::context::{fail, Run, Sink};
 
 /// `inventory`; leases judged as the plan judges them (under `max_lease`),
 /// at the run's time.
@@ -57,7 +57,7 @@ pub(super) async fn inventory(
             .collect();
         sink.out(&render::fleet_inventory(&parts, config.format));
     } else {
-        for (name, endpoint, result) in &parts {
+        for (_, endpoint, result) in &parts {
             match result {
                 Ok((inventory, leases)) => sink.out(&render::inventory(
                     inventory,
@@ -66,7 +66,7 @@ pub(super) async fn inventory(
                     config.format,
                 )),
                 Err(e) => {
-                    run.fail(sink, name, endpoint, &anyhow::Error::new(e.clone()));
+                    fail(sink, &anyhow::Error::new(e.clone()));
                 }
             }
         }

@@ -46,10 +46,25 @@ use crate::engine::lazy::LazyEngine;
 use crate::engine::Engine;
 use crate::exec::list::Memo;
 use crate::exec::report::Verdict;
+use crate::model::RefusalCode;
 
 pub use context::Sink;
-use context::{fail, Run, Terminal};
+use context::{refuse, Run, Terminal};
 use signals::{Signal, Signals, Stop};
+
+/// Says why the command line was refused (`cli::parse`), as clap says it
+/// (on stderr; `--help` and `--version` on stdout), after the error document
+/// on stdout when it asked for `--format json` (`context::refuse` says
+/// every later refusal the same way); returns the exit status (2; 0 for
+/// `--help` and `--version`), for `main` to exit with.
+pub fn refused(refused: &crate::cli::Refused) -> i32 {
+    if let Some(refusal) = &refused.json {
+        Terminal.out(&crate::render::refusal(refusal));
+    }
+    let _ = refused.error.print();
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    refused.error.exit_code()
+}
 
 /// Runs one validated command to its end on `runtime` (what `main` calls).
 /// A plain function, so that the whole run is compiled here, once, and not
@@ -86,15 +101,7 @@ pub async fn run(args: Args) -> Exit {
     if let Some(verdict) = early {
         return close(Ended::Done(verdict), &mut terminal);
     }
-    let format = args.format;
-    // Only commands that end in a report print one when they fail early.
-    let reports = matches!(
-        args.command,
-        Command::Apply { .. }
-            | Command::Destroy { .. }
-            | Command::Prune { .. }
-            | Command::Watch { .. }
-    );
+    let json = crate::cli::refusal::documented(args.format, &args.command);
     // Only the process's own run asks a person (never a tool call, a test
     // or a program that embeds the run): both ends of the question are a
     // terminal.
@@ -105,14 +112,8 @@ pub async fn run(args: Args) -> Exit {
     let config = match resolve(args.at_terminal(at_terminal)) {
         Ok(config) => config,
         Err(e) => {
-            let verdict = fail(
-                &mut terminal,
-                format,
-                reports,
-                crate::model::DEFAULT_ENGINE,
-                "state file",
-                &e,
-            );
+            let refusal = crate::cli::refusal::of(&e, RefusalCode::InvalidArguments);
+            let verdict = refuse(&mut terminal, json, &e, &refusal);
             return close(Ended::Done(verdict), &mut terminal);
         }
     };

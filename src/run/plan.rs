@@ -15,10 +15,11 @@ use std::path::Path;
 use crate::exec::fleet::{plan_all, save, FleetPlan};
 use crate::exec::report::Verdict;
 use crate::exec::seal::KeySource;
+use crate::model::RefusalCode;
 use crate::plan::Goal;
 use crate::render::{self, Format};
 
-use super::context::{Run, Sink};
+use super::context::{fail, Run, Sink};
 
 /// `plan`; saved to `out` when given, sealed with the key its source gives
 /// (made there if there is none yet; a key that cannot be had fails the run
@@ -34,7 +35,11 @@ pub(super) async fn plan(
     let out = match out.map(|(path, key)| key.for_sealing().map(|key| (path, key))) {
         None => None,
         Some(Ok(out)) => Some(out),
-        Some(Err(e)) => return run.fail(sink, "fleet", "plan key", &e.into()),
+        Some(Err(e)) => {
+            let e = anyhow::Error::new(e);
+            let refusal = crate::cli::refusal::of(&e, RefusalCode::PlanKey);
+            return run.refuse(sink, &e, refusal);
+        }
     };
     let planned = plan_all(run.engines, goal, &config.scope, config.now, &run.memo).await;
     let shown: Vec<_> = planned
@@ -74,7 +79,7 @@ pub(super) async fn plan(
     if !config.fleet {
         // One engine: its failure is said as every command says one.
         if let Some(f) = fleet.failures.first() {
-            return run.fail(sink, &f.engine, &f.name, &anyhow::anyhow!("{}", f.error));
+            return fail(sink, &anyhow::anyhow!("{}", f.error));
         }
     }
     if let Some((path, key)) = &out {
@@ -83,7 +88,7 @@ pub(super) async fn plan(
             _ => render::fleet_plan(&fleet, run.endpoints, Format::Json),
         };
         if let Err(e) = save(path, &text, key) {
-            return run.fail(sink, "fleet", "plan file", &e.into());
+            return fail(sink, &e.into());
         }
     }
     match (config.fleet, fleet.engines.first()) {

@@ -248,7 +248,7 @@ fn taking_a_lease_needs_one_engine_and_a_ttl_under_the_ceiling() {
     ] {
         let usage = crate::cli::Cli::try_parse_from(argv)
             .map_err(|e| e.to_string())
-            .and_then(crate::cli::Cli::into_args);
+            .and_then(|cli| cli.into_args().map_err(|e| e.to_string()));
         assert!(usage.is_err(), "{argv:?} is a usage error");
     }
     assert!(

@@ -60,7 +60,13 @@ pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
                 server = Some(handle);
                 bound_addr = Some(bound);
             }
-            Err(e) => return run.fail(sink, crate::model::DEFAULT_ENGINE, "metrics", &e.into()),
+            Err(e) => {
+                let e = anyhow::Error::new(e).context(format!(
+                    "--metrics {addr}: cannot listen there; pass another address, or stop what listens on it"
+                ));
+                let refusal = crate::cli::refusal::of(&e, crate::model::RefusalCode::Metrics);
+                return run.refuse(sink, &e, refusal);
+            }
         }
     }
     let addresses: Vec<(String, String)> = run

@@ -521,7 +521,7 @@ impl Output {
                 self.dump()
             )
         });
-        if let Some(name) = super::schema::of_command(&self.command) {
+        if let Some(name) = super::schema::of_printed(&self.command, &value) {
             super::schema::check(name, &value, &self.command);
         }
         value

@@ -65,9 +65,21 @@ fn validators(formats: bool) -> &'static BTreeMap<&'static str, jsonschema::Vali
     })
 }
 
+/// The document `value`, printed by `command` on stdout with `--format
+/// json`, is: the error document when it is one (any command refused before
+/// any work prints it, `hold` and `graph` too), else the command's own
+/// ([`of_command`]).
+pub fn of_printed(command: &str, value: &Value) -> Option<&'static str> {
+    if value.get("error").is_some_and(Value::is_object) {
+        return Some("error");
+    }
+    of_command(command)
+}
+
 /// The document a command line prints on stdout with `--format json`
 /// (`sandboxctl [flags] COMMAND ...`), or `None` when it prints none
-/// (`hold`'s stdout is its command's; `graph`; a pipeline through bash).
+/// (`hold`'s stdout is its command's; `graph`; a pipeline through bash),
+/// unless it is refused ([`of_printed`]).
 pub fn of_command(command: &str) -> Option<&'static str> {
     let mut words = command.split_whitespace();
     if words.next() != Some("sandboxctl") {
@@ -81,6 +93,7 @@ pub fn of_command(command: &str) -> Option<&'static str> {
         "validate" => Some(Some("validate")),
         "lease" => Some(Some("lease")),
         "restore" => Some(Some("restore")),
+        "health" => Some(Some("health")),
         "hold" | "graph" | "completions" | "man" => Some(None),
         _ => None,
     })?
@@ -140,6 +153,9 @@ pub fn check_audit(text: &str, what: &str) -> Vec<Value> {
 #[track_caller]
 pub fn check_stdout(args: &[String], stdout: &str) {
     let command = format!("sandboxctl {}", args.join(" "));
+    if check_refused(stdout, &command) {
+        return;
+    }
     let Some(name) = of_command(&command) else {
         return;
     };
@@ -154,6 +170,9 @@ pub fn check_stdout(args: &[String], stdout: &str) {
 /// [`check_stdout`] of a finished run of the binary.
 #[track_caller]
 pub fn check_output(out: &super::cli::Output) {
+    if check_refused(&out.stdout, &out.command) {
+        return;
+    }
     let Some(name) = of_command(&out.command) else {
         return;
     };
@@ -168,6 +187,38 @@ pub fn check_output(out: &super::cli::Output) {
         )
     });
     check(name, &value, &out.command);
+}
+
+/// True when `stdout` of `command` is an error document (of any command,
+/// `hold`'s and `graph`'s too), after checking it against its schema.
+#[track_caller]
+fn check_refused(stdout: &str, command: &str) -> bool {
+    let refused = serde_json::from_str::<Value>(stdout)
+        .ok()
+        .filter(|v| of_printed(command, v) == Some("error"));
+    if let Some(value) = &refused {
+        check("error", value, command);
+    }
+    refused.is_some()
+}
+
+/// Checks every JSON line among `text`'s complete lines (those that start
+/// with `{`: a watch's or a hold's stderr may hold plain warnings too)
+/// against the schema of `name` (`watch-line`, `hold-line`), `what` saying
+/// where they came from; returns them.
+#[track_caller]
+pub fn check_lines(name: &str, text: &str, what: &str) -> Vec<Value> {
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n') && l.starts_with('{'))
+        .enumerate()
+        .map(|(i, line)| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!("JSON line {} of {what} is not JSON: {e}: {line}", i + 1)
+            });
+            check(name, &value, &format!("{what}, JSON line {}", i + 1));
+            value
+        })
+        .collect()
 }
 
 /// Checks `text`, a `name` document from `what`, and returns it.

@@ -315,12 +315,15 @@ fn refused(text: &str) -> CallToolResult {
 
 /// The answer of a call that ran: the CLI twin's JSON document as the
 /// structured content, an error exactly when the twin would exit
-/// non-zero, and the summary.
+/// non-zero, and the summary. A run refused before any engine work (the
+/// audit log cannot be opened) is answered as a refused call, in words:
+/// its error document is not the tool's result.
 fn answer(tool: Tool, exit: Exit, capture: &Capture) -> CallToolResult {
     let failed = exit != Exit::Success;
     let doc = serde_json::from_str::<Value>(capture.out.trim())
         .ok()
-        .filter(Value::is_object);
+        .filter(Value::is_object)
+        .filter(|doc| !doc.get("error").is_some_and(Value::is_object));
     let text = render::tool_text(tool.name(), doc.as_ref(), failed, &capture.err);
     let mut result = if failed {
         CallToolResult::error(vec![ContentBlock::text(text)])
