@@ -37,6 +37,7 @@ mod reclaimed;
 mod schema;
 mod state_files;
 mod swarm;
+mod target;
 mod validate;
 mod watch;
 
