@@ -38,6 +38,7 @@ mod refused;
 mod schema;
 mod state_files;
 mod swarm;
+mod target;
 mod validate;
 mod watch;
 

@@ -4,7 +4,8 @@
 //!
 //! Axes (see [`Command`], [`Shape`], [`Fault`]):
 //! - commands: `apply`, `apply FILE` (saved by `plan --out FILE`), `destroy ID`,
-//!   `destroy --prune`, `watch --once`, and a running `watch` (judged by its
+//!   `destroy --prune`, `prune`, `destroy nosuchbox` (a box ID nothing
+//!   carries), `watch --once`, and a running `watch` (judged by its
 //!   cycle log, `/healthz` and the report it prints when stopped); the
 //!   lease commands `lease`, `lease --release` and `hold` (judged by
 //!   [`lease_verdict`]); and the archive commands, in memory only:
@@ -28,7 +29,9 @@
 //!   the download fails; the download is cut mid-stream; no retained
 //!   `ca-sbx:*` image. Each command has the faults of the calls it
 //!   makes ([`Command::faults`]): the converging ones every fault but the
-//!   create; `lease` unreachable, the create, the listing of the box's
+//!   create, but `destroy nosuchbox`, which inspects and removes nothing:
+//!   unreachable, the four listings, the verification listing, the
+//!   container listing past its deadline; `lease` unreachable, the create, the listing of the box's
 //!   leases, the removal of its old lease, the connection lost at that
 //!   removal, the create past its deadline; `lease --release` the same but
 //!   the create (its listing past the deadline); `hold` unreachable, the
@@ -58,8 +61,15 @@
 //! Each engine holds the same world: a box `doomed` (container, volume,
 //! network), a leaked volume, and what is not managed: a look-alike volume
 //! (`ca.sandbox=true`), in memory also a volume of another scope and an
-//! unlabeled container. `destroy ID` names `doomed`; the other commands
-//! remove every managed object.
+//! unlabeled container. `destroy ID` names `doomed`; `destroy nosuchbox`
+//! names a box no engine has and removes nothing; the other commands
+//! remove every managed object. A `destroy nosuchbox` cell must also show
+//! ([`unknown_verdict`]) every box its report names unknown as
+//! `nosuchbox`, `notFound` (never excused: no `--missing-ok`, no audit
+//! log), `nosuchbox` named so in a fleet of two (the healthy engine is
+//! listed whole), and the human words (through MCP, the call's text)
+//! naming it wherever the report does; any other command names no
+//! unknown box.
 //!
 //! The lease commands' world adds box `doomed`'s old lease and three lease
 //! look-alikes that must survive (`ca.sandbox=true`, another box's, another
@@ -103,13 +113,14 @@
 //! `error`), the healthy one in none; nothing created or removed; in a
 //! fleet of two the healthy engine's part still shown.
 //!
-//! The whole matrix (6 × 3 × 11 = 198 converging cells, 3 × (6 + 5 + 5) =
-//! 48 lease cells, 3 × (7 + 5) = 36 archive cells, and 3 × (7 + 6 + 7 + 7) =
-//! 81 read-only cells: 363; 282 before the read-only ones; 78 more on a
-//! swarm manager, 159 more through the MCP server's tools) runs with the
+//! The whole matrix (7 × 3 × 11 + 3 × 7 = 252 converging cells,
+//! 3 × (6 + 5 + 5) = 48 lease cells, 3 × (7 + 5) = 36 archive cells, and
+//! 3 × (7 + 6 + 7 + 7) = 81 read-only cells: 417; 363 before `prune` and `destroy
+//! nosuchbox`, 282 before the read-only ones; 99 more on a swarm manager,
+//! 180 more through the MCP server's tools) runs with the
 //! in-memory engine through the library's one run path (`run::run_on`), one
 //! test per command. The archive and read-only cells have no real cell yet.
-//! A slice of it ([`REAL_SLICE`], 33 cells: 16 converging cells with every
+//! A slice of it ([`REAL_SLICE`], 37 cells: 20 converging cells with every
 //! converging command, shape and fault at least once; 10 lease cells with
 //! every lease command, and together every shape and every fault of the
 //! lease commands; 7 cells of the real-only shape [`Shape::SshPort`], one
@@ -237,6 +248,23 @@
 //! The running watch's exit is judged since a SIGTERM'd watch exits with
 //! its last cycle's status (before, it exited 0 whatever it found): every
 //! watch cell, in memory and real, exits 1.
+//!
+//! `prune` and `destroy nosuchbox`, since they were added (on the code of
+//! 4894e68): in memory all 54 cells hold (33 and 21), on a swarm manager
+//! all 21 (13 and 8), and the 4 real cells. Run first under all 11
+//! converging faults, the 12 `destroy nosuchbox` cells whose fault is in a
+//! call it never makes (an inspect, a removal, the connection lost at the
+//! first removal, the unrelated inspection) broke only "the fault really
+//! happened" and what follows from it (a report that converged): each
+//! exited 1 on the unknown box alone; those faults are not its cells.
+//! Through MCP (the `prune` tool now `prune`'s twin, `destroy --prune`
+//! having none: the `destroy` tool never prunes) all 33 `prune` cells
+//! held; 19 of the 21 `destroy nosuchbox` cells failed: the call's text
+//! said "what is left and why is named above" and never named the box
+//! (the 2 that held: unreachable on one engine and on a fleet of one, where
+//! no engine was listed and the report names no unknown box). Since the
+//! text names every unknown box and what to do (the inventory tool,
+//! `missingOk: true`), all 21 hold.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -254,6 +282,11 @@ pub enum Command {
     /// `destroy doomed`.
     DestroyId,
     DestroyPrune,
+    /// `prune` (no terminal: it asks nothing).
+    Prune,
+    /// `destroy nosuchbox`: a box ID nothing carries, on any engine. It
+    /// removes nothing, and is never a success (`missingOk` not given).
+    DestroyUnknown,
     WatchOnce,
     /// A running `watch --metrics 127.0.0.1:0`, stopped after its first cycles.
     Watch,
@@ -283,11 +316,13 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 15] = [
+    pub const ALL: [Command; 17] = [
         Command::Apply,
         Command::ApplySaved,
         Command::DestroyId,
         Command::DestroyPrune,
+        Command::Prune,
+        Command::DestroyUnknown,
         Command::WatchOnce,
         Command::Watch,
         Command::Lease,
@@ -302,11 +337,13 @@ impl Command {
     ];
 
     /// The commands that converge (and end in a report).
-    pub const CONVERGING: [Command; 6] = [
+    pub const CONVERGING: [Command; 8] = [
         Command::Apply,
         Command::ApplySaved,
         Command::DestroyId,
         Command::DestroyPrune,
+        Command::Prune,
+        Command::DestroyUnknown,
         Command::WatchOnce,
         Command::Watch,
     ];
@@ -367,6 +404,8 @@ impl Command {
     /// deadline). `apply --archive` makes every call of `apply`, which its
     /// cells do not repeat, and the archive's: the helper, the download
     /// (failed, or cut mid-stream), and the image it needs present.
+    /// `destroy nosuchbox` lists, plans nothing and verifies: no inspection,
+    /// no removal.
     pub fn faults(self) -> &'static [Fault] {
         const CONVERGING: &[Fault] = &[
             Fault::Unreachable,
@@ -392,7 +431,20 @@ impl Command {
             Fault::Deadline,
             Fault::InspectHangs,
         ];
+        // What a converging run that removes nothing calls: the listings
+        // (the container listing past its deadline too) and the
+        // verification's. It inspects nothing: no container would go.
+        const REMOVES_NOTHING: &[Fault] = &[
+            Fault::Unreachable,
+            Fault::ListContainers,
+            Fault::ListVolumes,
+            Fault::ListNetworks,
+            Fault::ListImages,
+            Fault::VerifyListing,
+            Fault::Deadline,
+        ];
         match self {
+            Command::DestroyUnknown => REMOVES_NOTHING,
             Command::Lease => &[
                 Fault::Unreachable,
                 Fault::Create,
@@ -444,6 +496,8 @@ impl Command {
             Command::ApplySaved => "apply FILE",
             Command::DestroyId => "destroy ID",
             Command::DestroyPrune => "destroy --prune",
+            Command::Prune => "prune",
+            Command::DestroyUnknown => "destroy nosuchbox",
             Command::WatchOnce => "watch --once",
             Command::Watch => "watch",
             Command::Lease => "lease",
@@ -488,6 +542,8 @@ impl Command {
             Command::ApplySaved => &["apply", saved],
             Command::DestroyId => &["destroy", BOX],
             Command::DestroyPrune => &["destroy", "--prune"],
+            Command::Prune => &["prune"],
+            Command::DestroyUnknown => &["destroy", UNKNOWN],
             Command::WatchOnce => &["--grace", "0s", "watch", "--once"],
             Command::Watch => &[
                 "--grace",
@@ -508,12 +564,14 @@ impl Command {
 
     /// The MCP tool that is this command's twin, with its arguments (none
     /// for the commands an agent is not given: apply, a saved plan, watch,
-    /// hold, restore, graph).
+    /// hold, restore, graph; and `destroy --prune`, whose twin is `prune`'s:
+    /// the `destroy` tool refuses to prune).
     pub fn tool(self) -> Option<(&'static str, serde_json::Value)> {
         use serde_json::json;
         Some(match self {
             Command::DestroyId => ("destroy", json!({ "ids": [BOX] })),
-            Command::DestroyPrune => ("prune", json!({})),
+            Command::DestroyUnknown => ("destroy", json!({ "ids": [UNKNOWN] })),
+            Command::Prune => ("prune", json!({})),
             Command::Lease => ("lease", json!({ "ids": [BOX], "ttl": "10m" })),
             Command::Release => ("lease", json!({ "ids": [BOX], "release": true })),
             Command::Plan => ("plan", json!({})),
@@ -523,10 +581,28 @@ impl Command {
         })
     }
 
+    /// True when box `doomed` is to go (every converging command but
+    /// `destroy nosuchbox`, which removes nothing).
+    pub fn removes_box(self) -> bool {
+        self != Command::DestroyUnknown
+    }
+
+    /// The faults of the Swarm calls the command makes on a swarm manager:
+    /// both (listing the services, removing the box's), but for `destroy
+    /// nosuchbox`, which removes nothing.
+    pub fn swarm_faults(self) -> &'static [Fault] {
+        if self.removes_box() {
+            &Fault::SWARM
+        } else {
+            &Fault::SWARM[..1]
+        }
+    }
+
     /// True when the leaked volume is to go too (every converging command
     /// but `destroy ID`; the lease commands remove leases only).
     pub fn removes_leaks(self) -> bool {
         self != Command::DestroyId
+            && self.removes_box()
             && !self.leases()
             && self != Command::Restore
             && !self.read_only()
@@ -737,12 +813,12 @@ impl Cell {
     }
 
     /// The swarm manager's cells of a converging command: its faults and
-    /// the Swarm calls' faults.
+    /// the faults of the Swarm calls it makes.
     pub fn swarm(command: Command) -> Vec<Cell> {
         command
             .faults()
             .iter()
-            .chain(&Fault::SWARM)
+            .chain(command.swarm_faults())
             .map(|&fault| Cell::new(command, Shape::SwarmManager, fault))
             .collect()
     }
@@ -775,6 +851,8 @@ impl fmt::Display for Cell {
 
 /// The box every world has, and the one `destroy ID` names.
 pub const BOX: &str = "doomed";
+/// The box `destroy nosuchbox` names: no world has it.
+pub const UNKNOWN: &str = "nosuchbox";
 /// The faulty engine's name in a fleet.
 pub const FAULTY: &str = "faulty";
 /// The healthy engine's name in a fleet of two.
@@ -1346,7 +1424,10 @@ pub fn verdict(cell: Cell, seen: &Seen, healthy: Option<&Removals>) -> Vec<Strin
     }
     match &seen.report {
         Err(e) => problems.push(format!("no JSON report: {e}")),
-        Ok(report) => report_verdict(cell, report, healthy, &mut problems),
+        Ok(report) => {
+            report_verdict(cell, report, healthy, &mut problems);
+            unknown_verdict(cell, report, seen.human.as_deref(), &mut problems);
+        }
     }
     if let Some(human) = &seen.human {
         for line in converged_claims(human, cell.shape.healthy()) {
@@ -1456,6 +1537,38 @@ fn report_verdict(
     }
 }
 
+/// The named box nothing carries (`destroy nosuchbox`): every box the
+/// report names unknown is it, never excused (no `--missing-ok`, no audit
+/// log); in a fleet of two it is named (the healthy engine was listed
+/// whole, and does not carry it); where the report names it, so do the
+/// human words. Any other command names no unknown box.
+fn unknown_verdict(cell: Cell, report: &Report, human: Option<&str>, problems: &mut Vec<String>) {
+    use crate::support::report::Unmatched;
+    if cell.command != Command::DestroyUnknown {
+        if !report.unknown_boxes.is_empty() {
+            problems.push(format!("unknown boxes named: {:?}", report.unknown_boxes));
+        }
+        return;
+    }
+    for u in &report.unknown_boxes {
+        if u.id != UNKNOWN || u.status != Unmatched::NotFound {
+            problems.push(format!("unknown box {u:?}, not {UNKNOWN} notFound"));
+        }
+    }
+    let named = report.unknown_boxes.iter().any(|u| u.id == UNKNOWN);
+    if cell.shape.healthy().is_some() && !named {
+        problems.push(format!(
+            "{UNKNOWN} is not in unknownBoxes, though {HEALTHY} was listed whole"
+        ));
+    }
+    let said = format!("box {UNKNOWN}: NOT FOUND");
+    if let Some(human) = human.filter(|h| named && !h.contains(&said)) {
+        problems.push(format!(
+            "the report names {UNKNOWN} unknown, the words do not ({said:?}): {human:?}"
+        ));
+    }
+}
+
 /// Lines of human output that claim convergence outside the healthy engine's
 /// own part. A fleet's report puts each engine's part, indented, under an
 /// unindented `Engine NAME:` heading; any other unindented line is the run's own.
@@ -1516,6 +1629,10 @@ real_slice! {
     real_destroy_id_fleet1_lost_mid_apply: DestroyId / FleetOfOne / LostMidApply;
     real_destroy_prune_fleet2_lost_mid_apply: DestroyPrune / FleetOfTwo / LostMidApply;
     real_destroy_prune_one_deadline: DestroyPrune / One / Deadline;
+    real_prune_one_removal: Prune / One / Removal;
+    real_prune_fleet2_unreachable: Prune / FleetOfTwo / Unreachable;
+    real_destroy_unknown_fleet2_list_volumes: DestroyUnknown / FleetOfTwo / ListVolumes;
+    real_destroy_unknown_one_deadline: DestroyUnknown / One / Deadline;
     real_apply_one_inspect_hangs: Apply / One / InspectHangs;
     real_watch_once_one_unreachable: WatchOnce / One / Unreachable;
     real_watch_once_fleet2_list_volumes: WatchOnce / FleetOfTwo / ListVolumes;
@@ -1620,7 +1737,7 @@ fn the_real_slice_covers_every_command_shape_and_fault() {
     let all = Cell::all();
     assert_eq!(
         all.len(),
-        6 * 3 * 11 + 3 * (6 + 5 + 5) + 3 * (7 + 5) + 3 * (7 + 6 + 7 + 7)
+        7 * 3 * 11 + 3 * 7 + 3 * (6 + 5 + 5) + 3 * (7 + 5) + 3 * (7 + 6 + 7 + 7)
     );
     assert!(REAL_SLICE.iter().all(|c| all.contains(&Cell::new(
         c.command,
@@ -1688,6 +1805,9 @@ mod real {
     impl Objects {
         /// What a command may remove here: `(kind path segment, id or name)`.
         fn removable(&self, command: Command) -> BTreeSet<String> {
+            if !command.removes_box() {
+                return BTreeSet::new();
+            }
             let mut all: BTreeSet<String> = [
                 format!("/containers/{}", self.container_id),
                 format!("/volumes/{}", self.volume),
@@ -1704,6 +1824,9 @@ mod real {
 
         /// What the command must remove here, by kind.
         fn removals(&self, command: Command) -> Removals {
+            if !command.removes_box() {
+                return Removals::default();
+            }
             let mut r = Removals {
                 containers: [self.container.clone()].into(),
                 volumes: [self.volume.clone()].into(),
@@ -2232,6 +2355,9 @@ mod real {
             };
             let o = &h.objects;
             let mut left = Vec::new();
+            if !self.cell.command.removes_box() {
+                return left;
+            }
             if h.corner.container_exists(&o.container_id).await {
                 left.push(format!("container {}", o.container));
             }
@@ -2782,6 +2908,16 @@ async fn memory_destroy_prune() {
     memory_command(Command::DestroyPrune).await;
 }
 
+trial!(memory_prune);
+async fn memory_prune() {
+    memory_command(Command::Prune).await;
+}
+
+trial!(memory_destroy_unknown);
+async fn memory_destroy_unknown() {
+    memory_command(Command::DestroyUnknown).await;
+}
+
 trial!(memory_watch_once);
 async fn memory_watch_once() {
     memory_command(Command::WatchOnce).await;
@@ -3014,6 +3150,9 @@ mod memory {
 
     /// What the command must remove on the healthy engine.
     fn removals(command: Command) -> Removals {
+        if !command.removes_box() {
+            return Removals::default();
+        }
         let mut r = Removals {
             containers: [CONTAINER.to_string()].into(),
             volumes: [VOLUME.to_string()].into(),
@@ -3546,10 +3685,13 @@ mod memory {
                 format!("Remove(Volume) {VOLUME}"),
                 format!("Remove(Network) {NETWORK_ID}"),
             ];
+            if !self.cell.command.removes_box() {
+                allowed.clear();
+            }
             if self.cell.command.removes_leaks() {
                 allowed.push(format!("Remove(Volume) {LEAK}"));
             }
-            if self.cell.shape == Shape::SwarmManager {
+            if self.cell.shape == Shape::SwarmManager && self.cell.command.removes_box() {
                 allowed.extend([
                     format!("Remove(Service) {SERVICE_ID}"),
                     format!("Remove(Container) {TASK_ID}"),

@@ -51,18 +51,7 @@ fn names(list: &Value) -> BTreeSet<String> {
 
 /// A box's container and volume are gone.
 async fn assert_gone(sbx: &Sandbox, b: &SandboxBox, seen: &Seen) {
-    assert!(
-        !sbx.container_exists(&b.container.id).await,
-        "box {}'s container is still there\n{}",
-        b.box_id,
-        seen.dump()
-    );
-    assert!(
-        !sbx.volume_exists(&b.volume).await,
-        "box {}'s volume is still there\n{}",
-        b.box_id,
-        seen.dump()
-    );
+    crate::support::assert::assert_box_gone(sbx, b, &seen.dump()).await;
 }
 
 async fn assert_there(sbx: &Sandbox, b: &SandboxBox, seen: &Seen) {
@@ -261,6 +250,75 @@ async fn a_volume_an_unlabeled_container_holds_is_an_error_naming_it() {
     );
     assert!(sbx.volume_exists(&held.volume).await);
     assert!(!sbx.container_exists(&held.container.id).await);
+}
+
+/// A box ID nothing in scope carries: the call is an error whose text
+/// names the box and what to do (the inventory tool, `missingOk`), its
+/// structured content `unknownBoxes`; with `missingOk: true` it is not an
+/// error. An empty or missing `ids` is refused naming the prune tool. A
+/// running box of the scope is untouched by all four.
+trial!(destroy_of_a_box_nothing_carries_is_an_error_naming_it);
+async fn destroy_of_a_box_nothing_carries_is_an_error_naming_it() {
+    let sbx = Sandbox::new("mcp-unknown").await;
+    let spared = sbx.add_box("spared", Run::Running).await;
+    let seen = client(&sbx, "")
+        .call("destroy", json!({ "ids": ["nosuchbox"] }))
+        .call(
+            "destroy",
+            json!({ "ids": ["nosuchbox"], "missingOk": true }),
+        )
+        .call("destroy", json!({ "ids": [] }))
+        .call("destroy", json!({}))
+        .run();
+    let r = called(&seen, 0);
+    assert_eq!(r["isError"], true, "{}", seen.dump());
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.contains("box nosuchbox: NOT FOUND: nothing in scope carries ca.sandbox.id=nosuchbox"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the inventory tool (pass missingOk: true when a missing box is fine)"),
+        "{text}"
+    );
+    assert!(text.contains("NOT done: box nosuchbox not found"), "{text}");
+    assert!(!text.contains("Converged"), "{text}");
+    let report = &r["structured"];
+    crate::support::schema::check("report", report, "the destroy tool's structured content");
+    assert_eq!(
+        report["unknownBoxes"],
+        json!([{ "id": "nosuchbox", "status": "notFound" }]),
+        "{}",
+        seen.dump()
+    );
+    let r = called(&seen, 1);
+    assert_eq!(r["isError"], false, "{}", seen.dump());
+    assert_eq!(
+        r["structured"]["unknownBoxes"],
+        json!([{ "id": "nosuchbox", "status": "missingOk" }]),
+        "{}",
+        seen.dump()
+    );
+    let text = r["text"].as_str().unwrap();
+    assert!(
+        text.contains("box nosuchbox: nothing in scope carries"),
+        "{text}"
+    );
+    assert!(text.contains("Converged"), "{text}");
+    for i in [2, 3] {
+        let r = called(&seen, i);
+        assert_eq!(r["isError"], true, "{}", seen.dump());
+        assert!(r["structured"].is_null(), "{}", seen.dump());
+        let text = r["text"].as_str().unwrap();
+        assert!(text.contains("prune tool"), "{text}");
+    }
+    assert_eq!(
+        sbx.container_state(&spared.container.id).await.as_deref(),
+        Some("running"),
+        "{}",
+        seen.dump()
+    );
+    assert_there(&sbx, &spared, &seen).await;
 }
 
 /// Every bad input is an error naming the argument (an unknown tool: a

@@ -154,7 +154,7 @@ pub struct Leftover {
 /// A box ID `destroy` named that no managed object in scope carries (on
 /// any engine that could be listed), and how the run judged it: a named
 /// target that matches nothing is never done by itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct UnknownBox {
@@ -167,7 +167,9 @@ pub struct UnknownBox {
 }
 
 /// How a run judges a named box that nothing carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Unmatched {
     /// Nothing carries it, and nothing says it was removed: the run fails.
@@ -180,7 +182,7 @@ pub enum Unmatched {
 }
 
 /// A removal the audit log records: when, on which engine, what and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 #[serde(rename_all = "camelCase")]
 pub struct EarlierRemoval {

@@ -4,8 +4,8 @@
 //!
 //! The summary is read off the same JSON document the result carries (the
 //! published contract), so the two cannot disagree: what was removed,
-//! kept and retained, whether it converged, and every object left behind
-//! with its reason. Engine text is escaped and clipped, as everywhere in
+//! kept and retained, whether it converged, every object left behind with
+//! its reason, and every named box that nothing carries with what to do. Engine text is escaped and clipped, as everywhere in
 //! human output. Must not decide anything: whether a call failed is given.
 
 use std::fmt::Write;
@@ -13,7 +13,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::table::{kind_counts, plural};
-use crate::exec::report::{remaining_key, Reclaimed};
+use super::target::{not_done, unknown_section, Reader};
+use crate::exec::report::{remaining_key, Reclaimed, UnknownBox};
 use crate::model::{Kind, Outcome};
 use crate::text::{clip, escape};
 
@@ -117,10 +118,18 @@ fn report_words(doc: &Value, failed: bool) -> String {
             "Failures: {failures} (see failures in the structured result)."
         );
     }
-    if doc["converged"] == Value::Bool(true) && !failed {
-        out.push_str("Converged: a fresh listing shows nothing left to do.\n");
-    } else {
-        out.push_str("NOT converged: the teardown failed; what is left and why is named above.\n");
+    // Each named box nothing carries, with what to do about it.
+    let unknown: Vec<UnknownBox> =
+        serde_json::from_value(doc["unknownBoxes"].clone()).unwrap_or_default();
+    out.push_str(unknown_section(&unknown, Reader::Agent).trim_start_matches('\n'));
+    let converged = doc["converged"] == Value::Bool(true);
+    match not_done(&unknown) {
+        Some(line) if converged => out.push_str(&line),
+        _ if converged && !failed => {
+            out.push_str("Converged: a fresh listing shows nothing left to do.\n")
+        }
+        _ => out
+            .push_str("NOT converged: the teardown failed; what is left and why is named above.\n"),
     }
     out
 }
@@ -292,6 +301,49 @@ mod tests {
         );
         let nothing = json!({ "converged": true, "removed": {}, "kept": {}, "retained": {} });
         assert!(!tool_text("prune", Some(&nothing), false, "").contains("Reclaimed"));
+    }
+
+    #[test]
+    fn a_named_box_nothing_carries_is_named_with_what_to_do() {
+        let doc = json!({
+            "converged": true,
+            "removed": {}, "kept": {}, "retained": { "images": [] }, "failures": [],
+            "interrupted": false,
+            "unknownBoxes": [
+                { "id": "nosuchbox", "status": "notFound" },
+                { "id": "gone\u{1b}[2J", "status": "missingOk" }
+            ]
+        });
+        let text = tool_text("destroy", Some(&doc), true, "");
+        assert!(
+            text.contains(
+                "box nosuchbox: NOT FOUND: nothing in scope carries ca.sandbox.id=nosuchbox"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("List the boxes with the inventory tool (pass missingOk: true when a missing box is fine)"),
+            "{text}"
+        );
+        assert!(text.contains("(missingOk: not a failure)"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        assert!(
+            text.ends_with("NOT done: box nosuchbox not found; a fresh listing shows nothing else left to do.\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Converged"), "{text}");
+        // Excused (missingOk): said, and the call converged.
+        let mut excused = doc.clone();
+        excused["unknownBoxes"] = json!([{ "id": "nosuchbox", "status": "missingOk" }]);
+        let text = tool_text("destroy", Some(&excused), false, "");
+        assert!(
+            text.contains("box nosuchbox: nothing in scope carries"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("Converged: a fresh listing shows nothing left to do.\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::exec::report::{EngineSummary, FleetReport};
 use crate::exec::report::{Named, Reclaimed, Report};
 use crate::model::{Kind, Outcome};
 use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, table};
+use crate::render::target::{not_done, not_found, unknown_section, Reader};
 use crate::render::{document, Format};
 use crate::text::escape;
 
@@ -168,17 +169,14 @@ pub fn report_human(report: &Report) -> String {
     });
     let left_behind = left.len();
     section(&mut out, "\nLeft behind:\n", left);
-    out.push_str(&crate::render::target::unknown_section(report));
+    out.push_str(&unknown_section(&report.unknown_boxes, Reader::Cli));
     out.push_str(&counts_line("Removed", report));
     out.push_str(&reclaimed_line(&report.reclaimed, |k| {
         unmeasured_of(report, k)
     }));
-    let not_found = crate::render::target::not_found(report);
-    if report.converged && not_found.is_some() {
-        out.push_str(&format!(
-            "NOT done: {}; a fresh listing shows nothing else left to do.\n",
-            not_found.unwrap_or_default()
-        ));
+    let missing = not_found(&report.unknown_boxes);
+    if let Some(line) = not_done(&report.unknown_boxes).filter(|_| report.converged) {
+        out.push_str(&line);
     } else if report.converged {
         out.push_str("Converged: a fresh listing shows nothing left to do.\n");
     } else {
@@ -192,7 +190,7 @@ pub fn report_human(report: &Report) -> String {
         if left_behind > 0 {
             why.push(format!("{} left behind", plural(left_behind, "object")));
         }
-        why.extend(not_found);
+        why.extend(missing);
         out.push_str(&format!("NOT converged: {}.\n", why.join(", ")));
     }
     out
@@ -297,11 +295,10 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
         .collect();
     out.push_str(&table(rows, "  "));
     let r = &report.report;
-    out.push_str(&crate::render::target::unknown_section(r));
+    out.push_str(&unknown_section(&r.unknown_boxes, Reader::Cli));
     out.push_str(&counts_line("Fleet: removed", r));
     out.push_str(&reclaimed_line(&r.reclaimed, |k| unmeasured_of(r, k)));
-    let not_found = crate::render::target::not_found(r);
-    if let Some(words) = not_found.filter(|_| r.converged) {
+    if let Some(words) = not_found(&r.unknown_boxes).filter(|_| r.converged) {
         out.push_str(&format!(
             "NOT done: {words} on any engine; every engine converged otherwise.\n"
         ));

@@ -2,14 +2,16 @@
 //! prune with no state file and no scope (said first), the question a prune
 //! asks at a terminal before it removes a running container (what will go,
 //! the running boxes by ID) and its "no", and the named box IDs that
-//! nothing in scope carries, each as the run judged it.
+//! nothing in scope carries, each as the run judged it, with what to do
+//! in the words of its reader (a person at the CLI, an agent through the
+//! MCP server, `Reader`).
 //!
 //! Words only: engine text (box IDs, names, the audit log's words) is
 //! escaped here. Must not decide whether to ask or whether a run failed.
 
 use std::fmt::Write as _;
 
-use crate::exec::report::{Report, UnknownBox, Unmatched};
+use crate::exec::report::{UnknownBox, Unmatched};
 use crate::model::Kind;
 use crate::render::table::{kind_counts, plural};
 use crate::text::escape;
@@ -71,8 +73,35 @@ pub(crate) fn prune_declined(answer: Option<&str>) -> String {
     format!("Nothing removed: {why}. Run again and answer y, or pass --yes.\n")
 }
 
+/// Who reads the words of a named box that nothing carries, and so what
+/// they are told to do: a person at the CLI (its command and flag) or an
+/// agent through the MCP server (its tool and argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reader {
+    Cli,
+    Agent,
+}
+
+impl Reader {
+    /// How to list the boxes.
+    fn inventory(self) -> &'static str {
+        match self {
+            Reader::Cli => "`sandboxctl inventory`",
+            Reader::Agent => "the inventory tool",
+        }
+    }
+
+    /// What says a missing box is fine: its name, and how to pass it.
+    fn missing_ok(self) -> (&'static str, &'static str) {
+        match self {
+            Reader::Cli => ("--missing-ok", "--missing-ok"),
+            Reader::Agent => ("missingOk", "missingOk: true"),
+        }
+    }
+}
+
 /// The words of one named box that nothing carries, as the run judged it.
-fn unknown_line(u: &UnknownBox) -> String {
+fn unknown_line(u: &UnknownBox, reader: Reader) -> String {
     let id = escape(&u.id);
     match (u.status, &u.removed) {
         (Unmatched::RemovedEarlier, Some(r)) => format!(
@@ -86,33 +115,35 @@ fn unknown_line(u: &UnknownBox) -> String {
             escape(&r.text),
         ),
         (Unmatched::MissingOk, _) => format!(
-            "box {id}: nothing in scope carries ca.sandbox.id={id} (--missing-ok: not a failure).\n"
+            "box {id}: nothing in scope carries ca.sandbox.id={id} ({}: not a failure).\n",
+            reader.missing_ok().0
         ),
         _ => format!(
-            "box {id}: NOT FOUND: nothing in scope carries ca.sandbox.id={id}; nothing was removed for it. List the boxes with `sandboxctl inventory` (pass --missing-ok when a missing box is fine).\n"
+            "box {id}: NOT FOUND: nothing in scope carries ca.sandbox.id={id}; nothing was removed for it. List the boxes with {} (pass {} when a missing box is fine).\n",
+            reader.inventory(),
+            reader.missing_ok().1
         ),
     }
 }
 
-/// The report's section of named boxes that nothing carries (empty when
-/// there are none).
-pub(crate) fn unknown_section(report: &Report) -> String {
-    if report.unknown_boxes.is_empty() {
+/// The section of named boxes that nothing carries (empty when there are
+/// none), in `reader`'s words.
+pub(crate) fn unknown_section(unknown: &[UnknownBox], reader: Reader) -> String {
+    if unknown.is_empty() {
         return String::new();
     }
     let mut out = String::from("\nNamed boxes not found:\n");
-    for u in &report.unknown_boxes {
+    for u in unknown {
         out.push_str("  ");
-        out.push_str(&unknown_line(u));
+        out.push_str(&unknown_line(u, reader));
     }
     out
 }
 
 /// The closing line's words for the named boxes that fail the run, if any:
 /// `box nosuchbox not found`.
-pub(crate) fn not_found(report: &Report) -> Option<String> {
-    let ids: Vec<String> = report
-        .unknown_boxes
+pub(crate) fn not_found(unknown: &[UnknownBox]) -> Option<String> {
+    let ids: Vec<String> = unknown
         .iter()
         .filter(|u| u.fails())
         .map(|u| escape(&u.id).into_owned())
@@ -122,6 +153,14 @@ pub(crate) fn not_found(report: &Report) -> Option<String> {
         [one] => Some(format!("box {one} not found")),
         many => Some(format!("boxes {} not found", many.join(", "))),
     }
+}
+
+/// The closing line of a run that converged but was named a box that
+/// nothing carries (and no excuse): not done, naming it. `None` when every
+/// named box was found or excused.
+pub(crate) fn not_done(unknown: &[UnknownBox]) -> Option<String> {
+    not_found(unknown)
+        .map(|words| format!("NOT done: {words}; a fresh listing shows nothing else left to do.\n"))
 }
 
 #[cfg(test)]
@@ -138,8 +177,7 @@ mod tests {
 
     #[test]
     fn each_judgement_of_a_missing_box_has_its_words_and_escapes_the_id() {
-        let mut report = Report::empty();
-        report.unknown_boxes = vec![
+        let mut boxes = vec![
             unknown("nosuchbox", Unmatched::NotFound),
             unknown("gone\u{1b}[2J", Unmatched::MissingOk),
             UnknownBox {
@@ -156,22 +194,29 @@ mod tests {
                 ..UnknownBox::not_found("a")
             },
         ];
-        let text = unknown_section(&report);
+        let text = unknown_section(&boxes, Reader::Cli);
         assert!(text.contains("box nosuchbox: NOT FOUND"), "{text}");
         assert!(text.contains("`sandboxctl inventory`"), "{text}");
         assert!(text.contains("--missing-ok: not a failure"), "{text}");
+        let told = unknown_section(&boxes, Reader::Agent);
+        assert!(told.contains("box nosuchbox: NOT FOUND"), "{told}");
+        assert!(
+            told.contains("the inventory tool (pass missingOk: true when"),
+            "{told}"
+        );
+        assert!(!told.contains("--missing-ok"), "{told}");
         assert!(!text.contains('\u{1b}'), "{text:?}");
         assert!(
             text.contains("removed on engine default at 2026-12-05T09:00:00.000Z (destroyRequested: destroy named box a)"),
             "{text}"
         );
         assert_eq!(
-            not_found(&report).as_deref(),
+            not_found(&boxes).as_deref(),
             Some("box nosuchbox not found")
         );
-        report.unknown_boxes.remove(0);
-        assert_eq!(not_found(&report), None);
-        assert_eq!(unknown_section(&Report::empty()), "");
+        boxes.remove(0);
+        assert_eq!(not_found(&boxes), None);
+        assert_eq!(unknown_section(&[], Reader::Cli), "");
     }
 
     #[test]

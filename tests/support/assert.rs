@@ -12,8 +12,23 @@ use sandboxctl::plan::{DeclaredBox, Goal, Plan};
 use sandboxctl::render::entry_label;
 
 use super::cli::Output;
-use super::docker::Sandbox;
+use super::docker::{Sandbox, SandboxBox};
 use super::report::{FailureKind, Report};
+
+/// Fails the test unless box `b`'s container and volume are gone; `dump`
+/// (what the run showed) is in the message.
+pub async fn assert_box_gone(sbx: &Sandbox, b: &SandboxBox, dump: &str) {
+    assert!(
+        !sbx.container_exists(&b.container.id).await,
+        "box {}'s container is still there\n{dump}",
+        b.box_id
+    );
+    assert!(
+        !sbx.volume_exists(&b.volume).await,
+        "box {}'s volume is still there\n{dump}",
+        b.box_id
+    );
+}
 
 /// The goal of a state file that declares `boxes` and nothing else.
 pub fn goal(boxes: &[&str]) -> Goal {

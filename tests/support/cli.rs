@@ -303,12 +303,53 @@ impl Cli {
         args
     }
 
+    /// The binary under test with the builder's arguments followed by
+    /// `extra`, in the run's directory and environment, its standard streams
+    /// not set (for a run on other streams: `support::pty`); and the command
+    /// line, for messages.
+    pub fn command_with<I, S>(&self, extra: I) -> (Command, String)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args = self.args_with(extra);
+        let line = format!("sandboxctl {}", shell_words(&args));
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args);
+        self.prepare(&mut cmd);
+        (cmd, line)
+    }
+
+    /// How long a run may take before it is killed and the test fails.
+    pub fn run_deadline(&self) -> Duration {
+        self.deadline
+    }
+
     /// Starts `cmd` in the run's directory with its environment and piped output.
     fn spawn(&self, cmd: &mut Command, command: String) -> Running {
-        cmd.current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()))
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        self.prepare(cmd);
+        let started = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn `{command}`: {e}"));
+        let stdout = capture(child.stdout.take().unwrap());
+        let stderr = capture(child.stderr.take().unwrap());
+        Running {
+            command,
+            child,
+            started,
+            deadline: self.deadline,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Sets `cmd`'s directory, environment and limits as the builder says.
+    fn prepare(&self, cmd: &mut Command) {
+        cmd.current_dir(self.current_dir.as_deref().unwrap_or(self.dir.path()));
         for (key, value) in &self.env {
             match value {
                 Some(v) => cmd.env(key, v),
@@ -331,20 +372,6 @@ impl Cli {
                 });
             }
         }
-        let started = Instant::now();
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn `{command}`: {e}"));
-        let stdout = capture(child.stdout.take().unwrap());
-        let stderr = capture(child.stderr.take().unwrap());
-        Running {
-            command,
-            child,
-            started,
-            deadline: self.deadline,
-            stdout,
-            stderr,
-        }
     }
 }
 
@@ -356,10 +383,10 @@ fn shell_words(args: &[OsString]) -> String {
         .join(" ")
 }
 
-type Captured = (Arc<Mutex<Vec<u8>>>, JoinHandle<()>);
+pub type Captured = (Arc<Mutex<Vec<u8>>>, JoinHandle<()>);
 
 /// Reads a pipe to its end on a thread of its own, keeping what arrived so far visible.
-fn capture(mut pipe: impl Read + Send + 'static) -> Captured {
+pub fn capture(mut pipe: impl Read + Send + 'static) -> Captured {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&buf);
     let handle = std::thread::spawn(move || {

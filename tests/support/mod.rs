@@ -13,6 +13,7 @@ pub mod lease;
 pub mod lock;
 pub mod mcp;
 pub mod proxy;
+pub mod pty;
 pub mod report;
 pub mod schema;
 pub mod tools;

@@ -643,9 +643,58 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remaining_secrets: Vec<Leftover>,
     pub interrupted: bool,
+    /// The box IDs `destroy` named that nothing in scope carries, each
+    /// judged; absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_boxes: Vec<UnknownBox>,
+    /// A prune that found no state file and was given no `--scope`; absent
+    /// (false) otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_state_file: bool,
+    /// A prune the person at the terminal answered no to; absent (false)
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declined: bool,
     /// A fleet's summary per engine; absent for one engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engines: Option<Vec<EngineSummary>>,
+}
+
+/// A box ID `destroy` named that nothing in scope carries, and how the run
+/// judged it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnknownBox {
+    pub id: String,
+    pub status: Unmatched,
+    /// The audit log's record of its removal (`removedEarlier` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<EarlierRemoval>,
+}
+
+/// How a run judged a named box that nothing carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Unmatched {
+    /// Fails the run.
+    NotFound,
+    /// `--missing-ok` (`missingOk`): not a failure.
+    MissingOk,
+    /// The audit log records its removal: not a failure.
+    RemovedEarlier,
+}
+
+/// A removal the audit log records.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlierRemoval {
+    pub time: String,
+    pub engine: String,
+    pub kind: String,
+    pub name: String,
+    pub code: String,
+    pub text: String,
+    pub log: String,
 }
 
 impl Report {

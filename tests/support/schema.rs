@@ -87,7 +87,7 @@ pub fn of_command(command: &str) -> Option<&'static str> {
     }
     words.find_map(|word| match word {
         "plan" => Some(Some("plan")),
-        "apply" | "destroy" | "watch" => Some(Some("report")),
+        "apply" | "destroy" | "prune" | "watch" => Some(Some("report")),
         "inventory" => Some(Some("inventory")),
         "explain" => Some(Some("explain")),
         "validate" => Some(Some("validate")),
