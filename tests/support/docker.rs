@@ -114,7 +114,7 @@ pub fn engine_status() -> &'static Result<String, String> {
         .unwrap_or_else(|_| Err("the engine check panicked".to_string()))
         .map_err(|detail| {
             format!(
-                "no Docker engine answers at {} ({detail}): the real-engine tests need one; start it (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running engine",
+                "no Docker engine answers at {} ({detail}): the real-engine tests need one; start it (`sudo systemctl start docker`, or `sudo dockerd &`) or point DOCKER_HOST at a running engine; to run only the tests that need no engine: `cargo test --lib` and `cargo test --test sandboxctl -- --skip engine_is_reachable`",
                 engine_endpoint()
             )
         })
