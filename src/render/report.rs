@@ -62,6 +62,17 @@ fn in_order(kind: Kind, n: &Named) -> (Kind, Option<Natural<'_>>, Natural<'_>, O
     )
 }
 
+/// [`in_order`] of a kept object.
+fn noted_order(n: &crate::plan::Noted) -> (Kind, Option<Natural<'_>>, Natural<'_>, Option<&str>) {
+    let o = &n.object;
+    (
+        o.kind,
+        o.box_id.as_deref().map(Natural),
+        Natural(o.name.as_str()),
+        o.id.as_deref(),
+    )
+}
+
 /// Whether the report names what was kept and retained: not when the
 /// whole plan, which names them, was printed before it (decision 24).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,10 +236,12 @@ pub(crate) fn report_view(report: &Report, kept: Kept) -> String {
         sections.push(unknown.trim_start_matches('\n').to_string());
     }
     if kept == Kept::Named {
+        let mut kept: Vec<&crate::plan::Noted> = report.kept.all().collect();
+        kept.sort_by(|a, b| noted_order(a).cmp(&noted_order(b)));
         section(
             &mut sections,
             "Keep:",
-            crate::render::plan::noted_rows(report.kept.all()),
+            crate::render::plan::noted_rows(kept),
         );
         if !report.retained.images.is_empty() {
             sections.push(format!(
@@ -464,6 +477,65 @@ mod tests {
         Reclaimed 7.3 MB.
         NOT converged: 1 object left behind.
         ");
+    }
+
+    #[test]
+    fn every_list_of_a_report_is_in_natural_order_and_names_each_object_once() {
+        use crate::exec::report::Gone;
+        use crate::model::{ImageInfo, Reason};
+        use crate::plan::Noted;
+        let entry = |kind, name: &str| crate::render::fixtures::entry(kind, name, None, None);
+        let mut report = Report::empty();
+        for name in ["cb10", "cb2", "cb1"] {
+            report.removed.push(
+                Kind::Container,
+                Gone {
+                    object: Named::of(&entry(Kind::Container, name)),
+                    outcome: Outcome::Removed,
+                    reclaimed_bytes: None,
+                },
+            );
+            report.push_leftover(&entry(Kind::Volume, name), Reason::Interrupted);
+            report.kept.push(
+                Kind::Network,
+                Noted {
+                    object: entry(Kind::Network, name),
+                    why: Reason::NotNamedByDestroy,
+                },
+            );
+            report.retained.images.push(ImageInfo {
+                id: format!("sha256:{name}"),
+                tags: vec![format!("ca-sbx:{name}")],
+            });
+        }
+        let human = report_human(&report);
+        for heading in ["Removed:", "Left behind:", "Keep:", "Retain (images are never removed):"] {
+            let rows: Vec<&str> = human
+                .split(&format!("{heading}\n"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{heading}: {human}"))
+                .lines()
+                .take(3)
+                .collect();
+            let names: Vec<&str> = rows
+                .iter()
+                .map(|r| r.split_whitespace().nth(1).unwrap_or_default())
+                .collect();
+            let want = if heading.starts_with("Retain") {
+                ["ca-sbx:cb1", "ca-sbx:cb2", "ca-sbx:cb10"]
+            } else {
+                ["cb1", "cb2", "cb10"]
+            };
+            assert_eq!(names, want, "{heading}\n{human}");
+        }
+        for name in ["cb1", "cb2", "cb10"] {
+            let once = human
+                .lines()
+                .filter(|l| l.split_whitespace().nth(1) == Some(name))
+                .count();
+            // A container removed, a volume left behind, a network kept.
+            assert_eq!(once, 3, "{name}: {human}");
+        }
     }
 
     #[test]
