@@ -464,7 +464,11 @@ fn hostile_label_values_are_escaped_for_people_and_exact_in_json() {
     assert_terminal_safe("report", &human);
     assert!(!human.contains("\n  2.  container  FORGED-LINE"));
     assert!(!human.contains("\\\\"), "escaped twice: {human}");
-    let json: serde_json::Value = serde_json::from_str(&render::report_json(&report, sandboxctl::cli::exit::report_ok(&report))).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&render::report_json(
+        &report,
+        sandboxctl::cli::exit::report_ok(&report),
+    ))
+    .unwrap();
     let removed: BTreeSet<String> = json["removed"]["containers"]
         .as_array()
         .unwrap()

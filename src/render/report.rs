@@ -172,8 +172,12 @@ pub(crate) fn report_view(report: &Report, kept: Kept) -> String {
         .collect();
     section(&mut sections, "Archived (then removed):", archived);
     // An archived volume is named once, under `Archived`.
-    let archived_here =
-        |g: &Gone| report.archived.iter().any(|a| a.engine == g.object.engine && a.volume == g.object.name);
+    let archived_here = |g: &Gone| {
+        report
+            .archived
+            .iter()
+            .any(|a| a.engine == g.object.engine && a.volume == g.object.name)
+    };
     let mut removed: Vec<(Kind, &Gone)> = report
         .removed
         .iter()
@@ -509,7 +513,12 @@ mod tests {
             });
         }
         let human = report_human(&report);
-        for heading in ["Removed:", "Left behind:", "Keep:", "Retain (images are never removed):"] {
+        for heading in [
+            "Removed:",
+            "Left behind:",
+            "Keep:",
+            "Retain (images are never removed):",
+        ] {
             let rows: Vec<&str> = human
                 .split(&format!("{heading}\n"))
                 .nth(1)
@@ -556,7 +565,9 @@ mod tests {
             }
             report.reclaimed = Reclaimed::of(&report.removed);
             let human = report_human(&report);
-            let json: serde_json::Value = serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report))).unwrap();
+            let json: serde_json::Value =
+                serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report)))
+                    .unwrap();
             let line = human
                 .lines()
                 .find(|l| l.starts_with("Reclaimed"))
@@ -694,7 +705,9 @@ mod tests {
         NOT converged: 1 object left behind.
         ");
         assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
-        let v: serde_json::Value = serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report))).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report)))
+                .unwrap();
         assert_eq!(
             v["remainingContainers"][0]["name"],
             crate::render::fixtures::EVIL_NAME
@@ -739,7 +752,8 @@ mod tests {
              NOT converged on 1 engine of 1.\n"
         ), "{human}");
         let v: serde_json::Value =
-            serde_json::from_str(&fleet_report(&fleet, |_| Kept::Named, false, Format::Json)).unwrap();
+            serde_json::from_str(&fleet_report(&fleet, |_| Kept::Named, false, Format::Json))
+                .unwrap();
         assert_eq!(v["reclaimedBytes"], 7_340_032);
         assert_eq!(v["reclaimedUnmeasured"], 0);
         assert_eq!(v["engines"][0]["engine"], "ci-1");

@@ -506,7 +506,10 @@ async fn apply_names_each_object_once_and_the_whole_plan_only_when_short_or_verb
         let (exit, sink) = run_one("[scope]\n", argv, &engine).await;
         let text = printed(&sink);
         assert_eq!(exit == Exit::Failure, fails, "{name}: {text}");
-        assert!(!text.contains("\n\n\n"), "{name}: a double blank line:\n{text}");
+        assert!(
+            !text.contains("\n\n\n"),
+            "{name}: a double blank line:\n{text}"
+        );
         let steps = text.contains("Remove, in this order:");
         assert_eq!(steps, n <= 12 || argv.contains(&"-v"), "{name}:\n{text}");
         // Each box's container once in the report (and once more in a plan
@@ -539,7 +542,11 @@ async fn the_json_ok_is_the_exit_status_and_converged_is_not() {
     let (exit, sink) = run_one("", &["destroy", "nosuchbox", "--format", "json"], &engine).await;
     let doc = json(&sink);
     assert_eq!(exit, Exit::Failure, "{doc}");
-    assert_eq!((doc["converged"].clone(), doc["ok"].clone()), (true.into(), false.into()), "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (true.into(), false.into()),
+        "{doc}"
+    );
     // And in words: no double blank line after the plan.
     let (exit, sink) = run_one("", &["destroy", "nosuchbox"], &engine).await;
     assert_eq!(exit, Exit::Failure);
@@ -548,7 +555,11 @@ async fn the_json_ok_is_the_exit_status_and_converged_is_not() {
     let (exit, sink) = run_one("", &["destroy", "a", "--format", "json"], &engine).await;
     let doc = json(&sink);
     assert_eq!(exit, Exit::Success, "{doc}");
-    assert_eq!((doc["converged"].clone(), doc["ok"].clone()), (true.into(), true.into()), "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (true.into(), true.into()),
+        "{doc}"
+    );
     // A removal that failed: not ok, exit 1.
     let engine = default_engine(&["b"]);
     engine.inject(
@@ -566,5 +577,9 @@ async fn the_json_ok_is_the_exit_status_and_converged_is_not() {
     let (exit, sink) = run_one("", &["destroy", "b", "--format", "json"], &engine).await;
     let doc = json(&sink);
     assert_eq!(exit, Exit::Failure, "{doc}");
-    assert_eq!((doc["converged"].clone(), doc["ok"].clone()), (false.into(), false.into()), "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (false.into(), false.into()),
+        "{doc}"
+    );
 }
