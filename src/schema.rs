@@ -482,10 +482,14 @@ mod tests {
     #[test]
     fn the_report_s_views_match_and_a_wrong_type_a_missing_key_an_unknown_code_do_not() {
         for report in [report_not_converged(), hostile_report()] {
-            check("report", &crate::render::report_json(&report));
+            check(
+                "report",
+                &crate::render::report_json(&report, crate::cli::exit::report_ok(&report)),
+            );
         }
         let good: Value =
-            serde_json::from_str(&crate::render::report_json(&report_not_converged())).unwrap();
+            serde_json::from_str(&crate::render::report_json(&report_not_converged(), false))
+                .unwrap();
         assert!(matches("report", &good));
         let mut bad = Vec::new();
         let mut wrong_type = good.clone();

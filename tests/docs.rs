@@ -174,6 +174,16 @@ tags = ["ca-sbx:docs-sleep"]
 /// engine; returns the exit status and what it printed (stdout, then
 /// stderr, as a terminal shows both).
 async fn render(engines: &[&str], args: &[&str]) -> (sandboxctl::cli::exit::Exit, String) {
+    render_with(engines, args, false).await
+}
+
+/// [`render`], the first engine's volume listing failing too when
+/// `unlisted` (a failure that names no object: said under `Failures:`).
+async fn render_with(
+    engines: &[&str],
+    args: &[&str],
+    unlisted: bool,
+) -> (sandboxctl::cli::exit::Exit, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut state = "[[box]]\nid = \"kept\"\n".to_string();
     for name in engines {
@@ -207,6 +217,21 @@ async fn render(engines: &[&str], args: &[&str]) -> (sandboxctl::cli::exit::Exit
                     FaultAction::Fail(error),
                     usize::MAX,
                 );
+                if unlisted {
+                    let error = EngineError::new(
+                        "list volumes",
+                        ErrorKind::Other {
+                            status: Some(500),
+                            message: "docs: the listing fails".into(),
+                        },
+                    );
+                    engine.inject(
+                        Op::List(Kind::Volume),
+                        None,
+                        FaultAction::Fail(error),
+                        usize::MAX,
+                    );
+                }
             }
             Arc::new(engine) as Arc<dyn Engine>
         })
@@ -259,14 +284,25 @@ async fn corpus() -> String {
 /// The prompt of `/sandbox-destroy` tells the model to quote report sections
 /// by their headings: each heading it names in double quotes is a heading of
 /// what a failing `destroy ID` prints (the prompt runs `destroy` through
-/// `bin/sandbox-destroy` and shows stdout and stderr).
+/// `bin/sandbox-destroy` and shows stdout and stderr): one whose removal
+/// failed (the object is named under `Left behind:`, its reason the
+/// failure), or one whose listing failed too (a failure that names no
+/// object: `Failures:`). A report names each object once (decision 24).
 trial!(the_plugin_prompt_names_only_headings_a_failing_destroy_prints);
 async fn the_plugin_prompt_names_only_headings_a_failing_destroy_prints() {
-    let (exit, printed) = render(&[], &["destroy", "doomed"]).await;
-    assert_ne!(
-        exit,
-        sandboxctl::cli::exit::Exit::Success,
-        "the destroy must fail:\n{printed}"
+    let mut printed = String::new();
+    for unlisted in [false, true] {
+        let (exit, text) = render_with(&[], &["destroy", "doomed"], unlisted).await;
+        assert_ne!(
+            exit,
+            sandboxctl::cli::exit::Exit::Success,
+            "the destroy must fail:\n{text}"
+        );
+        printed.push_str(&text);
+    }
+    assert!(
+        headings(&printed).contains("Failures:"),
+        "a failed listing is said under Failures:\n{printed}"
     );
     let printed_headings = headings(&printed);
     let prompt = read(PROMPT);

@@ -148,7 +148,7 @@ fn example_plans_and_reports() {
             let report_human = render::report_human(&report);
             assert_terminal_safe("report", &report_human);
             insta::assert_snapshot!("report_human", report_human);
-            let report_json = render::report_json(&report);
+            let report_json = render::report_json(&report, sandboxctl::cli::exit::report_ok(&report));
             insta::assert_snapshot!("report_json", check_text("report", &report_json, &what));
         });
     });
@@ -464,7 +464,11 @@ fn hostile_label_values_are_escaped_for_people_and_exact_in_json() {
     assert_terminal_safe("report", &human);
     assert!(!human.contains("\n  2.  container  FORGED-LINE"));
     assert!(!human.contains("\\\\"), "escaped twice: {human}");
-    let json: serde_json::Value = serde_json::from_str(&render::report_json(&report)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&render::report_json(
+        &report,
+        sandboxctl::cli::exit::report_ok(&report),
+    ))
+    .unwrap();
     let removed: BTreeSet<String> = json["removed"]["containers"]
         .as_array()
         .unwrap()

@@ -136,6 +136,9 @@ pub struct Config {
     pub(crate) audit: Option<PathBuf>,
     /// `--reclaimed`: measure what the removals give back.
     pub(crate) reclaimed: bool,
+    /// `-v`/`--verbose` (apply, destroy, prune): the whole plan is printed
+    /// before it is carried out, however long (decision 24).
+    pub(crate) verbose: bool,
     /// The clock, read once: plans are judged at this time (Unix seconds).
     pub(crate) now: i64,
     /// The memo of inspections kept across runs (`exec::memo`), in the
@@ -278,6 +281,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         ..
     } = args.command.removal();
     let archive = archive_policy(archive_flag.as_deref(), &desired);
+    let verbose = args.command.verbose();
     // --grace over the file's [policy] grace; none means 0 (watch requires one).
     let grace = args.grace.or(desired.policy.grace);
     if matches!(args.command, Command::Watch { .. }) && grace.is_none() {
@@ -425,6 +429,7 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
         parallelism,
         audit,
         reclaimed,
+        verbose,
         now: now(),
         memo_file: crate::exec::memo::path_in(crate::exec::files::state_folder(
             std::env::var_os("XDG_STATE_HOME"),

@@ -100,6 +100,19 @@ impl Exit {
     }
 }
 
+/// True when a run that ended as `end` exits 0: the report's `ok`
+/// (docs/report.md), made by the one decision, never on its own.
+pub(crate) fn succeeds(end: &Ended) -> bool {
+    Exit::of(end).exit == Exit::Success
+}
+
+/// The `ok` of `report` when nothing else (an audit write, a signal) bears
+/// on the run: [`succeeds`] of the verdict made from it, as a run that ran
+/// to its end decides it. For programs that render a report themselves.
+pub fn report_ok(report: &crate::exec::report::Report) -> bool {
+    succeeds(&Ended::Done(Verdict::of_report(report)))
+}
+
 /// A verdict's status: interrupted (the report says a Ctrl-C cut it short)
 /// before a held command's own failure before failed (or a prune declined
 /// at the terminal: nothing asked for was done) before pending. A run

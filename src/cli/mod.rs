@@ -123,6 +123,12 @@ pub(crate) enum Command {
         /// stale, edited, or sealed with another key (SANDBOXCTL_PLAN_KEY).
         #[arg(value_name = "PLAN_FILE")]
         plan: Option<PathBuf>,
+        /// Print the whole plan (every step with its reason, what is kept
+        /// and retained) before carrying it out; without it a plan of more
+        /// than 12 objects is summed up in one line, and the report names
+        /// each object once, with what happened to it.
+        #[arg(short = 'v', long)]
+        verbose: bool,
         #[command(flatten)]
         removal: Removal,
     },
@@ -150,6 +156,12 @@ pub(crate) enum Command {
         /// Prune without asking, on a terminal too (see `prune`).
         #[arg(long, short = 'y', conflicts_with = "ids")]
         yes: bool,
+        /// Print the whole plan (every step with its reason, what is kept
+        /// and retained) before carrying it out; without it a plan of more
+        /// than 12 objects is summed up in one line, and the report names
+        /// each object once, with what happened to it.
+        #[arg(short = 'v', long)]
+        verbose: bool,
         #[command(flatten)]
         removal: Removal,
     },
@@ -168,6 +180,12 @@ pub(crate) enum Command {
         /// Do not ask, on a terminal too.
         #[arg(long, short = 'y')]
         yes: bool,
+        /// Print the whole plan (every step with its reason, what is kept
+        /// and retained) before carrying it out; without it a plan of more
+        /// than 12 objects is summed up in one line, and the report names
+        /// each object once, with what happened to it.
+        #[arg(short = 'v', long)]
+        verbose: bool,
         #[command(flatten)]
         removal: Removal,
     },
@@ -363,6 +381,17 @@ impl Command {
         match self {
             Command::Destroy { ids, .. } => ids,
             _ => &[],
+        }
+    }
+
+    /// `-v`/`--verbose` given to apply, destroy or prune (false for any
+    /// other command).
+    pub(crate) fn verbose(&self) -> bool {
+        match self {
+            Command::Apply { verbose, .. }
+            | Command::Destroy { verbose, .. }
+            | Command::Prune { verbose, .. } => *verbose,
+            _ => false,
         }
     }
 
@@ -569,6 +598,7 @@ impl Cli {
                 removal: Removal {
                     archive: Some(_), ..
                 },
+                ..
             } => {
                 return Err(Invalid::conflict(
                     "a saved plan carries its own archive setting: drop --archive (or plan with [policy] archive)",

@@ -285,7 +285,7 @@ async fn leases_of(
         .into_iter()
         .filter(|o| is_lease_of(scope, box_id, &o.labels))
         .collect();
-    leases.sort_by(|a, b| a.name.cmp(&b.name));
+    leases.sort_by(|a, b| crate::model::natural_cmp(&a.name, &b.name));
     Ok(leases)
 }
 

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::model::{Exclusion, Kind, Labels, Natural, Object, Reason, Scope};
+use crate::model::{natural_cmp, Exclusion, Kind, Labels, Natural, Object, Reason, Scope};
 use crate::plan::{Entry, Plan};
 
 /// What the user named.
@@ -141,7 +141,7 @@ pub(crate) fn find<'a>(
                     .filter(|b| b.contains(id.as_str()))
                     .map(|b| format!("box:{b}"))
                     .collect();
-                near.sort();
+                near.sort_by(|a, b| natural_cmp(a, b));
                 near.dedup();
                 near.truncate(10);
                 return Err(ExplainError::NoMatch {
@@ -175,7 +175,7 @@ pub(crate) fn find<'a>(
                         .filter(|o| o.name.contains(name.as_str()))
                         .map(describe)
                         .collect();
-                    near.sort();
+                    near.sort_by(|a, b| natural_cmp(a, b));
                     near.truncate(10);
                     Err(ExplainError::NoMatch {
                         query: name.clone(),
@@ -184,7 +184,7 @@ pub(crate) fn find<'a>(
                 }
                 _ => {
                     let mut all: Vec<String> = found.iter().map(|o| describe(o)).collect();
-                    all.sort();
+                    all.sort_by(|a, b| natural_cmp(a, b));
                     Err(ExplainError::Ambiguous {
                         query: name.clone(),
                         candidates: all,

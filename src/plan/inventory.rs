@@ -328,7 +328,15 @@ impl Inventory {
             }
         }
         for users in holders.values_mut() {
-            users.sort();
+            // By kind, then name in natural order (cb2 before cb10).
+            users.sort_by(|a, b| {
+                (a.kind, crate::model::Natural(&a.name), &a.id, &a.how).cmp(&(
+                    b.kind,
+                    crate::model::Natural(&b.name),
+                    &b.id,
+                    &b.how,
+                ))
+            });
             users.dedup();
         }
         for (o, deps) in self.objects.values_mut().zip(managed_deps) {

@@ -71,9 +71,11 @@ pub(crate) use log::{
 pub(crate) use mcp::{mcp_call, mcp_started, mcp_stopping, tool_text};
 pub(crate) use plan::{
     engine_plan, fleet_engine_plan, fleet_plan, incomplete_warnings, incomplete_warnings_of,
-    lease_warnings, plan, plan_heading, unlisted_warnings,
+    lease_warnings, plan, plan_heading, plan_in_full, unlisted_warnings,
 };
-pub(crate) use report::{engine_report, error_line, fleet_report, report, unmeasured_warning};
+pub(crate) use report::{
+    engine_report, error_line, fleet_report, report, unmeasured_warning, Kept,
+};
 pub(crate) use signal::{interrupt_notice, quit_line};
 pub(crate) use target::{no_state_file_note, prune_declined, prune_question, Running};
 pub(crate) use validate::validation;

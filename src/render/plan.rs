@@ -38,7 +38,7 @@ fn entry_cells(e: &Entry) -> Vec<String> {
 }
 
 /// Rows of kept or blocked objects, each with its reason.
-fn noted_rows<'a>(items: impl IntoIterator<Item = &'a Noted>) -> Vec<Vec<String>> {
+pub(crate) fn noted_rows<'a>(items: impl IntoIterator<Item = &'a Noted>) -> Vec<Vec<String>> {
     items
         .into_iter()
         .map(|n| {
@@ -248,19 +248,47 @@ pub(crate) fn plan_heading(endpoint: &str) -> String {
     format!("Engine: {endpoint}\n")
 }
 
+/// The most objects (to remove, blocked, kept) a plan may name and still
+/// be printed whole before a converging run carries it out without `-v`
+/// (decision 24): what fits on a screen beside its report.
+pub(crate) const SHORT_PLAN: usize = 12;
+
+/// Whether a converging run prints `plan` whole before carrying it out:
+/// with `-v`, or when it is short ([`SHORT_PLAN`]); otherwise its scope
+/// and summary line, and the report names each object once.
+pub(crate) fn plan_in_full(plan: &Plan, verbose: bool) -> bool {
+    verbose || plan.steps.len() + plan.blocked.len() + plan.kept.len() <= SHORT_PLAN
+}
+
+/// A plan said before it is carried out, not whole: its scope and its
+/// summary line, saying how to see every step.
+fn plan_brief(plan: &Plan) -> String {
+    let scope: Vec<String> = plan.scope.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let summary = plan_summary(plan);
+    format!(
+        "Scope: {}\n{} (every step: --verbose)\n",
+        escape(&scope.join(", ")),
+        summary.strip_suffix('.').unwrap_or(&summary)
+    )
+}
+
 /// The one engine's plan as a converging run prints it before carrying it
-/// out: the plan, a blank line.
-pub(crate) fn engine_plan(plan: &Plan) -> String {
-    format!("{}\n", plan_human(plan))
+/// out: whole when `full` ([`plan_in_full`]), else in brief; a blank line.
+pub(crate) fn engine_plan(plan: &Plan, full: bool) -> String {
+    if full {
+        format!("{}\n", plan_human(plan))
+    } else {
+        format!("{}\n", plan_brief(plan))
+    }
 }
 
 /// One fleet engine's plan as a converging run prints it before carrying
-/// it out: `Engine NAME: ADDRESS`, the plan, a blank line.
-pub(crate) fn fleet_engine_plan(engine: &str, endpoint: &str, plan: &Plan) -> String {
+/// it out: `Engine NAME: ADDRESS`, the plan (as [`engine_plan`]), a blank line.
+pub(crate) fn fleet_engine_plan(engine: &str, endpoint: &str, plan: &Plan, full: bool) -> String {
     format!(
-        "Engine {}: {endpoint}\n{}\n",
+        "Engine {}: {endpoint}\n{}",
         escape(engine),
-        plan_human(plan)
+        engine_plan(plan, full)
     )
 }
 

@@ -10,17 +10,19 @@
 use std::fmt::Write as _;
 
 use crate::exec::report::{EngineSummary, FleetReport};
-use crate::exec::report::{Named, Reclaimed, Report};
-use crate::model::{Kind, Outcome};
-use crate::render::table::{box_cell, indented, kind_counts, name_cell, plural, table};
+use crate::exec::report::{Failure, Gone, Leftover, Named, Reclaimed, Report};
+use crate::model::{Kind, Natural, Outcome};
+use crate::render::table::{
+    box_cell, image_table, indented, kind_counts, name_cell, plural, table,
+};
 use crate::render::target::{not_done, not_found, unknown_section, Reader};
 use crate::render::{document, Format};
 use crate::text::escape;
 
-/// The report in `format`.
-pub(crate) fn report(report: &Report, format: Format) -> String {
+/// The report in `format`; `ok`: whether the run exits 0 (JSON `ok`).
+pub(crate) fn report(report: &Report, ok: bool, format: Format) -> String {
     match format {
-        Format::Json => report_json(report),
+        Format::Json => report_json(report, ok),
         _ => report_human(report),
     }
 }
@@ -40,38 +42,51 @@ fn named_cells(kind: Kind, n: &Named) -> Vec<String> {
     ]
 }
 
-/// One row per object of every kind: its named cells (`cells` says which
-/// object an item names), then the cell `cells` adds after them, if any.
-fn object_rows<'a, T: 'a>(
-    by_kind: impl Iterator<Item = (Kind, &'a Vec<T>)>,
-    cells: impl Fn(&'a T) -> (&'a Named, Option<String>),
-) -> Vec<Vec<String>> {
-    let cells = &cells;
-    by_kind
-        .flat_map(|(k, items)| {
-            items.iter().map(move |item| {
-                let (named, last) = cells(item);
-                let mut row = named_cells(k, named);
-                row.extend(last);
-                row
-            })
-        })
-        .collect()
-}
-
-/// `heading`, then `rows` as a table (nothing when there are none).
-fn section(out: &mut String, heading: &str, rows: Vec<Vec<String>>) {
+/// `heading`, then `rows` as a table, as one section of `sections`
+/// (nothing when there are none). The sections of a report are said with
+/// one blank line between them, and none before the first.
+fn section(sections: &mut Vec<String>, heading: &str, rows: Vec<Vec<String>>) {
     if !rows.is_empty() {
-        out.push_str(heading);
-        out.push_str(&table(rows, "  "));
+        sections.push(format!("{heading}\n{}", table(rows, "  ")));
     }
 }
 
-/// `LEAD N; kept N; retained N.`, on a line of its own after a blank one:
-/// a report's counts.
+/// The order every list of objects in a report is printed in: by kind,
+/// then box, then name (both in natural order: cb2 before cb10), then ID.
+fn in_order(kind: Kind, n: &Named) -> (Kind, Option<Natural<'_>>, Natural<'_>, Option<&str>) {
+    (
+        kind,
+        n.box_id.as_deref().map(Natural),
+        Natural(n.name.as_str()),
+        n.id.as_deref(),
+    )
+}
+
+/// [`in_order`] of a kept object.
+fn noted_order(n: &crate::plan::Noted) -> (Kind, Option<Natural<'_>>, Natural<'_>, Option<&str>) {
+    let o = &n.object;
+    (
+        o.kind,
+        o.box_id.as_deref().map(Natural),
+        Natural(o.name.as_str()),
+        o.id.as_deref(),
+    )
+}
+
+/// Whether the report names what was kept and retained: not when the
+/// whole plan, which names them, was printed before it (decision 24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// The report names them (`Keep:`, `Retain ...:`).
+    Named,
+    /// The plan printed before the report named them.
+    InThePlan,
+}
+
+/// `LEAD N; kept N; retained N.`, on a line of its own: a report's counts.
 fn counts_line(lead: &str, report: &Report) -> String {
     format!(
-        "\n{lead} {}; kept {}; retained {}.\n",
+        "{lead} {}; kept {}; retained {}.\n",
         kind_counts(|k| report.removed.get(k).len()),
         plural(report.kept.len(), "object"),
         plural(report.retained.images.len(), "image"),
@@ -125,13 +140,21 @@ pub(crate) fn unmeasured_warning(engine: &str, error: &str) -> String {
     )
 }
 
-/// The report as a person reads it; the last line says whether it converged.
+/// The report as a person reads it, standalone: each object once, in the
+/// section of what happened to it, then the counts; the last line says
+/// whether it converged.
 pub fn report_human(report: &Report) -> String {
-    let mut out = String::new();
-    let removed = object_rows(report.removed.iter(), |g| {
-        let gone = (g.outcome != Outcome::Removed).then(|| "(already gone)".to_string());
-        (&g.object, gone)
-    });
+    report_view(report, Kept::Named)
+}
+
+/// The report as a person reads it: each object once, grouped by what
+/// happened to it (archived then removed, removed, left behind with its
+/// reason; kept with its reason and the images retained unless the plan
+/// printed before said them, `kept`), the failures that name no object
+/// left behind (an engine's listing, its connection), the named boxes
+/// nothing carries; then the counts and whether it converged.
+pub(crate) fn report_view(report: &Report, kept: Kept) -> String {
+    let mut sections = Vec::new();
     let archived: Vec<Vec<String>> = report
         .archived
         .iter()
@@ -139,6 +162,7 @@ pub fn report_human(report: &Report) -> String {
             vec![
                 "volume".to_string(),
                 a.volume.clone(),
+                box_cell(a.box_id.as_deref()),
                 a.path.clone(),
                 plural(usize::try_from(a.bytes).unwrap_or(usize::MAX), "byte"),
                 format!("in {:.1} s", a.elapsed_ms as f64 / 1000.0),
@@ -146,15 +170,45 @@ pub fn report_human(report: &Report) -> String {
             ]
         })
         .collect();
-    let archived_any = !archived.is_empty();
-    section(&mut out, "Archived (then removed):\n", archived);
-    if archived_any && !removed.is_empty() {
-        out.push('\n');
-    }
-    section(&mut out, "Removed:\n", removed);
-    let failures = report
+    section(&mut sections, "Archived (then removed):", archived);
+    // An archived volume is named once, under `Archived`.
+    let archived_here = |g: &Gone| {
+        report
+            .archived
+            .iter()
+            .any(|a| a.engine == g.object.engine && a.volume == g.object.name)
+    };
+    let mut removed: Vec<(Kind, &Gone)> = report
+        .removed
+        .iter()
+        .flat_map(|(k, items)| items.iter().map(move |g| (k, g)))
+        .filter(|(k, g)| !(*k == Kind::Volume && archived_here(g)))
+        .collect();
+    removed.sort_by(|a, b| in_order(a.0, &a.1.object).cmp(&in_order(b.0, &b.1.object)));
+    let removed = removed
+        .into_iter()
+        .map(|(k, g)| {
+            let mut row = named_cells(k, &g.object);
+            if g.outcome != Outcome::Removed {
+                row.push("(already gone)".to_string());
+            }
+            row
+        })
+        .collect();
+    section(&mut sections, "Removed:", removed);
+    // A failure that names an object left behind is said there, as its reason.
+    let left_behind_as = |f: &Failure| {
+        report.all_remaining().any(|l| {
+            f.engine == l.object.engine
+                && f.name == l.object.name
+                && f.id == l.object.id
+                && Kind::ALL.iter().any(|k| k.as_str() == f.kind)
+        })
+    };
+    let failures: Vec<Vec<String>> = report
         .failures
         .iter()
+        .filter(|f| !left_behind_as(f))
         .map(|f| {
             vec![
                 f.kind.clone(),
@@ -163,13 +217,47 @@ pub fn report_human(report: &Report) -> String {
             ]
         })
         .collect();
-    section(&mut out, "\nFailures:\n", failures);
-    let left = object_rows(report.remaining.iter(), |l| {
-        (&l.object, Some(l.reason.to_string()))
-    });
+    let failed = failures.len();
+    section(&mut sections, "Failures:", failures);
+    let mut left: Vec<(Kind, &Leftover)> = report
+        .remaining
+        .iter()
+        .flat_map(|(k, items)| items.iter().map(move |l| (k, l)))
+        .collect();
+    left.sort_by(|a, b| in_order(a.0, &a.1.object).cmp(&in_order(b.0, &b.1.object)));
     let left_behind = left.len();
-    section(&mut out, "\nLeft behind:\n", left);
-    out.push_str(&unknown_section(&report.unknown_boxes, Reader::Cli));
+    let left = left
+        .into_iter()
+        .map(|(k, l)| {
+            let mut row = named_cells(k, &l.object);
+            row.push(l.reason.to_string());
+            row
+        })
+        .collect();
+    section(&mut sections, "Left behind:", left);
+    let unknown = unknown_section(&report.unknown_boxes, Reader::Cli);
+    if !unknown.is_empty() {
+        sections.push(unknown.trim_start_matches('\n').to_string());
+    }
+    if kept == Kept::Named {
+        let mut kept: Vec<&crate::plan::Noted> = report.kept.all().collect();
+        kept.sort_by(|a, b| noted_order(a).cmp(&noted_order(b)));
+        section(
+            &mut sections,
+            "Keep:",
+            crate::render::plan::noted_rows(kept),
+        );
+        if !report.retained.images.is_empty() {
+            sections.push(format!(
+                "Retain (images are never removed):\n{}",
+                image_table(&report.retained.images)
+            ));
+        }
+    }
+    let mut out = sections.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
     out.push_str(&counts_line("Removed", report));
     out.push_str(&reclaimed_line(&report.reclaimed, |k| {
         unmeasured_of(report, k)
@@ -184,8 +272,8 @@ pub fn report_human(report: &Report) -> String {
         if report.interrupted {
             why.push("interrupted".to_string());
         }
-        if !report.failures.is_empty() {
-            why.push(plural(report.failures.len(), "failure"));
+        if failed > 0 {
+            why.push(plural(failed, "failure"));
         }
         if left_behind > 0 {
             why.push(format!("{} left behind", plural(left_behind, "object")));
@@ -201,6 +289,11 @@ pub fn report_human(report: &Report) -> String {
 #[derive(serde::Serialize, schemars::JsonSchema)]
 #[schemars(deny_unknown_fields)]
 pub(crate) struct ReportDoc<'a> {
+    /// True exactly when the run exits 0: made from the same verdict as
+    /// the exit status (`cli::exit`). `converged` says only that a fresh
+    /// listing showed nothing left to do; a run can converge and still fail
+    /// (a named box not found, an audit write that failed, a Ctrl-C).
+    ok: bool,
     /// One engine's report: the engine's name (as each object's `engine`
     /// says it); absent from a fleet's, whose `engines` name each.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -216,9 +309,11 @@ pub(crate) struct ReportDoc<'a> {
     engines: Option<&'a Vec<EngineSummary>>,
 }
 
-/// The report as JSON.
-pub fn report_json(report: &Report) -> String {
+/// The report as JSON; `ok`: whether the run exits 0 (`cli::exit::report_ok`
+/// says it of a report alone).
+pub fn report_json(report: &Report, ok: bool) -> String {
     document(ReportDoc {
+        ok,
         engine: None,
         endpoint: None,
         report,
@@ -228,16 +323,20 @@ pub fn report_json(report: &Report) -> String {
 
 /// One engine's report, the engine named: JSON with its `engine` and
 /// `endpoint`; human text under `Engine: ADDRESS` when `heading` (a run
-/// that printed its plan has said it already).
+/// that printed its plan has said it already), naming what was kept and
+/// retained as `kept` says.
 pub(crate) fn engine_report(
     report: &Report,
     engine: &str,
     endpoint: &str,
     heading: bool,
+    kept: Kept,
+    ok: bool,
     format: Format,
 ) -> String {
     match format {
         Format::Json => document(ReportDoc {
+            ok,
             engine: Some(engine),
             endpoint: Some(endpoint),
             report,
@@ -246,18 +345,25 @@ pub(crate) fn engine_report(
         _ if heading => format!(
             "{}{}",
             crate::render::plan_heading(endpoint),
-            report_human(report)
+            report_view(report, kept)
         ),
-        _ => report_human(report),
+        _ => report_view(report, kept),
     }
 }
 
-/// A fleet's report: each engine's report under its heading, then the
+/// A fleet's report: each engine's report under its heading (naming what
+/// it kept and retained as `kept` says of that engine), then the
 /// per-engine summary and whether the fleet converged. JSON: the merged
 /// report with `engines`.
-pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
+pub(crate) fn fleet_report(
+    report: &FleetReport,
+    kept: impl Fn(&str) -> Kept,
+    ok: bool,
+    format: Format,
+) -> String {
     if format == Format::Json {
         return document(ReportDoc {
+            ok,
             engine: None,
             endpoint: None,
             report: &report.report,
@@ -271,7 +377,7 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
         // own section below says which none carries.
         let mut one = part.report().into_owned();
         one.unknown_boxes.clear();
-        out.push_str(&indented(&report_human(&one)));
+        out.push_str(&indented(&report_view(&one, kept(&part.engine))));
         out.push('\n');
     }
     out.push_str("Engines:\n");
@@ -296,6 +402,7 @@ pub(crate) fn fleet_report(report: &FleetReport, format: Format) -> String {
     out.push_str(&table(rows, "  "));
     let r = &report.report;
     out.push_str(&unknown_section(&r.unknown_boxes, Reader::Cli));
+    out.push('\n');
     out.push_str(&counts_line("Fleet: removed", r));
     out.push_str(&reclaimed_line(&r.reclaimed, |k| unmeasured_of(r, k)));
     if let Some(words) = not_found(&r.unknown_boxes).filter(|_| r.converged) {
@@ -350,7 +457,7 @@ mod tests {
         assert_human_and_json!(
             "report_archive",
             report_human(&report),
-            report_json(&report)
+            report_json(&report, crate::cli::exit::report_ok(&report))
         );
     }
 
@@ -361,16 +468,83 @@ mod tests {
           container  sbx-a (c0ffee000001)  box a
           volume     data-a                box a  (already gone)
 
-        Failures:
-          network  net-b (5eed00000002)  remove network 5eed00000002: engine answered HTTP 500: boom
-
         Left behind:
           network  net-b (5eed00000002)  box b  remove network 5eed00000002: engine answered HTTP 500: boom
 
+        Keep:
+          volume  notes  no box    listed in volumes.keep
+
+        Retain (images are never removed):
+          image  ca-sbx:repo-1  0123456789ab
+
         Removed 1 container, 1 volume and 0 networks; kept 1 object; retained 1 image.
         Reclaimed 7.3 MB.
-        NOT converged: 1 failure, 1 object left behind.
+        NOT converged: 1 object left behind.
         ");
+    }
+
+    #[test]
+    fn every_list_of_a_report_is_in_natural_order_and_names_each_object_once() {
+        use crate::exec::report::Gone;
+        use crate::model::{ImageInfo, Reason};
+        use crate::plan::Noted;
+        let entry = |kind, name: &str| crate::render::fixtures::entry(kind, name, None, None);
+        let mut report = Report::empty();
+        for name in ["cb10", "cb2", "cb1"] {
+            report.removed.push(
+                Kind::Container,
+                Gone {
+                    object: Named::of(&entry(Kind::Container, name)),
+                    outcome: Outcome::Removed,
+                    reclaimed_bytes: None,
+                },
+            );
+            report.push_leftover(&entry(Kind::Volume, name), Reason::Interrupted);
+            report.kept.push(
+                Kind::Network,
+                Noted {
+                    object: entry(Kind::Network, name),
+                    why: Reason::NotNamedByDestroy,
+                },
+            );
+            report.retained.images.push(ImageInfo {
+                id: format!("sha256:{name}"),
+                tags: vec![format!("ca-sbx:{name}")],
+            });
+        }
+        let human = report_human(&report);
+        for heading in [
+            "Removed:",
+            "Left behind:",
+            "Keep:",
+            "Retain (images are never removed):",
+        ] {
+            let rows: Vec<&str> = human
+                .split(&format!("{heading}\n"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{heading}: {human}"))
+                .lines()
+                .take(3)
+                .collect();
+            let names: Vec<&str> = rows
+                .iter()
+                .map(|r| r.split_whitespace().nth(1).unwrap_or_default())
+                .collect();
+            let want = if heading.starts_with("Retain") {
+                ["ca-sbx:cb1", "ca-sbx:cb2", "ca-sbx:cb10"]
+            } else {
+                ["cb1", "cb2", "cb10"]
+            };
+            assert_eq!(names, want, "{heading}\n{human}");
+        }
+        for name in ["cb1", "cb2", "cb10"] {
+            let once = human
+                .lines()
+                .filter(|l| l.split_whitespace().nth(1) == Some(name))
+                .count();
+            // A container removed, a volume left behind, a network kept.
+            assert_eq!(once, 3, "{name}: {human}");
+        }
     }
 
     #[test]
@@ -391,7 +565,9 @@ mod tests {
             }
             report.reclaimed = Reclaimed::of(&report.removed);
             let human = report_human(&report);
-            let json: serde_json::Value = serde_json::from_str(&report_json(&report)).unwrap();
+            let json: serde_json::Value =
+                serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report)))
+                    .unwrap();
             let line = human
                 .lines()
                 .find(|l| l.starts_with("Reclaimed"))
@@ -464,7 +640,7 @@ mod tests {
 
     #[test]
     fn json_keeps_flat_remaining_keys_in_order() {
-        let json = report_json(&report_not_converged());
+        let json = report_json(&report_not_converged(), false);
         let keys: Vec<String> = serde_json::from_str::<serde_json::Value>(&json)
             .unwrap()
             .as_object()
@@ -475,6 +651,7 @@ mod tests {
         // serde_json's map is sorted; the order in the text is the contract.
         let order: Vec<usize> = [
             "schemaVersion",
+            "ok",
             "converged",
             "now",
             "removed",
@@ -519,19 +696,18 @@ mod tests {
     fn hostile_text_is_escaped_in_human_output_and_exact_in_json() {
         let report = hostile_report();
         let human = report_human(&report);
-        assert!(human.starts_with("\nFailures:"), "{human}");
-        insta::assert_snapshot!(&human[1..], @r"
-        Failures:
-          container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  conflict:\u{1b}[31m in use\n
-
+        assert!(human.starts_with("Left behind:"), "{human}");
+        insta::assert_snapshot!(human, @r"
         Left behind:
           container  evil\u{1b}[2J\n\u{202e}x (c0ffee000001)  box b\u{1b}]0;t\u{7}\nFORGED  conflict:\u{1b}[31m in use\n
 
         Removed 0 containers, 0 volumes and 0 networks; kept 0 objects; retained 0 images.
-        NOT converged: 1 failure, 1 object left behind.
+        NOT converged: 1 object left behind.
         ");
         assert!(!human.contains('\u{1b}') && !human.contains('\u{202e}'));
-        let v: serde_json::Value = serde_json::from_str(&report_json(&report)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&report_json(&report, crate::cli::exit::report_ok(&report)))
+                .unwrap();
         assert_eq!(
             v["remainingContainers"][0]["name"],
             crate::render::fixtures::EVIL_NAME
@@ -564,7 +740,7 @@ mod tests {
                 result: Ok(part),
             }],
         };
-        let human = fleet_report(&fleet, Format::Human);
+        let human = fleet_report(&fleet, |_| Kept::Named, false, Format::Human);
         assert!(
             human.starts_with("Engine ci-1:\n  Removed:\n    container  sbx-a"),
             "{human}"
@@ -576,7 +752,8 @@ mod tests {
              NOT converged on 1 engine of 1.\n"
         ), "{human}");
         let v: serde_json::Value =
-            serde_json::from_str(&fleet_report(&fleet, Format::Json)).unwrap();
+            serde_json::from_str(&fleet_report(&fleet, |_| Kept::Named, false, Format::Json))
+                .unwrap();
         assert_eq!(v["reclaimedBytes"], 7_340_032);
         assert_eq!(v["reclaimedUnmeasured"], 0);
         assert_eq!(v["engines"][0]["engine"], "ci-1");

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::model::{cut, short_id, ImageInfo, Kind};
+use crate::model::{cut, short_id, ImageInfo, Kind, Natural};
 use crate::plan::Entry;
 use crate::text::{clip, escape};
 
@@ -99,9 +99,15 @@ pub(crate) fn plural(n: usize, word: &str) -> String {
 
 /// Images as table rows: tags and short ID.
 pub(crate) fn image_table<'a>(images: impl IntoIterator<Item = &'a ImageInfo>) -> String {
-    let rows: Vec<Vec<String>> = images
+    // By their tags in natural order (ca-sbx:cb2 before ca-sbx:cb10), then ID.
+    let mut rows: Vec<(String, &str)> = images
         .into_iter()
-        .map(|i| vec!["image".into(), i.tags.join(", "), short_id(&i.id).into()])
+        .map(|i| (i.tags.join(", "), i.id.as_str()))
+        .collect();
+    rows.sort_by(|a, b| (Natural(&a.0), a.1).cmp(&(Natural(&b.0), b.1)));
+    let rows = rows
+        .into_iter()
+        .map(|(tags, id)| vec!["image".into(), tags, short_id(id).into()])
         .collect();
     table(rows, "  ")
 }

@@ -59,5 +59,5 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     if let Job::Converge { target, .. } = &config.job {
         destroy::judge(run, target, &mut report);
     }
-    printer.conclude(&report, "")
+    printer.conclude(&report, "", |v| super::ended(v, run.stop, false))
 }

@@ -102,14 +102,16 @@ pub(super) async fn before(
     let mut report = Report::empty();
     report.declined = true;
     report.no_state_file = *no_state_file;
-    if config.format == Format::Json {
-        sink.out(&render::report(&report, Format::Json));
-    }
-    Some(Verdict {
+    let verdict = Verdict {
         failed: true,
         declined: true,
         ..Verdict::default()
-    })
+    };
+    if config.format == Format::Json {
+        let ok = crate::cli::exit::succeeds(&super::ended(verdict, run.stop, false));
+        sink.out(&render::report(&report, ok, Format::Json));
+    }
+    Some(verdict)
 }
 
 /// One line of the process's stdin (`None`: the end of input, or an error).

@@ -13,6 +13,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 
 use crate::cli::config::{log_time, Config, Job};
+use crate::cli::exit::{succeeds, Ended};
 use crate::exec::event::{Event, Observer};
 use crate::exec::report::{FleetReport, Verdict};
 use crate::observe::audit::AuditObserver;
@@ -39,6 +40,9 @@ pub(super) struct Printer<'a> {
     /// True once one engine's `Engine: ADDRESS` heading was printed (with
     /// its plan): the report does not say it again.
     headed: Cell<bool>,
+    /// The engines whose plan was printed whole: their report does not name
+    /// what is kept and retained again (decision 24).
+    in_full: RefCell<BTreeSet<String>>,
 }
 
 impl<'a> Printer<'a> {
@@ -64,6 +68,7 @@ impl<'a> Printer<'a> {
             audit_failed: Cell::new(false),
             warned: RefCell::new(BTreeSet::new()),
             headed: Cell::new(false),
+            in_full: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -95,12 +100,30 @@ impl<'a> Printer<'a> {
 
     /// Prints the audit log's failure if any, `warnings` (`destroy ID`'s),
     /// then the merged report (per engine for a fleet); returns its verdict.
-    pub(super) fn conclude(&self, report: &FleetReport, warnings: &str) -> Verdict {
+    /// `ended`: how the run ends with a verdict (`run::ended`), so that the
+    /// JSON's `ok` is what the exit status will be (`cli::exit::succeeds`).
+    pub(super) fn conclude(
+        &self,
+        report: &FleetReport,
+        warnings: &str,
+        ended: impl Fn(Verdict) -> Ended,
+    ) -> Verdict {
         self.audit_error();
         let config = self.config;
         if !warnings.is_empty() {
             self.err(warnings);
         }
+        let mut verdict = Verdict::of_report(&report.report);
+        verdict.failed |= self.audit_failed.get();
+        let ok = succeeds(&ended(verdict));
+        let in_full = self.in_full.borrow();
+        let kept = |engine: &str| {
+            if in_full.contains(engine) {
+                render::Kept::InThePlan
+            } else {
+                render::Kept::Named
+            }
+        };
         let mut sink = self.sink.borrow_mut();
         match (config.fleet, report.parts.as_slice()) {
             (false, [part]) => {
@@ -121,6 +144,8 @@ impl<'a> Printer<'a> {
                                 engine,
                                 endpoint,
                                 heading,
+                                kept(engine),
+                                ok,
                                 Format::Json,
                             ));
                         }
@@ -130,14 +155,14 @@ impl<'a> Printer<'a> {
                         engine,
                         endpoint,
                         heading,
+                        kept(engine),
+                        ok,
                         config.format,
                     )),
                 }
             }
-            _ => sink.out(&render::fleet_report(report, config.format)),
+            _ => sink.out(&render::fleet_report(report, kept, ok, config.format)),
         }
-        let mut verdict = Verdict::of_report(&report.report);
-        verdict.failed |= self.audit_failed.get();
         verdict
     }
 }
@@ -172,6 +197,10 @@ impl Observer for Printer<'_> {
                 if format != Format::Human || !self.print_plan || self.watching() {
                     return;
                 }
+                let full = render::plan_in_full(plan, self.config.verbose);
+                if full {
+                    self.in_full.borrow_mut().insert(engine.to_string());
+                }
                 if self.config.fleet {
                     let endpoint = self
                         .endpoints
@@ -181,14 +210,14 @@ impl Observer for Printer<'_> {
                         .unwrap_or_default();
                     self.sink
                         .borrow_mut()
-                        .out(&render::fleet_engine_plan(engine, endpoint, plan));
+                        .out(&render::fleet_engine_plan(engine, endpoint, plan, full));
                 } else {
                     let endpoint = self.endpoints.first().map_or("", |(_, e)| e.as_str());
                     let mut sink = self.sink.borrow_mut();
                     if !self.headed.replace(true) {
                         sink.out(&render::plan_heading(endpoint));
                     }
-                    sink.out(&render::engine_plan(plan));
+                    sink.out(&render::engine_plan(plan, full));
                     drop(sink);
                     *self.progress.borrow_mut() = Progress::new(format, plan.steps.len());
                 }

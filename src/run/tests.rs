@@ -454,3 +454,132 @@ async fn restore_brings_it_back_and_says_what_to_declare() {
     assert_eq!(exit, Exit::Failure);
     assert_contains(&sink.err, "volume vb exists");
 }
+
+/// What a converging run printed on stdout (stderr's progress lines are
+/// not the report), with the `Engine:` line (the address this machine
+/// resolves) left out.
+fn printed(sink: &Capture) -> String {
+    sink.out
+        .lines()
+        .filter(|l| !l.starts_with("Engine: "))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `n` boxes `cb1`..`cbN` (natural order is not plain order past 9).
+fn boxes(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("cb{i}")).collect()
+}
+
+/// Decision 24: apply names each object once with its outcome, then the
+/// summary; the whole plan first only with -v or when it is short; never a
+/// double blank line.
+#[tokio::test]
+async fn apply_names_each_object_once_and_the_whole_plan_only_when_short_or_verbose() {
+    use crate::engine::memory::{FaultAction, Op};
+    use crate::engine::{EngineError, ErrorKind};
+    use crate::model::Kind;
+    let cases: [(&str, usize, &[&str], bool); 4] = [
+        ("apply_short", 3, &["apply"], false),
+        ("apply_long", 30, &["apply"], false),
+        ("apply_failing", 14, &["apply"], true),
+        ("apply_verbose", 14, &["apply", "-v"], false),
+    ];
+    for (name, n, argv, fails) in cases {
+        let names = boxes(n);
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let engine = default_engine(&refs);
+        if fails {
+            engine.inject(
+                Op::Remove(Kind::Container),
+                Some("default-cb10"),
+                FaultAction::Fail(EngineError::new(
+                    "remove container default-cb10",
+                    ErrorKind::Other {
+                        status: Some(500),
+                        message: "driver failed".into(),
+                    },
+                )),
+                usize::MAX,
+            );
+        }
+        let (exit, sink) = run_one("[scope]\n", argv, &engine).await;
+        let text = printed(&sink);
+        assert_eq!(exit == Exit::Failure, fails, "{name}: {text}");
+        assert!(
+            !text.contains("\n\n\n"),
+            "{name}: a double blank line:\n{text}"
+        );
+        let steps = text.contains("Remove, in this order:");
+        assert_eq!(steps, n <= 12 || argv.contains(&"-v"), "{name}:\n{text}");
+        // Each box's container once in the report (and once more in a plan
+        // printed whole).
+        for b in &names {
+            let rows = text
+                .lines()
+                .filter(|l| l.split_whitespace().any(|w| w == b.as_str()))
+                .count();
+            assert_eq!(rows, if steps { 2 } else { 1 }, "{name}: {b}:\n{text}");
+        }
+        insta::with_settings!({snapshot_path => "../../snapshots", omit_expression => true}, {
+            insta::assert_snapshot!(name, text);
+        });
+    }
+}
+
+/// The report's JSON `ok` is what the exit status says, made by the one
+/// decision: `converged` alone can be true on a run that fails.
+#[tokio::test]
+async fn the_json_ok_is_the_exit_status_and_converged_is_not() {
+    use crate::engine::memory::{FaultAction, Op};
+    use crate::engine::{EngineError, ErrorKind};
+    use crate::model::Kind;
+    let json = |sink: &Capture| -> serde_json::Value {
+        serde_json::from_str(&sink.out).unwrap_or_else(|e| panic!("{e}: {}", sink.out))
+    };
+    // A named box nothing carries: converged, not ok, exit 1.
+    let engine = default_engine(&["a"]);
+    let (exit, sink) = run_one("", &["destroy", "nosuchbox", "--format", "json"], &engine).await;
+    let doc = json(&sink);
+    assert_eq!(exit, Exit::Failure, "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (true.into(), false.into()),
+        "{doc}"
+    );
+    // And in words: no double blank line after the plan.
+    let (exit, sink) = run_one("", &["destroy", "nosuchbox"], &engine).await;
+    assert_eq!(exit, Exit::Failure);
+    assert!(!sink.out.contains("\n\n\n"), "{}", sink.out);
+    // A teardown that converged: ok, exit 0.
+    let (exit, sink) = run_one("", &["destroy", "a", "--format", "json"], &engine).await;
+    let doc = json(&sink);
+    assert_eq!(exit, Exit::Success, "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (true.into(), true.into()),
+        "{doc}"
+    );
+    // A removal that failed: not ok, exit 1.
+    let engine = default_engine(&["b"]);
+    engine.inject(
+        Op::Remove(Kind::Container),
+        None,
+        FaultAction::Fail(EngineError::new(
+            "remove container default-b",
+            ErrorKind::Other {
+                status: Some(500),
+                message: "boom".into(),
+            },
+        )),
+        usize::MAX,
+    );
+    let (exit, sink) = run_one("", &["destroy", "b", "--format", "json"], &engine).await;
+    let doc = json(&sink);
+    assert_eq!(exit, Exit::Failure, "{doc}");
+    assert_eq!(
+        (doc["converged"].clone(), doc["ok"].clone()),
+        (false.into(), false.into()),
+        "{doc}"
+    );
+}

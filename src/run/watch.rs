@@ -118,5 +118,5 @@ pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         let _ = handle.await;
     }
     let report = last.unwrap_or_else(|| merge(Vec::new()));
-    printer.conclude(&report, "")
+    printer.conclude(&report, "", |v| super::ended(v, run.stop, true))
 }

@@ -612,6 +612,8 @@ pub struct EngineSummary {
 pub struct Report {
     /// The schema version of every document (`2`).
     pub schema_version: u32,
+    /// True exactly when the run exits 0 (checked by [`Output::report`]).
+    pub ok: bool,
     /// One engine's report: the engine's name and address.
     #[serde(default)]
     pub engine: Option<String>,
@@ -749,7 +751,16 @@ impl Output {
     /// Stdout read as a report, failing the test (showing both streams) if it is not one.
     #[track_caller]
     pub fn report(&self) -> Report {
-        self.parse("a JSON report")
+        let report: Report = self.parse("a JSON report");
+        // `ok` is the exit status, by the one decision (decision 24).
+        assert_eq!(
+            report.ok,
+            self.code == Some(0),
+            "`ok` is not what `{}` exited with\n{}",
+            self.command,
+            self.dump()
+        );
+        report
     }
 
     /// Stdout read as a plan, failing the test (showing both streams) if it is not one.

@@ -211,12 +211,14 @@ impl Server {
                 prune: false,
                 missing_ok,
                 yes: false,
+                verbose: false,
                 removal,
             },
             // The server's prune never asks (its tool call is not a
             // terminal: `for_tool` says so).
             Call::Prune => Command::Prune {
                 yes: false,
+                verbose: false,
                 removal,
             },
             Call::Inventory => Command::Inventory,
