@@ -113,6 +113,19 @@ impl Receiver {
     }
 }
 
+/// A notification given up on: to whom, what, and why (words of this
+/// program, or the receiver's status; the URL is the state file's). An
+/// empty `url` stands for deliveries given up on when the command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFailure {
+    pub url: String,
+    pub event: NotifyEvent,
+    pub engine: String,
+    pub box_id: Option<String>,
+    pub delivery_id: String,
+    pub error: String,
+}
+
 /// `before` when the state file gives none.
 pub const DEFAULT_BEFORE: Duration = Duration::from_secs(600);
 

@@ -16,6 +16,7 @@ use crate::cli::config::{log_time, Config, Job};
 use crate::exec::event::{Event, Observer};
 use crate::exec::report::{FleetReport, Verdict};
 use crate::observe::audit::AuditObserver;
+use crate::observe::notify::Notifier;
 use crate::render::{self, Format, Progress};
 
 use super::context::Sink;
@@ -39,6 +40,9 @@ pub(super) struct Printer<'a> {
     /// True once one engine's `Engine: ADDRESS` heading was printed (with
     /// its plan): the report does not say it again.
     headed: Cell<bool>,
+    /// The notifier, whose deliveries given up on are said here (never
+    /// part of the verdict).
+    notifier: Option<&'a Notifier>,
 }
 
 impl<'a> Printer<'a> {
@@ -64,6 +68,29 @@ impl<'a> Printer<'a> {
             audit_failed: Cell::new(false),
             warned: RefCell::new(BTreeSet::new()),
             headed: Cell::new(false),
+            notifier: None,
+        }
+    }
+
+    /// This printer, saying `notifier`'s deliveries given up on.
+    pub(super) fn with_notifier(mut self, notifier: Option<&'a Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// Says the notifications given up on since the last look, if any: a
+    /// warning each, never a failure of the run.
+    pub(super) fn notify_failures(&self) {
+        let Some(notifier) = self.notifier else {
+            return;
+        };
+        for failure in notifier.take_failures() {
+            let line = if self.watching() {
+                render::watch_notify_failed(self.config.format, &log_time(), &failure)
+            } else {
+                format!("{}\n", render::notify_failed_words(&failure))
+            };
+            self.err(&line);
         }
     }
 
@@ -213,6 +240,7 @@ impl Observer for Printer<'_> {
                 report,
             } => {
                 self.audit_error();
+                self.notify_failures();
                 for part in &report.parts {
                     if let Some(line) = render::watch_cycle(
                         format,
