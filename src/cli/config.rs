@@ -468,13 +468,13 @@ fn receivers(
         .notify
         .iter()
         .map(|n| {
-            let key = var(&n.secret_env).filter(|v| !v.is_empty()).ok_or_else(|| {
-                ConfigError::NotifySecretMissing {
+            let key = var(&n.secret_env)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| ConfigError::NotifySecretMissing {
                     var: n.secret_env.clone(),
                     path: desired.source.clone().unwrap_or_default(),
                     line: n.line,
-                }
-            })?;
+                })?;
             Ok(crate::model::notify::Receiver {
                 url: n.url.clone(),
                 secret_env: n.secret_env.clone(),

@@ -187,11 +187,13 @@ pub(crate) fn events_of(
                 Some((reason, _)) => reason.clone(),
                 None => Reason::AlreadyGone,
             };
-            gone.entry(g.object.box_id.clone()).or_default().push(Notified {
-                kind,
-                object: g.object.clone(),
-                reason,
-            });
+            gone.entry(g.object.box_id.clone())
+                .or_default()
+                .push(Notified {
+                    kind,
+                    object: g.object.clone(),
+                    reason,
+                });
         }
     }
     let mut left: BTreeMap<Option<String>, Vec<Notified>> = BTreeMap::new();
@@ -269,7 +271,11 @@ fn due_of(reason: &Reason) -> Option<&str> {
 /// objects'), when the report's time (`report.now`, the cycle's clock) is
 /// within `before` of it and not past it. Sorted by box.
 pub(crate) fn expiring_of(engine: &str, report: &Report, before: Duration) -> Vec<BoxEvent> {
-    let Some(now) = report.now.as_deref().and_then(crate::model::time::parse_rfc3339) else {
+    let Some(now) = report
+        .now
+        .as_deref()
+        .and_then(crate::model::time::parse_rfc3339)
+    else {
         return Vec::new();
     };
     let mut boxes: BTreeMap<String, (i64, Vec<Notified>)> = BTreeMap::new();
@@ -433,10 +439,8 @@ impl Notifier {
     /// gives up on the rest (each a failure).
     pub(crate) async fn finish(&self, wait: Duration) {
         let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        let drained = tokio::time::timeout(wait, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(wait, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             let left = tasks.len();
             tasks.abort_all();
@@ -485,14 +489,23 @@ impl Observer for Notifier {
 
 /// Keeps why `step`'s object went, and how.
 fn remember(memory: &Mutex<Memory>, engine: &str, step: &Step, outcome: &Outcome) {
-    let key = (engine.to_string(), step.object.kind, step.object.name.clone());
+    let key = (
+        engine.to_string(),
+        step.object.kind,
+        step.object.name.clone(),
+    );
     lock(memory)
         .ended
         .insert(key, (step.why.clone(), outcome.clone()));
 }
 
 /// Records a delivery given up on.
-fn fail(memory: &Mutex<Memory>, metrics: Option<&Metrics>, mut failure: DeliveryFailure, error: String) {
+fn fail(
+    memory: &Mutex<Memory>,
+    metrics: Option<&Metrics>,
+    mut failure: DeliveryFailure,
+    error: String,
+) {
     failure.error = error;
     if let Some(m) = metrics {
         m.add_notify_failure();
@@ -553,9 +566,7 @@ async fn post(
     use hyper_util::rt::TokioIo;
     let url = url::Url::parse(&receiver.url).map_err(|e| format!("bad url: {e}"))?;
     let host = url.host_str().ok_or("the url names no host")?.to_string();
-    let port = url
-        .port_or_known_default()
-        .ok_or("the url names no port")?;
+    let port = url.port_or_known_default().ok_or("the url names no port")?;
     let host_port = match url.host() {
         Some(url::Host::Ipv6(ip)) => format!("[{ip}]:{port}"),
         _ => format!("{host}:{port}"),
@@ -575,7 +586,10 @@ async fn post(
     let request = http::Request::post(path)
         .header(http::header::HOST, authority)
         .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::USER_AGENT, concat!("sandboxctl/", env!("CARGO_PKG_VERSION")))
+        .header(
+            http::header::USER_AGENT,
+            concat!("sandboxctl/", env!("CARGO_PKG_VERSION")),
+        )
         .header("X-Sandboxctl-Event", what.event.as_str())
         .header("X-Sandboxctl-Delivery", &what.delivery_id)
         .header("X-Sandboxctl-Signature-256", signature)
@@ -651,4 +665,153 @@ fn tls_config() -> Result<Arc<tokio_rustls::rustls::ClientConfig>, String> {
             Ok(Arc::new(config))
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::report::{Gone, Leftover};
+
+    fn named(name: &str, box_id: Option<&str>) -> Named {
+        Named {
+            engine: "default".into(),
+            id: Some(format!("{name}-id")),
+            name: name.into(),
+            box_id: box_id.map(str::to_string),
+        }
+    }
+
+    fn gone(report: &mut Report, kind: Kind, name: &str, box_id: &str) {
+        report.removed.push(
+            kind,
+            Gone {
+                object: named(name, Some(box_id)),
+                outcome: Outcome::Removed,
+                reclaimed_bytes: None,
+            },
+        );
+    }
+
+    fn not_declared(box_id: &str) -> Reason {
+        Reason::BoxNotDeclared {
+            box_id: box_id.into(),
+        }
+    }
+
+    #[test]
+    fn the_signature_is_the_hex_hmac_sha256_of_the_body() {
+        // RFC 4231, test case 2.
+        assert_eq!(
+            sign(b"Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn a_verified_box_gone_whole_is_removed_with_its_reasons() {
+        let mut report = Report::empty();
+        report.now = Some("2026-01-02T03:04:05Z".into());
+        report.verified = true;
+        gone(&mut report, Kind::Container, "sbx-a", "a");
+        gone(&mut report, Kind::Volume, "sbx-a", "a");
+        let mut ended = Ended::new();
+        ended.insert(
+            ("default".into(), Kind::Container, "sbx-a".into()),
+            (not_declared("a"), Outcome::Removed),
+        );
+        let events = events_of("default", &report, &ended, true);
+        assert_eq!(events.len(), 1);
+        let e = &events[0];
+        assert_eq!(
+            (e.event, e.box_id.as_deref()),
+            (NotifyEvent::Removed, Some("a"))
+        );
+        assert_eq!(e.objects[0].reason, not_declared("a"));
+        // Not seen ending in this run: another actor removed it.
+        assert_eq!(e.objects[1].reason, Reason::AlreadyGone);
+        let id = delivery_id(e);
+        assert_eq!(id.len(), 32);
+        let body: serde_json::Value =
+            serde_json::from_slice(&body(e, &id, "2026-01-02T03:04:06.000Z")).unwrap();
+        assert_eq!(body["schemaVersion"], crate::model::SCHEMA_VERSION);
+        assert_eq!(body["event"], "removed");
+        assert_eq!(body["deliveryId"], id.as_str());
+        assert_eq!(body["box"], "a");
+        assert_eq!(body["objects"][0]["kind"], "container");
+        assert_eq!(body["objects"][0]["reason"]["code"], "boxNotDeclared");
+        assert_eq!(
+            body["objects"][0]["reason"]["text"],
+            "leaked: box a is not declared"
+        );
+        assert!(body.get("leftovers").is_none() && body.get("removeAt").is_none());
+        // Unverified (the final listing did not answer): nothing is said gone.
+        report.verified = false;
+        assert!(events_of("default", &report, &ended, true).is_empty());
+    }
+
+    #[test]
+    fn a_box_left_with_leftovers_is_failed_naming_them() {
+        let mut report = Report::empty();
+        report.now = Some("2026-01-02T03:04:05Z".into());
+        report.verified = true;
+        gone(&mut report, Kind::Container, "sbx-b", "b");
+        report.remaining.push(
+            Kind::Volume,
+            Leftover {
+                object: named("sbx-b", Some("b")),
+                reason: Reason::RemovalFailed {
+                    error: "engine answered HTTP 500".into(),
+                },
+            },
+        );
+        let events = events_of("default", &report, &Ended::new(), true);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, NotifyEvent::Failed);
+        assert_eq!(events[0].leftovers[0].object.name, "sbx-b");
+        let body: serde_json::Value = serde_json::from_slice(&body(&events[0], "x", "t")).unwrap();
+        assert_eq!(body["leftovers"][0]["reason"]["code"], "removalFailed");
+        // A watch tells the same failure once: its identity leaves the time out.
+        let a = delivery_id(&events_of("default", &report, &Ended::new(), false)[0]);
+        report.now = Some("2026-01-02T03:05:05Z".into());
+        let b = delivery_id(&events_of("default", &report, &Ended::new(), false)[0]);
+        assert_eq!(a, b);
+        let c = delivery_id(&events_of("default", &report, &Ended::new(), true)[0]);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn expiring_is_due_within_before_and_not_past() {
+        let mut report = Report::empty();
+        report.now = Some("2026-01-02T03:00:00Z".into());
+        let kept = |box_id: &str, until: &str| crate::plan::Noted {
+            object: crate::plan::Entry {
+                engine: "default".into(),
+                kind: Kind::Container,
+                id: None,
+                name: format!("sbx-{box_id}"),
+                box_id: Some(box_id.into()),
+                state: None,
+                created: None,
+            },
+            why: Reason::WithinGrace {
+                until: until.into(),
+            },
+        };
+        report
+            .kept
+            .push(Kind::Container, kept("soon", "2026-01-02T03:05:00Z"));
+        report
+            .kept
+            .push(Kind::Container, kept("later", "2026-01-02T04:00:00Z"));
+        report
+            .kept
+            .push(Kind::Container, kept("past", "2026-01-02T02:00:00Z"));
+        let events = expiring_of("default", &report, Duration::from_secs(600));
+        let boxes: Vec<_> = events.iter().map(|e| e.box_id.as_deref()).collect();
+        assert_eq!(boxes, [Some("soon")]);
+        assert_eq!(events[0].remove_at.as_deref(), Some("2026-01-02T03:05:00Z"));
+        // The same box and due time: the same delivery ID (a restarted watch).
+        let again = expiring_of("default", &report, Duration::from_secs(900));
+        assert_eq!(delivery_id(&events[0]), delivery_id(&again[0]));
+    }
 }

@@ -296,8 +296,17 @@ pub(crate) fn notify_failed_words(f: &crate::model::notify::DeliveryFailure) -> 
         );
     }
     let what = match &f.box_id {
-        Some(b) => format!("{} of box {} on engine {}", f.event, escape(b), escape(&f.engine)),
-        None => format!("{} of objects without a box on engine {}", f.event, escape(&f.engine)),
+        Some(b) => format!(
+            "{} of box {} on engine {}",
+            f.event,
+            escape(b),
+            escape(&f.engine)
+        ),
+        None => format!(
+            "{} of objects without a box on engine {}",
+            f.event,
+            escape(&f.engine)
+        ),
     };
     format!(
         "warning: notification {what} to {} not delivered (delivery {}): {} (the teardown is not affected)",

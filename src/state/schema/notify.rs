@@ -24,10 +24,16 @@ const EVENTS_HINT: &str =
 impl Walker<'_> {
     pub(super) fn notifies(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<NotifyDecl> {
         let hint = "declare receivers as [[notify]] tables (double brackets, one per receiver)";
-        self.tables(value, hint, "a [[notify]] table", NOTIFY_HINT, Self::a_notify)
-            .into_iter()
-            .flatten()
-            .collect()
+        self.tables(
+            value,
+            hint,
+            "a [[notify]] table",
+            NOTIFY_HINT,
+            Self::a_notify,
+        )
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// One `[[notify]]` table, at offset `at`: the receiver, or `None` when
@@ -133,5 +139,77 @@ impl Walker<'_> {
         events.sort();
         events.dedup();
         good.then_some(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::model::notify::NotifyEvent;
+    use crate::state::testing::{all, err, parse};
+
+    #[test]
+    fn a_receiver_with_defaults_and_one_with_everything() {
+        let state = parse(
+            "[[notify]]\nurl = \"http://127.0.0.1:9000/sbx\"\nsecret_env = \"SBX_SECRET\"\n\n\
+             [[notify]]\nurl = \"https://hooks.example/x?a=1\"\nsecret_env = \"_K2\"\n\
+             events = [\"failed\", \"removed\", \"failed\"]\nbefore = \"1h\"\n",
+        )
+        .unwrap();
+        assert_eq!(state.notify.len(), 2);
+        let (a, b) = (&state.notify[0], &state.notify[1]);
+        assert_eq!((a.line, a.events.len()), (2, 4));
+        assert_eq!(a.before, Duration::from_secs(600));
+        assert_eq!(b.events, [NotifyEvent::Removed, NotifyEvent::Failed]);
+        assert_eq!((b.before, b.line), (Duration::from_secs(3600), 6));
+        assert!(parse("[[notify]]\nurl = \"http://[::1]:1/\"\nsecret_env = \"K\"\n").is_ok());
+    }
+
+    #[test]
+    fn each_refusal_names_its_place() {
+        let head = "[[notify]]\nsecret_env = \"K\"\n";
+        let e = err(&format!("{head}url = \"http://10.1.2.3/x\"\n"));
+        assert!(
+            e.starts_with("s.toml:3:7: invalid notify url \"http://10.1.2.3/x\": plain http"),
+            "{e}"
+        );
+        for url in ["http://localhost:9000/", "http://example.com/"] {
+            assert!(err(&format!("{head}url = \"{url}\"\n")).contains("plain http"));
+        }
+        let e = err(&format!("{head}url = \"ftp://127.0.0.1/\"\n"));
+        assert!(e.contains("scheme \"ftp\""), "{e}");
+        let e = err(&format!("{head}url = \"https://u:p@h/\"\n"));
+        assert!(e.contains("user or password"), "{e}");
+        let url = "url = \"https://h/\"\n";
+        let e = err(&format!("{head}{url}events = [\"removed\", \"deleted\"]\n"));
+        assert!(
+            e.starts_with("s.toml:4:22: unknown notify event \"deleted\""),
+            "{e}"
+        );
+        let e = err(&format!("{head}{url}events = []\n"));
+        assert!(
+            e.starts_with("s.toml:4:10: invalid type: an empty sequence"),
+            "{e}"
+        );
+        let e = err(&format!("{head}{url}before = \"soon\"\n"));
+        assert!(
+            e.starts_with("s.toml:4:10: before \"soon\" is not a duration"),
+            "{e}"
+        );
+        assert_eq!(
+            all(&format!("[[notify]]\n{url}")),
+            [
+                "s.toml:1:1: missing key `secret_env`; add secret_env = \"SBX_NOTIFY_SECRET\" \
+              (the variable that holds the HMAC key) to this [[notify]] table"
+            ]
+        );
+        let e = err(&format!("[[notify]]\n{url}secret_env = \"1BAD\"\n"));
+        assert!(
+            e.starts_with("s.toml:3:14: invalid secret_env \"1BAD\""),
+            "{e}"
+        );
+        let e = err("[[notify]]\nsecret_env = \"K\"\n");
+        assert!(e.starts_with("s.toml:1:1: missing key `url`"), "{e}");
     }
 }
