@@ -114,8 +114,7 @@ impl Receiver {
 }
 
 /// A notification given up on: to whom, what, and why (words of this
-/// program, or the receiver's status; the URL is the state file's). An
-/// empty `url` stands for deliveries given up on when the command ended.
+/// program, or the receiver's status; the URL is the state file's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryFailure {
     pub url: String,

@@ -323,6 +323,10 @@ struct Memory {
     ended: Ended,
     sent: BTreeSet<(usize, String)>,
     failures: Vec<DeliveryFailure>,
+    /// Deliveries queued and not yet ended, by number: what `finish` names
+    /// when it gives up on them.
+    pending: BTreeMap<u64, DeliveryFailure>,
+    next: u64,
 }
 
 /// The notifier of one run (apply, destroy, prune) or one watch.
@@ -417,6 +421,13 @@ impl Notifier {
             fail(&self.memory, self.metrics.as_deref(), failure, error);
             return;
         }
+        let number = {
+            let mut memory = lock(&self.memory);
+            memory.next += 1;
+            let number = memory.next;
+            memory.pending.insert(number, failure.clone());
+            number
+        };
         let (memory, metrics) = (Arc::clone(&self.memory), self.metrics.clone());
         let (slots, queued) = (Arc::clone(&self.slots), Arc::clone(&self.queued));
         let task = async move {
@@ -425,6 +436,7 @@ impl Notifier {
                 Err(_) => Err("not sent: the notifier was closed".to_string()),
             };
             queued.fetch_sub(1, Ordering::SeqCst);
+            lock(&memory).pending.remove(&number);
             if let Err(error) = outcome {
                 fail(&memory, metrics.as_deref(), failure, error);
             }
@@ -442,27 +454,16 @@ impl Notifier {
         let drained =
             tokio::time::timeout(wait, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
-            let left = tasks.len();
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
-            let failure = DeliveryFailure {
-                url: String::new(),
-                event: NotifyEvent::Removed,
-                engine: String::new(),
-                box_id: None,
-                delivery_id: String::new(),
-                error: format!(
-                    "{left} notification(s) still being tried after {}s were given up on when the command ended",
-                    wait.as_secs()
-                ),
-            };
-            let mut memory = lock(&self.memory);
-            for _ in 0..left {
-                if let Some(m) = &self.metrics {
-                    m.add_notify_failure();
-                }
-            }
-            memory.failures.push(failure);
+        }
+        let pending = std::mem::take(&mut lock(&self.memory).pending);
+        for (_, failure) in pending {
+            let error = format!(
+                "still being tried when the command ended ({}s after its report); given up",
+                wait.as_secs()
+            );
+            fail(&self.memory, self.metrics.as_deref(), failure, error);
         }
     }
 

@@ -289,12 +289,6 @@ pub(crate) fn watch_notify_failed(
 /// A notification given up on, in words (escaped): the teardown is not
 /// affected, and this says so.
 pub(crate) fn notify_failed_words(f: &crate::model::notify::DeliveryFailure) -> String {
-    if f.url.is_empty() {
-        return format!(
-            "warning: notifications not delivered: {} (the teardown is not affected)",
-            escape_lines(&f.error)
-        );
-    }
     let what = match &f.box_id {
         Some(b) => format!(
             "{} of box {} on engine {}",
