@@ -163,3 +163,62 @@ async fn a_receiver_that_answers_500_is_down_or_hangs_changes_nothing_in_the_tea
         "the hanging receiver got the request"
     );
 }
+
+trial!(a_teardown_that_leaves_a_volume_is_told_failed_naming_it);
+/// The engine refuses a box's volume removal (500, through the fault
+/// proxy): `apply` exits 1, and the receiver gets `failed` for that box,
+/// naming the volume left with its reason (`removalFailed`) and the
+/// container that went; the other box is told `removed`. Signed, and
+/// matching the schema.
+async fn a_teardown_that_leaves_a_volume_is_told_failed_naming_it() {
+    let sbx = Sandbox::new("notify-failed").await;
+    let (a, b) = tokio::join!(
+        sbx.add_box("whole", Run::Exited),
+        sbx.add_box("stuck", Run::Exited)
+    );
+    let proxy = crate::support::proxy::Proxy::start();
+    proxy
+        .on("DELETE", &format!("/volumes/{}", b.volume))
+        .respond(500, "volume driver unavailable");
+    let receiver = Receiver::start(Answer::Ok);
+    let cli = crate::support::cli::Cli::new()
+        .docker_host(&proxy.docker_host())
+        .state_toml(&state(&sbx, &receiver.url()))
+        .env(SECRET_ENV, SECRET)
+        .deadline(Duration::from_secs(60));
+    let out = cli.run_with(["apply"]);
+    out.expect_code(1);
+    assert_box_gone(&sbx, &a, &out.dump()).await;
+    let mut got = receiver.got();
+    got.sort_by_key(|g| g.json()["box"].as_str().unwrap_or_default().to_string());
+    let events: Vec<(String, String)> = got
+        .iter()
+        .map(|g| {
+            let body = g.json();
+            check("notify", &body, "a failed run's notification");
+            assert_eq!(
+                g.header("x-sandboxctl-signature-256"),
+                Some(signature(&g.body).as_str())
+            );
+            (
+                body["box"].as_str().unwrap().to_string(),
+                body["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("stuck".to_string(), "failed".to_string()),
+            ("whole".to_string(), "removed".to_string())
+        ],
+        "{}",
+        out.dump()
+    );
+    let failed = got[0].json();
+    assert_eq!(failed["leftovers"].as_array().unwrap().len(), 1, "{failed:#}");
+    assert_eq!(failed["leftovers"][0]["kind"], "volume");
+    assert_eq!(failed["leftovers"][0]["name"], b.volume.as_str());
+    assert_eq!(failed["leftovers"][0]["reason"]["code"], "removalFailed");
+    assert_eq!(failed["objects"][0]["name"], b.container.name.as_str());
+}
