@@ -216,9 +216,49 @@ async fn a_teardown_that_leaves_a_volume_is_told_failed_naming_it() {
         out.dump()
     );
     let failed = got[0].json();
-    assert_eq!(failed["leftovers"].as_array().unwrap().len(), 1, "{failed:#}");
+    assert_eq!(
+        failed["leftovers"].as_array().unwrap().len(),
+        1,
+        "{failed:#}"
+    );
     assert_eq!(failed["leftovers"][0]["kind"], "volume");
     assert_eq!(failed["leftovers"][0]["name"], b.volume.as_str());
     assert_eq!(failed["leftovers"][0]["reason"]["code"], "removalFailed");
     assert_eq!(failed["objects"][0]["name"], b.container.name.as_str());
+}
+
+trial!(watch_tells_expiring_once_before_a_box_is_due);
+/// `watch --once` with a grace of an hour and `before = "2h"`: a leaked
+/// box within its grace is due at the grace's end, within `before`, so the
+/// receiver gets one `expiring` naming it with `removeAt`; nothing is
+/// removed. A second watch sends it again with the same delivery ID (at
+/// least once; the receiver dedupes by it).
+async fn watch_tells_expiring_once_before_a_box_is_due() {
+    let sbx = Sandbox::new("notify-expiring").await;
+    let b = sbx.add_box("young", Run::Running).await;
+    let receiver = Receiver::start(Answer::Ok);
+    let toml = format!(
+        "{}before = \"2h\"\nevents = [\"expiring\"]\n",
+        state(&sbx, &receiver.url())
+    );
+    let cli = sbx.cli().state_toml(&toml).env(SECRET_ENV, SECRET);
+    let out = cli.run_with(["watch", "--once", "--grace", "1h"]);
+    out.success();
+    assert_eq!(
+        sbx.container_state(&b.container.id).await.as_deref(),
+        Some("running")
+    );
+    let got = receiver.got();
+    assert_eq!(got.len(), 1, "{got:?}\n{}", out.dump());
+    let body = got[0].json();
+    check("notify", &body, "an expiring notification");
+    assert_eq!(body["event"], "expiring");
+    assert_eq!(body["box"], "young");
+    assert!(body["removeAt"].is_string(), "{body:#}");
+    assert_eq!(body["objects"][0]["reason"]["code"], "withinGrace");
+    let out = cli.run_with(["watch", "--once", "--grace", "1h"]);
+    out.success();
+    let again = receiver.got();
+    assert_eq!(again.len(), 2, "{}", out.dump());
+    assert_eq!(again[1].json()["deliveryId"], body["deliveryId"]);
 }
