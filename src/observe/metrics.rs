@@ -52,7 +52,7 @@
 //! | `sandboxctl_event_stream_reconnects_total` | counter | `engine` |
 //! | `sandboxctl_call_timeouts_total` | counter | `engine`, `endpoint` (`GET /containers/{id}/json`, ...) |
 //! | `sandboxctl_last_converged_cycle_age_seconds` | gauge | |
-//! | `sandboxctl_notify_failures_total` | counter | (none): notifications given up on (`observe::notify`) |
+//! | `sandboxctl_notify_failures_total` | counter | `event` (`expiring`, `stopped`, `removed`, `failed`): notifications given up on (`observe::notify`; absent until the first) |
 //!
 //! The `kind`×`outcome` and `result` series exist (at 0) from the start, so
 //! `rate()` and `increase()` see the first event. Series carrying an
@@ -167,6 +167,11 @@ struct EngineLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EngineEndpoint {
     engine: String,
     endpoint: String,
@@ -203,7 +208,7 @@ pub(crate) struct Metrics {
     cycle_duration: Histogram,
     reconnects: Family<EngineLabel, Counter>,
     call_timeouts: Family<EngineEndpoint, Counter>,
-    notify_failures: Counter,
+    notify_failures: Family<EventLabel, Counter>,
     cycles: Arc<Mutex<Cycles>>,
     clock: Clock,
 }
@@ -290,7 +295,7 @@ impl Metrics {
             "Engine calls that passed their deadline, by engine and endpoint",
             call_timeouts.clone(),
         );
-        let notify_failures = Counter::default();
+        let notify_failures = Family::<EventLabel, Counter>::default();
         registry.register(
             "sandboxctl_notify_failures",
             "Notifications given up on after their tries (the receiver down, answering an error, or too slow)",
@@ -335,9 +340,12 @@ impl Metrics {
         }
     }
 
-    /// Counts one notification given up on.
-    pub(crate) fn add_notify_failure(&self) {
-        self.notify_failures.inc();
+    /// Counts one notification of `event` given up on.
+    pub(crate) fn add_notify_failure(&self, event: &str) {
+        let label = EventLabel {
+            event: event.to_string(),
+        };
+        self.notify_failures.get_or_create(&label).inc();
     }
 
     /// Records a finished cycle: its wall time, whether it converged, and

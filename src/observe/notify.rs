@@ -509,7 +509,7 @@ fn fail(
 ) {
     failure.error = error;
     if let Some(m) = metrics {
-        m.add_notify_failure();
+        m.add_notify_failure(failure.event.as_str());
     }
     lock(memory).failures.push(failure);
 }
