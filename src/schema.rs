@@ -2,7 +2,7 @@
 //! the report, the plan (printed and saved), the inventory, explain,
 //! validate, lease, restore and health documents, the error document of a
 //! refused run, a JSON line of `watch`'s log and of `hold`, a line of the
-//! audit log and an archive's manifest, each
+//! audit log, an archive's manifest and a notification's body, each
 //! committed as `docs/schema/<name>.schema.json` (JSON Schema draft
 //! 2020-12, self-contained: every definition in its own `$defs`).
 //!
@@ -46,6 +46,7 @@ pub fn documents() -> Vec<(&'static str, Value)> {
         ("hold-line", hold_line()),
         ("audit", audit()),
         ("manifest", manifest()),
+        ("notify", notify()),
     ]
 }
 
@@ -178,6 +179,16 @@ pub fn manifest() -> Value {
         "manifest",
         "The manifest beside each archive that `--archive DIR` writes: where the volume came from and what the archive holds.",
         generate::<crate::exec::archive::Manifest>(),
+    )
+}
+
+/// The schema of a notification's body (`[[notify]]`): one JSON object
+/// per `POST`, signed in `X-Sandboxctl-Signature-256`.
+pub fn notify() -> Value {
+    finish(
+        "notify",
+        "The body of a notification (`[[notify]]`): one JSON object per POST, its HMAC-SHA256 in `X-Sandboxctl-Signature-256`; `event` says what happened to the box.",
+        generate::<crate::observe::notify::Body<'static>>(),
     )
 }
 

@@ -29,6 +29,7 @@ mod leases;
 mod matrix;
 mod mcp;
 mod networks;
+mod notify;
 mod operator;
 mod planner;
 mod properties;

@@ -357,3 +357,77 @@ fn a_fifo_is_refused_without_blocking() {
         out.stdout
     );
 }
+
+/// Every `[[notify]]` refusal, one per table, each at its key's value.
+const BAD_NOTIFY: &str = r#"[[notify]]
+url = "http://10.1.2.3/x"
+secret_env = "K"
+
+[[notify]]
+url = "https://hooks.example/x"
+secret_env = "K"
+events = ["removed", "deleted"]
+
+[[notify]]
+url = "https://hooks.example/x"
+
+[[notify]]
+url = "https://hooks.example/x"
+secret_env = "K"
+before = "soon"
+"#;
+
+trial!(validate_refuses_each_bad_notify_receiver_with_its_position);
+/// `validate` refuses a non-loopback `http://` URL, an unknown event, a
+/// missing `secret_env` and a bad `before`, each at file:line:col.
+fn validate_refuses_each_bad_notify_receiver_with_its_position() {
+    let cli = cli();
+    cli.write("notify.toml", BAD_NOTIFY);
+    let out = cli.run_with(["validate", "notify.toml"]);
+    out.expect_code(1);
+    no_engine_call(&out);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with(
+            "notify.toml:2:7: invalid notify url \"http://10.1.2.3/x\": plain http is allowed only to a loopback address"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("notify.toml:8:22: unknown notify event \"deleted\""),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("notify.toml:10:1: missing key `secret_env`"),
+        "{}",
+        lines[2]
+    );
+    assert!(
+        lines[3].starts_with("notify.toml:16:10: before \"soon\" is not a duration"),
+        "{}",
+        lines[3]
+    );
+}
+
+trial!(a_receivers_missing_variable_refuses_apply_before_any_engine_call);
+/// The key's variable is read once, when the command starts: not set, the
+/// run is refused naming it (and the table), before any engine call (no
+/// engine answers here: one tried would fail otherwise).
+fn a_receivers_missing_variable_refuses_apply_before_any_engine_call() {
+    let state =
+        "[[notify]]\nurl = \"http://127.0.0.1:9/x\"\nsecret_env = \"SBX_TEST_NOTIFY_KEY\"\n";
+    let cli = cli().state_toml(state).env_remove("SBX_TEST_NOTIFY_KEY");
+    let out = cli.run_with(["apply"]);
+    out.expect_code(1);
+    assert!(out.elapsed.as_secs() < 10, "{}", out.dump());
+    assert!(
+        out.stderr.contains("SBX_TEST_NOTIFY_KEY is not set")
+            && out.stderr.contains("state.toml:2 "),
+        "{}",
+        out.dump()
+    );
+    assert!(!out.stderr.contains("127.0.0.1:1"), "{}", out.dump());
+}

@@ -145,6 +145,9 @@ pub struct Config {
     /// state folder; `None`: no folder (neither an absolute `XDG_STATE_HOME`
     /// nor `HOME`), each run inspects afresh.
     pub(crate) memo_file: Option<PathBuf>,
+    /// `[[notify]]`, each key read from its variable: for the commands that
+    /// remove (apply, destroy, prune, watch); empty for the others.
+    pub(crate) notify: Vec<crate::model::notify::Receiver>,
 }
 
 /// One engine of a fleet: its name in the state file and where it is.
@@ -189,6 +192,14 @@ pub(crate) enum ConfigError {
     OneEngine {
         command: &'static str,
         engines: Vec<String>,
+    },
+    /// A `[[notify]]` receiver's `secret_env` names a variable that is not
+    /// set (or is empty) for a command that notifies.
+    #[error("{var} is not set (or is empty), but the [[notify]] receiver at {}:{line} reads its HMAC key from it; set {var} to the key the receiver checks signatures with, or remove that [[notify]] table", path.display())]
+    NotifySecretMissing {
+        var: String,
+        path: PathBuf,
+        line: usize,
     },
     /// The same scope label has different values in the file and on the command line.
     #[error("scope label {key} is {file:?} in {} but {cli:?} on the command line; make them agree", path.display())]
@@ -408,6 +419,17 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             }
         }
     };
+    // The receivers' keys, read once, before any engine call: only the
+    // commands that remove notify.
+    let notifies = matches!(
+        job,
+        Job::Converge { .. } | Job::ApplySaved { .. } | Job::Watch { .. }
+    );
+    let notify = if notifies {
+        receivers(&desired, |var| std::env::var_os(var))?
+    } else {
+        Vec::new()
+    };
     // Without --parallelism, a fleet gets the default budget per engine.
     let parallelism = args
         .parallelism
@@ -435,7 +457,38 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             std::env::var_os("XDG_STATE_HOME"),
             std::env::var_os("HOME"),
         )),
+        notify,
     })
+}
+
+/// The state file's `[[notify]]` receivers, each key read from its
+/// variable (`var`: the environment); a variable that is not set or is
+/// empty refuses the run, naming it and the table.
+fn receivers(
+    desired: &DesiredState,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Vec<crate::model::notify::Receiver>, ConfigError> {
+    use std::os::unix::ffi::OsStringExt;
+    desired
+        .notify
+        .iter()
+        .map(|n| {
+            let key = var(&n.secret_env)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| ConfigError::NotifySecretMissing {
+                    var: n.secret_env.clone(),
+                    path: desired.source.clone().unwrap_or_default(),
+                    line: n.line,
+                })?;
+            Ok(crate::model::notify::Receiver {
+                url: n.url.clone(),
+                secret_env: n.secret_env.clone(),
+                secret: crate::model::notify::Secret::new(key.into_vec()),
+                events: n.events.clone(),
+                before: n.before,
+            })
+        })
+        .collect()
 }
 
 /// `--ttl` in seconds, and the ceiling it was checked against (`[policy]

@@ -149,6 +149,9 @@ fn state_code(kind: &StateErrorKind) -> Code {
         K::InvalidContext { .. } => Code::InvalidContext,
         K::InvalidDuration { .. } => Code::InvalidDuration,
         K::InvalidTime { .. } => Code::InvalidTime,
+        K::InvalidNotifyUrl { .. } => Code::InvalidNotifyUrl,
+        K::UnknownNotifyEvent { .. } => Code::UnknownNotifyEvent,
+        K::InvalidSecretEnv { .. } => Code::InvalidSecretEnv,
     }
 }
 
@@ -163,6 +166,7 @@ fn config_code(e: &ConfigError) -> Code {
         ConfigError::TtlOverMax { .. } => Code::TtlOverMax,
         ConfigError::OneEngine { .. } => Code::OneEngine,
         ConfigError::ScopeConflict { .. } => Code::ScopeConflict,
+        ConfigError::NotifySecretMissing { .. } => Code::NotifySecretMissing,
     }
 }
 

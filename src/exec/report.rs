@@ -337,6 +337,12 @@ pub struct Report {
     /// what was proven safe. Not in the JSON (its failures say it).
     #[serde(skip)]
     pub(crate) degraded: bool,
+    /// True when the final listing answered (verification listed the
+    /// engine again after the removals): what it says gone is proven gone.
+    /// Per engine's part; not in the JSON. The notifier sends `removed`
+    /// only on it.
+    #[serde(skip)]
+    pub(crate) verified: bool,
 }
 
 /// The schema of the keys [`reclaimed_keys`] writes (never made: a schema only).
@@ -420,6 +426,7 @@ impl Report {
             no_state_file: false,
             declined: false,
             degraded: false,
+            verified: false,
         }
     }
 

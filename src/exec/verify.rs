@@ -131,6 +131,7 @@ pub async fn verify_with(
     let scope = plan.scope();
     match plan_with(engine, &plan.goal, &scope, plan.now(), memo).await {
         Ok((_, again)) => {
+            report.verified = true;
             let again_texts: Vec<String> = again
                 .incomplete
                 .iter()

@@ -17,6 +17,7 @@ pub mod duration;
 mod error;
 pub mod lease;
 mod natural;
+pub mod notify;
 mod outcome;
 mod owner;
 mod reason;

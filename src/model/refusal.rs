@@ -127,6 +127,16 @@ pub enum RefusalCode {
     InvalidDuration,
     /// A bad `expires` time in the state file.
     InvalidTime,
+    /// A `[[notify]]` `url` that is refused (plain http to a non-loopback
+    /// address, another scheme, a user or password in it).
+    InvalidNotifyUrl,
+    /// A `[[notify]]` `events` entry that names no event.
+    UnknownNotifyEvent,
+    /// A `[[notify]]` `secret_env` that is not a variable's name.
+    InvalidSecretEnv,
+    /// The variable a `[[notify]]` `secret_env` names is not set (or empty)
+    /// when a command that notifies starts.
+    NotifySecretMissing,
     /// `plan`, `apply`, `watch`, `explain` or `graph` with no state file at
     /// the default path and none given.
     NoStateFile,

@@ -52,6 +52,7 @@
 //! | `sandboxctl_event_stream_reconnects_total` | counter | `engine` |
 //! | `sandboxctl_call_timeouts_total` | counter | `engine`, `endpoint` (`GET /containers/{id}/json`, ...) |
 //! | `sandboxctl_last_converged_cycle_age_seconds` | gauge | |
+//! | `sandboxctl_notify_failures_total` | counter | `event` (`expiring`, `stopped`, `removed`, `failed`): notifications given up on (`observe::notify`; absent until the first) |
 //!
 //! The `kind`×`outcome` and `result` series exist (at 0) from the start, so
 //! `rate()` and `increase()` see the first event. Series carrying an
@@ -166,6 +167,11 @@ struct EngineLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EngineEndpoint {
     engine: String,
     endpoint: String,
@@ -202,6 +208,7 @@ pub(crate) struct Metrics {
     cycle_duration: Histogram,
     reconnects: Family<EngineLabel, Counter>,
     call_timeouts: Family<EngineEndpoint, Counter>,
+    notify_failures: Family<EventLabel, Counter>,
     cycles: Arc<Mutex<Cycles>>,
     clock: Clock,
 }
@@ -288,6 +295,12 @@ impl Metrics {
             "Engine calls that passed their deadline, by engine and endpoint",
             call_timeouts.clone(),
         );
+        let notify_failures = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "sandboxctl_notify_failures",
+            "Notifications given up on after their tries (the receiver down, answering an error, or too slow)",
+            notify_failures.clone(),
+        );
         // Collectors are encoded after all metrics whatever the order of
         // registration; registered last to say so.
         registry.register_collector(Box::new(ConvergedAge {
@@ -321,9 +334,18 @@ impl Metrics {
             cycle_duration,
             reconnects,
             call_timeouts,
+            notify_failures,
             cycles,
             clock,
         }
+    }
+
+    /// Counts one notification of `event` given up on.
+    pub(crate) fn add_notify_failure(&self, event: &str) {
+        let label = EventLabel {
+            event: event.to_string(),
+        };
+        self.notify_failures.get_or_create(&label).inc();
     }
 
     /// Records a finished cycle: its wall time, whether it converged, and

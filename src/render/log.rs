@@ -82,6 +82,18 @@ enum WatchEvent<'a> {
     StateBroken { error: &'a str },
     /// A line of the audit log could not be written.
     AuditFailed { error: &'a str },
+    /// A notification was given up on (`[[notify]]`): the receiver was
+    /// down, answered an error or was too slow. The teardown is not affected.
+    NotifyFailed {
+        url: &'a str,
+        #[schemars(with = "crate::model::notify::NotifyEvent")]
+        notification: &'a str,
+        engine: &'a str,
+        #[serde(rename = "box")]
+        box_id: Option<&'a str>,
+        delivery_id: &'a str,
+        error: &'a str,
+    },
     /// A signal (`SIGTERM`, `SIGINT`) stops the watch after the cycle in flight.
     Stopping { signal: &'a str },
     /// A second Ctrl-C ended the watch at once: nothing verified, no report.
@@ -250,6 +262,51 @@ pub(crate) fn watch_audit_error(format: Format, time: &str, error: &str) -> Stri
         time,
         format!("error: {}", escape_lines(error)),
         WatchEvent::AuditFailed { error },
+    )
+}
+
+/// The log line of a notification given up on.
+pub(crate) fn watch_notify_failed(
+    format: Format,
+    time: &str,
+    failure: &crate::model::notify::DeliveryFailure,
+) -> String {
+    watch_line(
+        format,
+        time,
+        notify_failed_words(failure),
+        WatchEvent::NotifyFailed {
+            url: &failure.url,
+            notification: failure.event.as_str(),
+            engine: &failure.engine,
+            box_id: failure.box_id.as_deref(),
+            delivery_id: &failure.delivery_id,
+            error: &failure.error,
+        },
+    )
+}
+
+/// A notification given up on, in words (escaped): the teardown is not
+/// affected, and this says so.
+pub(crate) fn notify_failed_words(f: &crate::model::notify::DeliveryFailure) -> String {
+    let what = match &f.box_id {
+        Some(b) => format!(
+            "{} of box {} on engine {}",
+            f.event,
+            escape(b),
+            escape(&f.engine)
+        ),
+        None => format!(
+            "{} of objects without a box on engine {}",
+            f.event,
+            escape(&f.engine)
+        ),
+    };
+    format!(
+        "warning: notification {what} to {} not delivered (delivery {}): {} (the teardown is not affected)",
+        escape(&f.url),
+        escape(&f.delivery_id),
+        escape_lines(&f.error)
     )
 }
 

@@ -65,8 +65,8 @@ pub(crate) use health::health;
 pub(crate) use inventory::{fleet_inventory, inventory, rejected_warning, swarm_note, Listed};
 pub(crate) use lease::{hold_end, hold_event, hold_not_taken, lease_errors, lease_run};
 pub(crate) use log::{
-    metrics_exposed, watch_audit_error, watch_cycle, watch_quit, watch_started, watch_state,
-    watch_stopping, watch_stream,
+    metrics_exposed, notify_failed_words, watch_audit_error, watch_cycle, watch_notify_failed,
+    watch_quit, watch_started, watch_state, watch_stopping, watch_stream,
 };
 pub(crate) use mcp::{mcp_call, mcp_started, mcp_stopping, tool_text};
 pub(crate) use plan::{

@@ -14,6 +14,7 @@ use crate::exec::fleet::{reconcile_all, reconcile_saved_all, FleetPlan};
 use crate::exec::reconcile::Carry;
 use crate::exec::report::Verdict;
 use crate::model::RefusalCode;
+use crate::observe::notify::{Notifier, EXIT_WAIT};
 
 use super::context::{Run, Sink};
 use super::destroy;
@@ -42,9 +43,12 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         },
         _ => None,
     };
-    let printer = Printer::new(config, run.endpoints, sink, saved.is_none(), audit.as_ref());
+    let notifier = Notifier::new(&config.notify, None, false);
+    let printer = Printer::new(config, run.endpoints, sink, saved.is_none(), audit.as_ref())
+        .with_notifier(notifier.as_ref());
     let mut observers: Vec<&dyn Observer> = vec![&printer];
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+    observers.extend(notifier.as_ref().map(|n| n as &dyn Observer));
     observers.extend(run.observer);
     let observer = Fanout(observers);
     let options = run.options();
@@ -59,5 +63,15 @@ pub(super) async fn converge(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
     if let Job::Converge { target, .. } = &config.job {
         destroy::judge(run, target, &mut report);
     }
-    printer.conclude(&report, "", |v| super::ended(v, run.stop, false))
+    // The report is out before any notification is waited for; what is
+    // still being tried then has EXIT_WAIT, and its failures are warnings.
+    if let Some(notifier) = &notifier {
+        notifier.report(&report);
+    }
+    let verdict = printer.conclude(&report, "", |v| super::ended(v, run.stop, false));
+    if let Some(notifier) = &notifier {
+        notifier.finish(EXIT_WAIT).await;
+        printer.notify_failures();
+    }
+    verdict
 }

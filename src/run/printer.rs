@@ -17,6 +17,7 @@ use crate::cli::exit::{succeeds, Ended};
 use crate::exec::event::{Event, Observer};
 use crate::exec::report::{FleetReport, Verdict};
 use crate::observe::audit::AuditObserver;
+use crate::observe::notify::Notifier;
 use crate::render::{self, Format, Progress};
 
 use super::context::Sink;
@@ -43,6 +44,9 @@ pub(super) struct Printer<'a> {
     /// The engines whose plan was printed whole: their report does not name
     /// what is kept and retained again (decision 24).
     in_full: RefCell<BTreeSet<String>>,
+    /// The notifier, whose deliveries given up on are said here (never
+    /// part of the verdict).
+    notifier: Option<&'a Notifier>,
 }
 
 impl<'a> Printer<'a> {
@@ -69,6 +73,29 @@ impl<'a> Printer<'a> {
             warned: RefCell::new(BTreeSet::new()),
             headed: Cell::new(false),
             in_full: RefCell::new(BTreeSet::new()),
+            notifier: None,
+        }
+    }
+
+    /// This printer, saying `notifier`'s deliveries given up on.
+    pub(super) fn with_notifier(mut self, notifier: Option<&'a Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// Says the notifications given up on since the last look, if any: a
+    /// warning each, never a failure of the run.
+    pub(super) fn notify_failures(&self) {
+        let Some(notifier) = self.notifier else {
+            return;
+        };
+        for failure in notifier.take_failures() {
+            let line = if self.watching() {
+                render::watch_notify_failed(self.config.format, &log_time(), &failure)
+            } else {
+                format!("{}\n", render::notify_failed_words(&failure))
+            };
+            self.err(&line);
         }
     }
 
@@ -242,6 +269,7 @@ impl Observer for Printer<'_> {
                 report,
             } => {
                 self.audit_error();
+                self.notify_failures();
                 for part in &report.parts {
                     if let Some(line) = render::watch_cycle(
                         format,

@@ -14,6 +14,7 @@ use crate::cli::config::{log_time, Job};
 use crate::exec::event::{Fanout, Observer};
 use crate::exec::report::{merge, Verdict};
 use crate::observe::metrics::Metrics;
+use crate::observe::notify::{Notifier, EXIT_WAIT};
 use crate::render;
 
 use super::context::{Run, Sink};
@@ -93,11 +94,14 @@ pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         apply: run.options(),
         ..WatchOptions::default()
     };
-    let printer = Printer::new(config, run.endpoints, sink, false, audit.as_ref());
+    let notifier = Notifier::new(&config.notify, Some(metrics.clone()), true);
+    let printer = Printer::new(config, run.endpoints, sink, false, audit.as_ref())
+        .with_notifier(notifier.as_ref());
     // Metrics first: once a cycle's log line is out, `/healthz` already
     // says what that cycle found.
     let mut observers: Vec<&dyn Observer> = vec![metrics.as_ref(), &printer];
     observers.extend(audit.as_ref().map(|a| a as &dyn Observer));
+    observers.extend(notifier.as_ref().map(|n| n as &dyn Observer));
     let observer = Fanout(observers);
     let last = watch(
         run.engines,
@@ -118,5 +122,10 @@ pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         let _ = handle.await;
     }
     let report = last.unwrap_or_else(|| merge(Vec::new()));
-    printer.conclude(&report, "", |v| super::ended(v, run.stop, true))
+    let verdict = printer.conclude(&report, "", |v| super::ended(v, run.stop, true));
+    if let Some(notifier) = &notifier {
+        notifier.finish(EXIT_WAIT).await;
+        printer.notify_failures();
+    }
+    verdict
 }

@@ -117,6 +117,13 @@ pub enum StateErrorKind {
     },
     /// A bad `expires`; `reason` (from `parse_time`) says what a good one looks like.
     InvalidTime { value: String, reason: String },
+    /// A `[[notify]]` `url` refused (plain http to a non-loopback address,
+    /// another scheme, a user or password in it); `reason` says why.
+    InvalidNotifyUrl { url: String, reason: String },
+    /// A `[[notify]]` `events` entry that names no event.
+    UnknownNotifyEvent { event: String },
+    /// A `[[notify]]` `secret_env` that is not a variable's name.
+    InvalidSecretEnv { name: String, reason: String },
 }
 
 impl StateError {
@@ -320,6 +327,24 @@ impl fmt::Display for StateErrorKind {
             K::InvalidTime { value, reason } => {
                 write!(f, "invalid expires time {}: {reason}", Shown(value))
             }
+            K::InvalidNotifyUrl { url, reason } => write!(
+                f,
+                "invalid notify url {}: {reason}; write url = \"https://host/path\" (or \
+                 \"http://127.0.0.1:PORT/path\" for a receiver on this machine)",
+                Shown(url)
+            ),
+            K::UnknownNotifyEvent { event } => write!(
+                f,
+                "unknown notify event {}; the events are \"expiring\", \"stopped\", \
+                 \"removed\" and \"failed\" (leave events out for all four)",
+                Shown(event)
+            ),
+            K::InvalidSecretEnv { name, reason } => write!(
+                f,
+                "invalid secret_env {}: {reason}; write the name of the environment variable \
+                 that holds the key, e.g. secret_env = \"SBX_NOTIFY_SECRET\"",
+                Shown(name)
+            ),
         }
     }
 }

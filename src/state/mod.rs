@@ -27,6 +27,12 @@
 //!
 //! [volumes]
 //! keep = ["ca-sbx-notes", { engine = "ci-1", name = "cache" }]   # a plain name: every engine
+//!
+//! [[notify]]                    # optional: where notifications go (docs/notify.md)
+//! url = "https://hooks.example/sbx"  # or http:// to a loopback address only
+//! secret_env = "SBX_NOTIFY_SECRET"   # the variable that holds the HMAC key
+//! events = ["removed", "failed"]     # optional: default all four
+//! before = "10m"                # optional: how far ahead `expiring` is sent
 //! ```
 //!
 //! Every table and key is optional except `id` in a box and `name` in an engine
@@ -141,6 +147,24 @@ pub struct DesiredState {
     pub policy: Policy,
     /// `[[engine]]`, in file order; names are unique.
     pub engines: Vec<EngineDecl>,
+    /// `[[notify]]`, in file order: where notifications go.
+    pub notify: Vec<NotifyDecl>,
+}
+
+/// One `[[notify]]` table: a receiver of notifications, its key still a
+/// variable's name (resolved by `cli::config`, never read here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyDecl {
+    /// `https://...`, or `http://` to a loopback address (`rules::notify_url_problem`).
+    pub url: String,
+    /// The environment variable that holds the HMAC key.
+    pub secret_env: String,
+    /// The events it gets, in the order of `NotifyEvent` (default: all four).
+    pub events: Vec<crate::model::notify::NotifyEvent>,
+    /// How long before a box is due `expiring` is sent (default 10m).
+    pub before: Duration,
+    /// The 1-based line of the table's `url` key (its header when it has none).
+    pub line: usize,
 }
 
 /// One `[[box]]` table.

@@ -154,6 +154,63 @@ pub(super) fn host_problem(host: &str) -> Option<String> {
     crate::model::ssh_target_problem(host)
 }
 
+/// What is wrong with a `[[notify]]` `url`: `https://` to any host, or
+/// `http://` only to a loopback address written as one (`127.0.0.0/8`,
+/// `[::1]`: a name such as `localhost` is resolved by whatever the
+/// machine's resolver says, so it is refused, as is any other host), no
+/// user or password in it (URLs are named in messages and logs), at most
+/// `MAX_HOST_CHARS` characters.
+pub(super) fn notify_url_problem(text: &str) -> Option<String> {
+    if let Some(problem) = word_problem(text, MAX_HOST_CHARS) {
+        return Some(problem);
+    }
+    let url = match url::Url::parse(text) {
+        Ok(url) => url,
+        Err(e) => return Some(format!("it is not a URL ({e})")),
+    };
+    if !url.username().is_empty() || url.password().is_some() {
+        return Some(
+            "it carries a user or password, which would be shown wherever the URL is named; \
+             the receiver authenticates the body by its signature"
+                .into(),
+        );
+    }
+    let loopback = match url.host() {
+        None => return Some("it names no host".into()),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(_)) => false,
+    };
+    match url.scheme() {
+        "https" => None,
+        "http" if loopback => None,
+        "http" => Some(
+            "plain http is allowed only to a loopback address (127.0.0.1 or [::1]), so that \
+             nothing on the network reads or changes a notification: use https://"
+                .into(),
+        ),
+        other => Some(format!("its scheme {} is not https or http", Shown(other))),
+    }
+}
+
+/// What is wrong with a `secret_env` name: an environment variable's name,
+/// `[A-Za-z_][A-Za-z0-9_]*`, at most 128 characters.
+pub(super) fn env_name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Some("it is empty".into()),
+        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => {
+            return Some("it does not begin with a letter or _".into())
+        }
+        _ => {}
+    }
+    if name.chars().count() > MAX_BOX_ID_CHARS {
+        return Some(format!("it is longer than {MAX_BOX_ID_CHARS} characters"));
+    }
+    (!chars.all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then(|| "it holds a character other than A-Z, a-z, 0-9 and _".into())
+}
+
 /// What is wrong with a docker context name (`[a-zA-Z0-9][a-zA-Z0-9_.+-]+`).
 pub(super) fn context_problem(name: &str) -> Option<String> {
     if let Some(problem) = word_problem(name, MAX_CONTEXT_CHARS) {

@@ -14,6 +14,7 @@ pub mod lock;
 pub mod mcp;
 pub mod proxy;
 pub mod pty;
+pub mod receiver;
 pub mod report;
 pub mod schema;
 pub mod tools;

@@ -115,6 +115,7 @@ impl Walker<'_> {
                 archive: raw.archive,
             },
             engines,
+            notify: raw.notify,
         }
     }
 

@@ -11,6 +11,7 @@
 //! (read.rs and scan.rs run first).
 
 mod across;
+mod notify;
 
 use std::path::Path;
 use std::time::Duration;
@@ -36,7 +37,7 @@ const POLICY_HINT: &str =
     "the format is [policy] grace = \"10m\", max_lease = \"24h\", archive = \"/path/to/dir\"";
 const KEEP_ENTRY: &str = "a volume name or an inline table { engine = \"...\", name = \"...\" }";
 
-const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes"];
+const TOP_KEYS: &[&str] = &["scope", "policy", "engine", "box", "volumes", "notify"];
 const SCOPE_KEYS: &[&str] = &["labels"];
 const POLICY_KEYS: &[&str] = &["grace", "max_lease", "archive"];
 const ENGINE_KEYS: &[&str] = &["name", "host", "context", "swarm"];
@@ -101,6 +102,7 @@ struct RawFile {
     engines: Vec<RawEngine>,
     boxes: Vec<RawBox>,
     keep: Vec<RawKeep>,
+    notify: Vec<super::NotifyDecl>,
 }
 
 struct RawEngine {
@@ -300,6 +302,7 @@ impl Walker<'_> {
                 "policy" => (raw.grace, raw.max_lease, raw.archive) = self.policy(value),
                 "engine" => raw.engines = self.engines(value),
                 "box" => raw.boxes = self.boxes(value),
+                "notify" => raw.notify = self.notifies(value),
                 _ => raw.keep = self.volumes(value),
             }
         }
@@ -879,6 +882,7 @@ keep = ["notes", { engine = "ci-1", name = "cache" }, { name = "cache", engine =
                     max_lease: None,
                     archive: None,
                 },
+                notify: vec![],
                 engines: vec![
                     EngineDecl {
                         name: "ci-1".into(),
