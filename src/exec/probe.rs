@@ -7,7 +7,7 @@
 //! connection without a word, as it does past its connection cap. Reaches
 //! no engine and reads no state file. Must not print or decide an exit
 //! status: what an answer means for the run is `Probe::healthy`, its words
-//! `render`'s. What `/healthz` answers, and when, is `observe::metrics`'s
+//! `render`'s. What `/healthz` answers, and when, is `observe::health`'s
 //! rule: 200 while the watch is converging or degraded (reaping what it
 //! can), 503 otherwise.
 
@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 const MAX_ANSWER: usize = 16 * 1024;
 
 /// How `/healthz` begins the detail of a degraded answer (a 200: the watch
-/// still reaps); `observe::metrics` writes it.
+/// still reaps); `observe::health` writes it.
 pub(crate) const DEGRADED: &str = "degraded: ";
 /// The pause before asking again on a new connection after one closed
 /// without an answer.

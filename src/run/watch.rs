@@ -53,7 +53,7 @@ pub(super) async fn watch(run: &Run<'_>, sink: &mut dyn Sink) -> Verdict {
         let shutdown = async move {
             let _ = shutdown_rx.await;
         };
-        match crate::observe::metrics::serve(*addr, metrics.clone(), *resync, shutdown).await {
+        match crate::observe::endpoint::serve(*addr, metrics.clone(), *resync, shutdown).await {
             Ok((bound, handle)) => {
                 if let Some(warning) = render::metrics_exposed(bound) {
                     sink.err(&warning);
