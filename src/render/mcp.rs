@@ -109,9 +109,12 @@ const OBJECTS: usize = 8;
 /// them (`rest`).
 #[derive(Default)]
 struct ByBox {
-    /// (box, [(why, objects)]), in the order first seen.
-    boxes: Vec<(Option<String>, Vec<(String, Vec<String>)>)>,
+    /// (box, its lines), in the order first seen.
+    boxes: Vec<(Option<String>, Vec<WhyLine>)>,
 }
+
+/// One line of a box: a reason's words and the objects it holds for.
+type WhyLine = (String, Vec<String>);
 
 impl ByBox {
     fn add(&mut self, box_id: Option<&str>, object: String, why: String) {
