@@ -944,3 +944,98 @@ impl sandboxctl::run::Sink for Quiet {
     fn out(&mut self, _: &str) {}
     fn err(&mut self, _: &str) {}
 }
+
+/// Each text block of a result: the words first, then the structured
+/// content as JSON, which parses to exactly `structuredContent`.
+fn words_and_json<'a>(r: &'a Value, seen: &Seen) -> &'a str {
+    let texts = r["texts"].as_array().expect("texts");
+    assert_eq!(texts.len(), 2, "words, then JSON\n{}", seen.dump());
+    let json: Value = serde_json::from_str(texts[1].as_str().expect("a text block"))
+        .expect("the second block is JSON");
+    assert_eq!(json, r["structured"], "the JSON block is structuredContent");
+    texts[0].as_str().unwrap()
+}
+
+/// A host that shows the model only the text: inventory names box t1's
+/// container and volume, plan names them with the reason's words and code,
+/// explain gives the reason; every JSON block is the structured content.
+trial!(an_agent_reads_objects_and_reasons_in_the_text);
+async fn an_agent_reads_objects_and_reasons_in_the_text() {
+    let sbx = Sandbox::new("mcp-text").await;
+    let t1 = sbx.add_box("t1", Run::Exited).await;
+    let seen = client(&sbx, "")
+        .call("inventory", json!({}))
+        .call("plan", json!({}))
+        .call("explain", json!({ "object": t1.container.name }))
+        .run();
+    let inventory = words_and_json(called(&seen, 0), &seen);
+    assert!(inventory.contains(&t1.container.name), "{inventory}");
+    assert!(inventory.contains(&t1.volume), "{inventory}");
+    let plan = words_and_json(called(&seen, 1), &seen);
+    assert!(plan.contains(&t1.container.name), "{plan}");
+    assert!(plan.contains(&t1.volume), "{plan}");
+    assert!(plan.contains("not declared"), "{plan}");
+    assert!(plan.contains("[boxNotDeclared]"), "{plan}");
+    let explain = words_and_json(called(&seen, 2), &seen);
+    assert!(explain.contains("not declared"), "{explain}");
+    assert_there(&sbx, &t1, &seen).await;
+}
+
+/// `--read-only` lists the readers only; a destroy call is refused as an
+/// unknown tool and removes nothing. `--tools` offers exactly those named.
+trial!(read_only_and_tool_sets_gate_what_is_offered);
+async fn read_only_and_tool_sets_gate_what_is_offered() {
+    let sbx = Sandbox::new("mcp-gate").await;
+    let b = sbx.add_box("gated", Run::Running).await;
+    let seen = client(&sbx, "")
+        .server_args(&["--read-only"])
+        .list_tools()
+        .call("destroy", json!({ "ids": ["gated"] }))
+        .call("prune", json!({}))
+        .run();
+    let listed = names(&seen.result(0)["tools"]);
+    assert_eq!(
+        listed,
+        BTreeSet::from(["explain".into(), "inventory".into(), "plan".into()])
+    );
+    for i in [1, 2] {
+        let error = seen.result(i)["error"].as_str().unwrap_or_default();
+        assert!(error.contains("unknown tool"), "step {i}\n{}", seen.dump());
+    }
+    assert_there(&sbx, &b, &seen).await;
+
+    let seen = client(&sbx, "")
+        .server_args(&["--tools", "plan,destroy"])
+        .list_tools()
+        .call("prune", json!({}))
+        .run();
+    assert_eq!(
+        names(&seen.result(0)["tools"]),
+        BTreeSet::from(["destroy".into(), "plan".into()])
+    );
+    assert!(seen.result(1)["error"].is_string(), "{}", seen.dump());
+    assert_there(&sbx, &b, &seen).await;
+
+    // An unknown name is an error at start: no server, no engine call.
+    let out = sbx.cli().run_with(["mcp", "--tools", "plan,nuke"]);
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("nuke"), "{}", out.stderr);
+}
+
+/// `reclaimed: true` measures what the destroy gave back: a number.
+trial!(destroy_with_reclaimed_reports_a_number);
+async fn destroy_with_reclaimed_reports_a_number() {
+    let sbx = Sandbox::new("mcp-reclaimed").await;
+    let b = sbx.add_box("measured", Run::Exited).await;
+    let seen = client(&sbx, "")
+        .call("destroy", json!({ "ids": ["measured"], "reclaimed": true }))
+        .run();
+    let r = called(&seen, 0);
+    assert_eq!(r["isError"], false, "{}", seen.dump());
+    assert!(
+        r["structured"]["reclaimedBytes"].is_u64(),
+        "{}",
+        seen.dump()
+    );
+    assert_gone(&sbx, &b, &seen).await;
+}

@@ -71,7 +71,11 @@ pub(crate) enum Job {
     /// the tool's command in place of `mcp`, resolved when it comes (the
     /// clock, the state file's boxes), its engines and scope checked
     /// against the server's.
-    Mcp { template: Box<Args> },
+    Mcp {
+        template: Box<Args>,
+        /// The tools the server offers (`--read-only`, `--tools`).
+        tools: McpTools,
+    },
     /// Hold a box with a lease while a command runs (one engine).
     Hold {
         box_id: String,
@@ -81,6 +85,34 @@ pub(crate) enum Job {
         /// The program and its arguments (never empty).
         command: Vec<std::ffi::OsString>,
     },
+}
+
+/// The tools an MCP server offers, decided when it starts: every one,
+/// those whose `readOnlyHint` is true, or exactly the named ones (names
+/// clap checked against `MCP_TOOLS`; each once, in the order given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpTools {
+    All,
+    ReadOnly,
+    Named(Vec<String>),
+}
+
+impl McpTools {
+    fn of(read_only: bool, names: Vec<String>) -> McpTools {
+        if read_only {
+            return McpTools::ReadOnly;
+        }
+        if names.is_empty() {
+            return McpTools::All;
+        }
+        let mut once: Vec<String> = Vec::with_capacity(names.len());
+        for name in names {
+            if !once.contains(&name) {
+                once.push(name);
+            }
+        }
+        McpTools::Named(once)
+    }
 }
 
 /// What a converging run was told to remove: resolved once, here, from the
@@ -372,8 +404,11 @@ pub fn resolve(args: Args) -> anyhow::Result<Config> {
             one_engine("restore", &engines)?;
             Job::Restore { archive, volume }
         }
-        Command::Mcp { .. } => Job::Mcp {
+        Command::Mcp {
+            read_only, tools, ..
+        } => Job::Mcp {
             template: template.expect("the template of an mcp invocation"),
+            tools: McpTools::of(read_only, tools),
         },
         Command::Completions { .. }
         | Command::Man

@@ -21,6 +21,11 @@ use crate::model::{Labels, Refusal, RefusalCode};
 use crate::render::Format;
 use crate::state::{check_box_id, parse_label_arg};
 
+/// The MCP server's tools by name, in the order they are listed (what
+/// `mcp --tools` takes; `run::mcp`'s tool table has exactly these).
+pub(crate) const MCP_TOOLS: [&str; 6] =
+    ["plan", "destroy", "prune", "inventory", "explain", "lease"];
+
 /// Tear down ephemeral Docker sandboxes by declarative reconciliation.
 ///
 /// Only objects labeled exactly ca.sandbox=1 (and every scope label) are ever
@@ -341,9 +346,20 @@ pub(crate) enum Command {
     /// with its report, as Ctrl-C does. stdout carries only the protocol; a
     /// line per call goes to stderr. Ends on EOF, SIGTERM or Ctrl-C once the
     /// calls in flight are verified and answered.
+    ///
+    /// --read-only offers only the tools that change nothing (plan,
+    /// inventory, explain); --tools NAME,... offers exactly those. A call to
+    /// a tool not offered is refused as the protocol refuses an unknown tool.
     Mcp {
         #[command(flatten)]
         removal: Removal,
+        /// Offer only the tools that change nothing: plan, inventory, explain.
+        #[arg(long, conflicts_with = "tools")]
+        read_only: bool,
+        /// Offer exactly these tools (comma-separated) [default: every tool].
+        #[arg(long, value_name = "TOOL,...", value_delimiter = ',', num_args = 1..,
+              value_parser = clap::builder::PossibleValuesParser::new(MCP_TOOLS))]
+        tools: Vec<String>,
     },
     /// Hold a box with a lease while COMMAND runs, then release it and exit
     /// with COMMAND's status.
@@ -402,7 +418,7 @@ impl Command {
             Command::Apply { removal, .. }
             | Command::Destroy { removal, .. }
             | Command::Prune { removal, .. }
-            | Command::Mcp { removal } => removal.clone(),
+            | Command::Mcp { removal, .. } => removal.clone(),
             Command::Watch {
                 parallelism,
                 audit,

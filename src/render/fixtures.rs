@@ -227,3 +227,57 @@ pub(crate) fn hostile_report() -> Report {
     );
     report
 }
+
+/// `n` leaked boxes `box-1`..`box-N`, each a container then its volume.
+pub(crate) fn plan_of_many(n: usize) -> Plan {
+    let mut plan = empty_plan();
+    for i in 1..=n {
+        let b = format!("box-{i}");
+        let first = plan.steps.len() + 1;
+        plan.steps.push(Step {
+            step: first,
+            object: entry(
+                Kind::Container,
+                &format!("sbx-{b}"),
+                Some(&format!("{i:012x}0000")),
+                Some(&b),
+            ),
+            why: leaked(&b),
+            waits_for: vec![],
+            archive: None,
+            reads: vec![],
+            archived_by: None,
+        });
+        plan.steps.push(Step {
+            step: first + 1,
+            object: entry(Kind::Volume, &format!("sbx-{b}"), None, Some(&b)),
+            why: leaked(&b),
+            waits_for: vec![first],
+            archive: None,
+            reads: vec![],
+            archived_by: None,
+        });
+    }
+    plan
+}
+
+/// The report of [`plan_of_many`] carried out: every object removed, none
+/// measured.
+pub(crate) fn report_of_many(n: usize) -> Report {
+    let plan = plan_of_many(n);
+    let mut report = Report::empty();
+    report.now = Some(plan.now.clone());
+    report.converged = true;
+    for step in &plan.steps {
+        report.removed.push(
+            step.object.kind,
+            Gone {
+                object: named(&step.object),
+                outcome: Outcome::Removed,
+                reclaimed_bytes: None,
+            },
+        );
+    }
+    report.reclaimed = crate::exec::report::Reclaimed::of(&report.removed);
+    report
+}

@@ -68,7 +68,7 @@ pub(crate) use log::{
     metrics_exposed, notify_failed_words, watch_audit_error, watch_cycle, watch_notify_failed,
     watch_quit, watch_started, watch_state, watch_stopping, watch_stream,
 };
-pub(crate) use mcp::{mcp_call, mcp_started, mcp_stopping, tool_text};
+pub(crate) use mcp::{mcp_call, mcp_started, mcp_stopping, tool_json, tool_text};
 pub(crate) use plan::{
     engine_plan, fleet_engine_plan, fleet_plan, incomplete_warnings, incomplete_warnings_of,
     lease_warnings, plan, plan_heading, plan_in_full, unlisted_warnings,

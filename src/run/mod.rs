@@ -181,7 +181,7 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let Job::Mcp { template } = &config.job else {
+    let Job::Mcp { template, .. } = &config.job else {
         unreachable!("mcp_on serves an mcp invocation");
     };
     let stop = Stop::new(cancel);
@@ -313,7 +313,7 @@ async fn run_job(
         Job::Lease { .. } | Job::Release { .. } => lease::lease(&run, sink).await,
         Job::Restore { .. } => restore::restore(&run, sink).await,
         Job::Hold { .. } => hold::hold(&run, signals, sink).await,
-        Job::Mcp { template } => {
+        Job::Mcp { template, .. } => {
             // Boxed: a tool call runs a job again (never an `mcp` one).
             let serve: std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + '_>> =
                 Box::pin(mcp::serve(

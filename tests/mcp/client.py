@@ -103,7 +103,10 @@ async def call(session: ClientSession, tap: Tap, step: dict[str, Any]) -> dict[s
             tg.cancel_scope.cancel()
         out["isError"] = bool(result.is_error)
         out["structured"] = result.structured_content
-        out["text"] = "".join(getattr(c, "text", "") for c in result.content)
+        # The blocks one by one (the words, then the JSON); `text` is the first.
+        texts = [getattr(c, "text", None) for c in result.content]
+        out["text"] = (texts[0] or "") if texts else ""
+        out["texts"] = texts
     except Exception as e:  # a protocol error, or the SDK refusing the result
         while isinstance(e, BaseExceptionGroup) and e.exceptions:
             e = e.exceptions[0]

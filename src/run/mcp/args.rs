@@ -25,9 +25,13 @@ pub(super) enum Call {
         ids: Vec<String>,
         keep_volume: bool,
         missing_ok: bool,
+        /// `--reclaimed`: measure what each removal gives back.
+        reclaimed: bool,
     },
-    /// `destroy --prune`: every leaked object.
-    Prune,
+    /// `destroy --prune`: every leaked object (`reclaimed`: `--reclaimed`).
+    Prune {
+        reclaimed: bool,
+    },
     Inventory,
     Explain {
         object: String,
@@ -195,19 +199,24 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
         members: arguments.unwrap_or(&empty),
     };
     match tool {
-        Tool::Plan | Tool::Prune | Tool::Inventory => {
+        Tool::Plan | Tool::Inventory => {
             args.only(&[])?;
             Ok(match tool {
                 Tool::Plan => Call::Plan,
-                Tool::Prune => Call::Prune,
                 _ => Call::Inventory,
             })
         }
+        Tool::Prune => {
+            args.only(&["reclaimed"])?;
+            let reclaimed = args.bool("reclaimed")?.unwrap_or(false);
+            Ok(Call::Prune { reclaimed })
+        }
         Tool::Destroy => {
-            args.only(&["ids", "keepVolume", "missingOk"])?;
+            args.only(&["ids", "keepVolume", "missingOk", "reclaimed"])?;
             let ids = args.ids("ids")?.unwrap_or_default();
             let keep_volume = args.bool("keepVolume")?.unwrap_or(false);
             let missing_ok = args.bool("missingOk")?.unwrap_or(false);
+            let reclaimed = args.bool("reclaimed")?.unwrap_or(false);
             // An empty list is what a bug or an unset variable gives: it
             // never widens to every box. Reclaiming them is `prune`'s.
             if ids.is_empty() {
@@ -220,6 +229,7 @@ pub(super) fn parse(tool: Tool, arguments: Option<&Map<String, Value>>) -> Resul
                 ids,
                 keep_volume,
                 missing_ok,
+                reclaimed,
             })
         }
         Tool::Explain => {
@@ -280,7 +290,7 @@ pub(crate) fn checked(
             .map(|call| match call {
                 Call::Destroy { ids, .. } | Call::Release { ids } => (ids, None),
                 Call::Lease { ids, ttl } => (ids, Some(ttl)),
-                Call::Explain { .. } | Call::Plan | Call::Prune | Call::Inventory => {
+                Call::Explain { .. } | Call::Plan | Call::Prune { .. } | Call::Inventory => {
                     (Vec::new(), None)
                 }
             }),
@@ -311,7 +321,23 @@ mod tests {
     #[test]
     fn each_tool_takes_what_it_declares() {
         assert_eq!(parse(Tool::Plan, None), Ok(Call::Plan));
-        assert_eq!(call(Tool::Prune, json!({})), Ok(Call::Prune));
+        assert_eq!(
+            call(Tool::Prune, json!({})),
+            Ok(Call::Prune { reclaimed: false })
+        );
+        assert_eq!(
+            call(Tool::Prune, json!({ "reclaimed": true })),
+            Ok(Call::Prune { reclaimed: true })
+        );
+        assert_eq!(
+            call(Tool::Destroy, json!({ "ids": ["a"], "reclaimed": true })),
+            Ok(Call::Destroy {
+                ids: vec!["a".into()],
+                keep_volume: false,
+                missing_ok: false,
+                reclaimed: true,
+            })
+        );
         assert_eq!(
             call(
                 Tool::Destroy,
@@ -321,6 +347,7 @@ mod tests {
                 ids: vec!["a".into(), "b.1".into()],
                 keep_volume: true,
                 missing_ok: false,
+                reclaimed: false,
             })
         );
         assert_eq!(
@@ -329,6 +356,7 @@ mod tests {
                 ids: vec!["a".into()],
                 keep_volume: false,
                 missing_ok: true,
+                reclaimed: false,
             })
         );
         assert_eq!(
@@ -434,7 +462,13 @@ mod tests {
                 Tool::Prune,
                 json!({ "all": true }),
                 "all",
-                "it takes no arguments",
+                "it takes only reclaimed",
+            ),
+            (
+                Tool::Prune,
+                json!({ "reclaimed": "yes" }),
+                "reclaimed",
+                "expected true or false, got a string",
             ),
             (
                 Tool::Plan,

@@ -97,7 +97,12 @@ where
 {
     let calls = Calls::default();
     let (log, mut lines) = unbounded_channel();
+    let offered = match &run.config.job {
+        Job::Mcp { tools, .. } => Tool::offered(tools),
+        _ => Tool::ALL.to_vec(),
+    };
     let server = Server {
+        offered,
         base: run.config.clone(),
         template: template.clone(),
         engines: run.engines.to_vec(),
@@ -109,6 +114,7 @@ where
         &log_time(),
         run.endpoints,
         &run.config.scope.to_string(),
+        &server.offered.iter().map(|t| t.name()).collect::<Vec<_>>(),
     ));
     let transport = Tracked::new(
         AsyncRwTransport::new_server(read, write).with_max_line_length(MAX_LINE),
@@ -180,6 +186,9 @@ where
 
 /// The server: what every call shares.
 struct Server {
+    /// The tools it offers (`--read-only`, `--tools`), fixed when it starts:
+    /// the only ones listed, the only ones a call may name.
+    offered: Vec<Tool>,
     /// The server's own config, resolved when it started: its engines and
     /// scope are every call's.
     base: Config,
@@ -195,7 +204,7 @@ impl Server {
     /// The invocation `call` stands for, resolved now; refused when its
     /// engines or scope are not the server's (the state file changed them).
     fn config_of(&self, call: &Call) -> Result<Config, String> {
-        let removal = self.template.removal();
+        let mut removal = self.template.removal();
         let command = match call.clone() {
             Call::Plan => Command::Plan {
                 detailed_exitcode: false,
@@ -205,22 +214,31 @@ impl Server {
                 ids,
                 keep_volume,
                 missing_ok,
-            } => Command::Destroy {
-                ids,
-                keep_volume,
-                prune: false,
-                missing_ok,
-                yes: false,
-                verbose: false,
-                removal,
-            },
+                reclaimed,
+            } => {
+                // `reclaimed: true` measures as `--reclaimed` does (the
+                // server's own `--reclaimed` measures every call).
+                removal.reclaimed |= reclaimed;
+                Command::Destroy {
+                    ids,
+                    keep_volume,
+                    prune: false,
+                    missing_ok,
+                    yes: false,
+                    verbose: false,
+                    removal,
+                }
+            }
             // The server's prune never asks (its tool call is not a
             // terminal: `for_tool` says so).
-            Call::Prune => Command::Prune {
-                yes: false,
-                verbose: false,
-                removal,
-            },
+            Call::Prune { reclaimed } => {
+                removal.reclaimed |= reclaimed;
+                Command::Prune {
+                    yes: false,
+                    verbose: false,
+                    removal,
+                }
+            }
             Call::Inventory => Command::Inventory,
             Call::Explain { object } => Command::Explain { object },
             Call::Lease { ids, ttl } => Command::Lease {
@@ -281,7 +299,7 @@ impl Server {
             Ok(config) => config,
             Err(e) => return refused(&format!("{}: {e}; nothing was done", tool.name())),
         };
-        let removes = matches!(call, Call::Destroy { .. } | Call::Prune);
+        let removes = matches!(call, Call::Destroy { .. } | Call::Prune { .. });
         let progress = context
             .meta
             .get_progress_token()
@@ -327,10 +345,17 @@ fn answer(tool: Tool, exit: Exit, capture: &Capture) -> CallToolResult {
         .filter(Value::is_object)
         .filter(|doc| !doc.get("error").is_some_and(Value::is_object));
     let text = render::tool_text(tool.name(), doc.as_ref(), failed, &capture.err);
+    // The words first; then, for hosts that show a model only the text,
+    // the structured content itself as JSON (the protocol's advice).
+    let mut content = vec![ContentBlock::text(text)];
+    content.extend(
+        doc.as_ref()
+            .map(|doc| ContentBlock::text(render::tool_json(doc))),
+    );
     let mut result = if failed {
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(content)
     } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        CallToolResult::success(content)
     };
     result.structured_content = doc;
     result
@@ -350,7 +375,7 @@ impl ServerHandler for Server {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(
-            Tool::ALL.iter().map(|t| t.listed()).collect(),
+            self.offered.iter().map(|t| t.listed()).collect(),
         ))
     }
 
@@ -359,8 +384,11 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(tool) = Tool::named(&request.name) else {
-            let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+        // A tool this server does not offer is unknown to it, as the
+        // protocol says (-32602): nothing is run.
+        let offered = Tool::named(&request.name).filter(|t| self.offered.contains(t));
+        let Some(tool) = offered else {
+            let names: Vec<&str> = self.offered.iter().map(|t| t.name()).collect();
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}; this server's tools are {}",
@@ -421,6 +449,11 @@ mod tests {
             );
             let text = result.content[0].as_text().unwrap().text.clone();
             assert_eq!(text.contains("Converged:"), !error, "{exit:?}: {text}");
+            // The second block is the structured content, as JSON.
+            assert_eq!(result.content.len(), 2);
+            let json: Value =
+                serde_json::from_str(&result.content[1].as_text().unwrap().text).unwrap();
+            assert_eq!(Some(&json), result.structured_content.as_ref());
         }
     }
 
@@ -435,6 +468,7 @@ mod tests {
         assert!(result.structured_content.is_none());
         let text = &result.content[0].as_text().unwrap().text;
         assert!(text.contains("error: no state file"), "{text}");
+        assert_eq!(result.content.len(), 1, "no document, no JSON block");
         // Not an object (no tool prints one): not structured content.
         let result = answer(Tool::Explain, Exit::Success, &captured("[1]", ""));
         assert!(result.structured_content.is_none());

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use crate::cli::config::McpTools;
+
 /// The most box IDs one call may name.
 pub(super) const MAX_IDS: usize = 256;
 /// The longest `object` `explain` takes (an ID, a name, `kind:name`, `box:ID`).
@@ -72,8 +74,8 @@ impl Tool {
     fn description(self) -> &'static str {
         match self {
             Tool::Plan => "Show what prune would remove, in order and why (leaked objects, boxes past their expiry, what the state file does not declare once its grace is over), what it keeps and the images it retains. Changes nothing. The result is the plan that `sandboxctl plan --format json` prints; an error result means an engine could not be listed whole (its failures say what).",
-            Tool::Destroy => "Destroy sandbox boxes by ID: each box's containers (running ones are killed: a box is disposable), its networks and, unless keepVolume is true, its volumes, in dependency order; then list again to verify that nothing is left. Only objects labeled ca.sandbox=1, in this server's scope, with ca.sandbox.id equal to one of the IDs are touched; cached images (ca-sbx:*) are never removed and are listed under retained. It needs at least one ID: an empty or missing ids is refused and nothing is done (to reclaim every leaked object, call prune). An ID that nothing in scope carries is an error result naming it under unknownBoxes (list the boxes with inventory), unless missingOk is true or the server's audit log records that box's removal (then it says when and by what). The result is the report of `sandboxctl destroy --format json`: converged, removed (with reclaimedBytes), kept, retained, failures, unknownBoxes. An error result means something was left behind or a named box was not found: every such object is in remainingContainers, remainingVolumes or remainingNetworks with its reason (for example a volume in use by a container outside the sandbox system, which is never forced).",
-            Tool::Prune => "The twin of `sandboxctl prune`. Reclaim every leaked sandbox object in this server's scope: what the state file does not declare (once older than its grace), boxes past their expiry, objects without a box label, and their leases run out. Declared and leased boxes stay; images are never removed. Then list again to verify. The result is the same report as destroy's; an error result names every object left behind with its reason.",
+            Tool::Destroy => "Destroy sandbox boxes by ID: each box's containers (running ones are killed: a box is disposable), its networks and, unless keepVolume is true, its volumes, in dependency order; then list again to verify that nothing is left. Only objects labeled ca.sandbox=1, in this server's scope, with ca.sandbox.id equal to one of the IDs are touched; cached images (ca-sbx:*) are never removed and are listed under retained. It needs at least one ID: an empty or missing ids is refused and nothing is done (to reclaim every leaked object, call prune). An ID that nothing in scope carries is an error result naming it under unknownBoxes (list the boxes with inventory), unless missingOk is true or the server's audit log records that box's removal (then it says when and by what). The result is the report of `sandboxctl destroy --format json`: converged, removed (with reclaimedBytes: pass reclaimed: true to measure them), kept, retained, failures, unknownBoxes. An error result means something was left behind or a named box was not found: every such object is in remainingContainers, remainingVolumes or remainingNetworks with its reason (for example a volume in use by a container outside the sandbox system, which is never forced).",
+            Tool::Prune => "The twin of `sandboxctl prune`. Reclaim every leaked sandbox object in this server's scope: what the state file does not declare (once older than its grace), boxes past their expiry, objects without a box label, and their leases run out. Declared and leased boxes stay; images are never removed. Then list again to verify. The result is the same report as destroy's (pass reclaimed: true to measure reclaimedBytes); an error result names every object left behind with its reason.",
             Tool::Inventory => "List the managed sandbox objects (labeled ca.sandbox=1, in this server's scope) grouped by box, with each container's state, mounts and networks, the boxes' leases, and the retained images. Changes nothing. The result is what `sandboxctl inventory --format json` prints.",
             Tool::Explain => "Say what prune would do with one object and why: its labels, whether it is managed, the state-file line that declares or keeps it, what it waits for and what waits for it, what blocks it. object is a container ID or prefix, a container, volume or network name (container:, volume: or network: before it narrows the kind), or box:ID. Changes nothing. An error result means nothing matched, or several objects did (they are listed).",
             Tool::Lease => "Take or renew a lease on boxes, so that prune and the reaper keep them while you still use them (destroy by ID still removes a leased box): a lease holds for ttl (default 15m, at most the state file's max_lease) from its creation, on the engine's clock; renew it before it runs out. With release: true, end every lease of the boxes instead. The result is what `sandboxctl lease --format json` prints; an error result names what failed.",
@@ -95,8 +97,14 @@ impl Tool {
                 "maxItems": MAX_IDS
             })
         };
+        let reclaimed = json!({
+            "type": "boolean",
+            "description": "Measure what each removed container and volume gives back (reclaimedBytes, and the total), as `--reclaimed` does: one GET /system/df per engine before the first removal. Without it (and without the server's own --reclaimed) only an archived volume is measured; what is not measured stays null, never 0.",
+            "default": false
+        });
         let (properties, required): (Value, &[&str]) = match self {
-            Tool::Plan | Tool::Prune | Tool::Inventory => (json!({}), &[]),
+            Tool::Plan | Tool::Inventory => (json!({}), &[]),
+            Tool::Prune => (json!({ "reclaimed": reclaimed }), &[]),
             Tool::Destroy => (
                 json!({
                     "ids": ids("The boxes to destroy (at least one). An empty or missing list is refused: to reclaim every leaked object, call prune."),
@@ -109,7 +117,8 @@ impl Tool {
                         "type": "boolean",
                         "description": "Succeed when an ID matches nothing in scope (it is still reported under unknownBoxes). Without it such an ID is an error result, unless the server's audit log records that box's removal.",
                         "default": false
-                    }
+                    },
+                    "reclaimed": reclaimed
                 }),
                 &["ids"],
             ),
@@ -184,6 +193,20 @@ impl Tool {
         }
     }
 
+    /// The tools a server started with `gate` offers, in the order they
+    /// are listed: every one, those whose `readOnlyHint` is true, or
+    /// exactly the named ones.
+    pub(super) fn offered(gate: &McpTools) -> Vec<Tool> {
+        Tool::ALL
+            .into_iter()
+            .filter(|t| match gate {
+                McpTools::All => true,
+                McpTools::ReadOnly => t.annotations().read_only_hint == Some(true),
+                McpTools::Named(names) => names.iter().any(|n| n == t.name()),
+            })
+            .collect()
+    }
+
     /// The tool as it is listed.
     pub(super) fn listed(self) -> rmcp::model::Tool {
         rmcp::model::Tool::new(self.name(), self.description(), object(self.input_schema()))
@@ -219,6 +242,25 @@ mod tests {
         assert_eq!(destroy["required"], serde_json::json!(["ids"]));
         assert_eq!(destroy["properties"]["ids"]["minItems"], 1);
         assert_eq!(destroy["properties"]["missingOk"]["type"], "boolean");
+    }
+
+    #[test]
+    fn the_command_line_names_exactly_these_tools() {
+        assert_eq!(Tool::ALL.map(Tool::name), crate::cli::MCP_TOOLS);
+    }
+
+    #[test]
+    fn a_gate_offers_the_readers_or_exactly_the_named_tools() {
+        assert_eq!(Tool::offered(&McpTools::All), Tool::ALL.to_vec());
+        assert_eq!(
+            Tool::offered(&McpTools::ReadOnly),
+            [Tool::Plan, Tool::Inventory, Tool::Explain]
+        );
+        let named = McpTools::Named(vec!["destroy".into(), "plan".into()]);
+        assert_eq!(Tool::offered(&named), [Tool::Plan, Tool::Destroy]);
+        for tool in Tool::offered(&McpTools::ReadOnly) {
+            assert_eq!(tool.annotations().destructive_hint, None, "{}", tool.name());
+        }
     }
 
     #[test]
