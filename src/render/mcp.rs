@@ -380,37 +380,20 @@ fn plan_words(doc: &Value, failed: bool) -> String {
         plural(kept.len(), "object"),
         blocked.len()
     );
-    let mut remove = ByBox::default();
-    for s in &steps {
-        remove.add(s["box"].as_str(), object(s, None, fleet), why(&s["reason"]));
-    }
-    if remove.objects() > 0 {
-        let _ = writeln!(
-            out,
-            "Would remove, in dependency order ({}):",
-            remove.counted()
-        );
-        remove.write(&mut out, REST_BY_BOX);
-    }
-    let mut held = ByBox::default();
-    for b in &blocked {
-        held.add(b["box"].as_str(), object(b, None, fleet), why(&b["reason"]));
-    }
-    if held.objects() > 0 {
-        let _ = writeln!(
-            out,
-            "Blocked: should go but is never forced ({}):",
-            held.counted()
-        );
-        held.write(&mut out, REST_BY_BOX);
-    }
-    let mut keep = ByBox::default();
-    for k in &kept {
-        keep.add(k["box"].as_str(), object(k, None, fleet), why(&k["reason"]));
-    }
-    if keep.objects() > 0 {
-        let _ = writeln!(out, "Keep ({}):", keep.counted());
-        keep.write(&mut out, REST_BY_BOX);
+    let sections = [
+        ("Would remove, in dependency order", &steps),
+        ("Blocked: should go but is never forced", &blocked),
+        ("Keep", &kept),
+    ];
+    for (heading, objects) in sections {
+        let mut by_box = ByBox::default();
+        for o in objects {
+            by_box.add(o["box"].as_str(), object(o, None, fleet), why(&o["reason"]));
+        }
+        if by_box.objects() > 0 {
+            let _ = writeln!(out, "{heading} ({}):", by_box.counted());
+            by_box.write(&mut out, REST_BY_BOX);
+        }
     }
     let mut leases = ByBox::default();
     for p in &parts {

@@ -162,22 +162,13 @@ impl<'a> Printer<'a> {
                     .map_or(part.endpoint.as_str(), |(_, e)| e.as_str());
                 let engine = part.engine.as_str();
                 let heading = !self.headed.get();
-                match &part.result {
-                    Err(e) => {
-                        sink.err(&render::error(&anyhow::Error::new(e.clone())));
-                        if config.format == Format::Json {
-                            sink.out(&render::engine_report(
-                                &report.report,
-                                engine,
-                                endpoint,
-                                heading,
-                                kept(engine),
-                                ok,
-                                Format::Json,
-                            ));
-                        }
-                    }
-                    Ok(_) => sink.out(&render::engine_report(
+                // An engine that failed whole is said as an error; the JSON
+                // report still follows it, the human one does not.
+                if let Err(e) = &part.result {
+                    sink.err(&render::error(&anyhow::Error::new(e.clone())));
+                }
+                if part.result.is_ok() || config.format == Format::Json {
+                    sink.out(&render::engine_report(
                         &report.report,
                         engine,
                         endpoint,
@@ -185,7 +176,7 @@ impl<'a> Printer<'a> {
                         kept(engine),
                         ok,
                         config.format,
-                    )),
+                    ));
                 }
             }
             _ => sink.out(&render::fleet_report(report, kept, ok, config.format)),
