@@ -4111,13 +4111,35 @@ mod memory {
         let stdout = structured
             .map(|v| serde_json::to_string_pretty(v).unwrap() + "\n")
             .unwrap_or_default();
-        let text: String = result["content"]
+        // The words are the first block; the second, when there is a
+        // document, is that document as JSON (judged here, then as stdout).
+        let blocks: Vec<&str> = result["content"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|c| c["text"].as_str())
             .collect();
+        let text = blocks.first().copied().unwrap_or_default().to_string();
         let mut problems = Vec::new();
+        match (structured, blocks.get(1)) {
+            (Some(doc), Some(json)) => {
+                if serde_json::from_str::<serde_json::Value>(json)
+                    .ok()
+                    .as_ref()
+                    != Some(doc)
+                {
+                    problems.push("the JSON text block is not structuredContent".to_string());
+                }
+            }
+            (Some(_), None) => problems.push("no JSON text block beside structuredContent".into()),
+            (None, Some(_)) => {
+                problems.push("a second text block without structuredContent".into())
+            }
+            (None, None) => {}
+        }
+        if blocks.len() > 2 {
+            problems.push(format!("{} text blocks, not at most 2", blocks.len()));
+        }
         if exit != Exit::Success {
             problems.push(format!(
                 "the server exited {exit:?} at the end of input, not 0"

@@ -1,12 +1,18 @@
-//! The words of the MCP server (`run::mcp`): the short summary a tool
-//! result carries beside its structured content, and the server's lines on
-//! stderr (started, one per call, stopping).
+//! The words of the MCP server (`run::mcp`): the text a tool result
+//! carries before its structured content (and that content as a JSON text
+//! block), and the server's lines on stderr (started, one per call,
+//! stopping).
 //!
-//! The summary is read off the same JSON document the result carries (the
-//! published contract), so the two cannot disagree: what was removed,
-//! kept and retained, whether it converged, every object left behind with
-//! its reason, and every named box that nothing carries with what to do. Engine text is escaped and clipped, as everywhere in
-//! human output. Must not decide anything: whether a call failed is given.
+//! The text is read off the same JSON document the result carries (the
+//! published contract), so the two cannot disagree: the objects grouped by
+//! box, what happens to each and why (the typed reason's words and its
+//! code), leases and their `until`, held objects with their holders, what
+//! was removed, kept and retained, whether it converged, every object left
+//! behind with its reason and what to do, and every named box that nothing
+//! carries. Short for one box and bounded for many: at most `BOXES` boxes
+//! named, the rest counted with how to see them. Engine text is escaped and
+//! clipped, as everywhere in human output; no document, however odd, makes
+//! it panic. Must not decide anything: whether a call failed is given.
 
 use std::fmt::Write;
 
@@ -217,6 +223,16 @@ fn retained_line(doc: &Value) -> String {
     line
 }
 
+/// The retained images' line of a document, or of its first engine's part
+/// that has them (a fleet's; none when no part was listed).
+fn retained_of(doc: &Value, parts: &[&Value]) -> String {
+    std::iter::once(doc)
+        .chain(parts.iter().copied())
+        .find(|d| d["retained"]["images"].is_array())
+        .map(retained_line)
+        .unwrap_or_default()
+}
+
 /// Every kind's list of a `ByKind` member (`kept`, `removed`).
 fn by_kind(doc: &Value) -> impl Iterator<Item = (Kind, &Value)> {
     Kind::ALL.into_iter().flat_map(move |k| {
@@ -407,7 +423,7 @@ fn plan_words(doc: &Value, failed: bool) -> String {
         leases.write(&mut text, REST_BY_BOX);
         out.push_str(&text.replace(": lease\n", "\n"));
     }
-    out.push_str(&retained_line(parts[0]));
+    out.push_str(&retained_of(doc, &parts));
     let incomplete: Vec<&Value> = parts
         .iter()
         .flat_map(|p| p["incomplete"].as_array().into_iter().flatten())
@@ -487,7 +503,7 @@ fn inventory_words(doc: &Value) -> String {
         plural(leases, "lease"),
     );
     listing.write(&mut out, REST_BY_BOX);
-    out.push_str(&retained_line(parts[0]));
+    out.push_str(&retained_of(doc, &parts));
     if listing.objects() > 0 {
         out.push_str(
             "What would be removed and why: call plan (or explain with box:ID for one box).\n",
@@ -829,6 +845,20 @@ mod tests {
             text.ends_with("Converged: a fresh listing shows nothing left to do.\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_fleet_document_without_parts_or_members_is_words_not_a_panic() {
+        for doc in [
+            json!({ "engines": [] }),
+            json!({}),
+            json!({ "engines": [{}] }),
+        ] {
+            for tool in ["plan", "inventory", "explain", "lease", "destroy", "prune"] {
+                let _ = tool_text(tool, Some(&doc), true, "");
+                let _ = tool_text(tool, Some(&doc), false, "");
+            }
+        }
     }
 
     #[test]
