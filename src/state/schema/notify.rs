@@ -13,7 +13,7 @@ use crate::state::error::StateErrorKind;
 use crate::state::rules::{env_name_problem, notify_url_problem};
 use crate::state::NotifyDecl;
 
-use super::Walker;
+use super::{At, Walker};
 
 const NOTIFY_KEYS: &[&str] = &["url", "secret_env", "events", "before"];
 const NOTIFY_HINT: &str = "each receiver is a table: [[notify]] url = \"https://...\", \
@@ -50,17 +50,9 @@ impl Walker<'_> {
                         continue;
                     };
                     line = self.line(text.key);
-                    url = Some(match notify_url_problem(&text.value) {
-                        Some(reason) => {
-                            let kind = StateErrorKind::InvalidNotifyUrl {
-                                url: text.value,
-                                reason,
-                            };
-                            self.problem(text.at, kind);
-                            None
-                        }
-                        None => Some(text.value),
-                    });
+                    url = Some(self.judged(text, notify_url_problem, |url, reason| {
+                        StateErrorKind::InvalidNotifyUrl { url, reason }
+                    }));
                 }
                 "secret_env" => {
                     let hint = "write secret_env = \"SBX_NOTIFY_SECRET\": the variable that \
@@ -69,17 +61,9 @@ impl Walker<'_> {
                         secret_env = Some(None);
                         continue;
                     };
-                    secret_env = Some(match env_name_problem(&text.value) {
-                        Some(reason) => {
-                            let kind = StateErrorKind::InvalidSecretEnv {
-                                name: text.value,
-                                reason,
-                            };
-                            self.problem(text.at, kind);
-                            None
-                        }
-                        None => Some(text.value),
-                    });
+                    secret_env = Some(self.judged(text, env_name_problem, |name, reason| {
+                        StateErrorKind::InvalidSecretEnv { name, reason }
+                    }));
                 }
                 "events" => events = self.events(entry.1),
                 _ => {
@@ -102,6 +86,23 @@ impl Walker<'_> {
             before: before?,
             line,
         })
+    }
+
+    /// A string value judged by `rule`: the value, or `None` when the rule
+    /// finds a problem, reported at the value as `refused(value, problem)`.
+    fn judged(
+        &mut self,
+        text: At,
+        rule: fn(&str) -> Option<String>,
+        refused: fn(String, String) -> StateErrorKind,
+    ) -> Option<String> {
+        match rule(&text.value) {
+            Some(problem) => {
+                self.problem(text.at, refused(text.value, problem));
+                None
+            }
+            None => Some(text.value),
+        }
     }
 
     /// `events`: a non-empty list of event names, each known, kept in the
